@@ -1,0 +1,129 @@
+"""The rule registry: one flat table of reverse rules and one of forward rules, keyed by function.
+
+A reverse rule is ``rule(*args, **kwargs) -> (y, pullback)`` where ``pullback(ȳ)`` returns one
+cotangent per positional argument. A forward rule is ``rule(tangents, *args, **kwargs) -> (y, ẏ)``.
+
+Rules are registered with decorators::
+
+    @register_rrule(np.sin)
+    def _sin(x):
+        def pullback(dy):
+            return (dy * np.cos(x),)
+        return np.sin(x), pullback
+
+``rrule(f, ...)`` wraps the pullback so that every rule author gets, for free:
+- a ``ZeroTangent``/``NoTangent`` ȳ short-circuits (nothing is computed or allocated);
+- a ``Thunk``/``InplaceThunk``/``BroadcastThunk`` ȳ is unthunked first, unless the rule was
+  registered with ``lazy=True``: such a rule takes lazy arrays as arguments and lazy cotangents,
+  and keeps them lazy (elementwise, reduction and movement rules do);
+- integer, bool and non-numeric arguments get ``NoTangent()``, whatever the rule returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..tangents import NoTangent, ZeroTangent, unthunk
+
+RRULES: dict[Any, tuple[Callable, bool]] = {}
+FRULES: dict[Any, Callable] = {}
+OPTED_OUT: set[Any] = set()
+
+
+def register_rrule(f: Any, *, lazy: bool = False) -> Callable[[Callable], Callable]:
+    """Register ``rule`` as the reverse rule of ``f`` (a NumPy function, ufunc, or your own).
+
+    >>> @register_rrule(my_square)
+    ... def _(x):
+    ...     return x * x, lambda dy: (2 * x * dy,)
+    """
+
+    def decorate(rule: Callable) -> Callable:
+        RRULES[f] = (rule, lazy)
+        OPTED_OUT.discard(f)
+        return rule
+
+    return decorate
+
+
+def register_frule(f: Any) -> Callable[[Callable], Callable]:
+    """Register ``rule(tangents, *args, **kwargs) -> (y, ẏ)`` as the forward rule of ``f``."""
+
+    def decorate(rule: Callable) -> Callable:
+        FRULES[f] = rule
+        return rule
+
+    return decorate
+
+
+def opt_out(f: Any) -> Any:
+    """Let AD trace through ``f`` instead of using its rule (for example a composite function).
+
+    >>> opt_out(my_softplus)  # grad now differentiates my_softplus's body
+    """
+    OPTED_OUT.add(f)
+    return f
+
+
+def has_rrule(f: Any) -> bool:
+    """True when ``f`` has a reverse rule that has not been opted out of."""
+    return f in RRULES and f not in OPTED_OUT
+
+
+def is_differentiable(x: Any) -> bool:
+    """Whether ``x`` can carry a derivative: real or complex floating values (and containers)."""
+    if isinstance(x, bool | np.bool_):
+        return False
+    if isinstance(x, float | complex | np.floating | np.complexfloating):
+        return True
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None:
+        return np.issubdtype(dtype, np.inexact)
+    return False
+
+
+def zero_cotangents(args: tuple) -> tuple:
+    """One zero cotangent per argument: ``NoTangent`` where none exists, else ``ZeroTangent``."""
+    return tuple(ZeroTangent() if is_differentiable(a) else NoTangent() for a in args)
+
+
+def rrule(f: Any, *args: Any, **kwargs: Any) -> tuple[Any, Callable] | None:
+    """``(y, pullback)`` for ``f(*args, **kwargs)``, or None when ``f`` has no reverse rule.
+
+    >>> y, pb = rrule(np.sin, np.array([0.0, 1.0]))
+    >>> pb(np.ones(2))  # (cos(x),)
+    """
+    entry = RRULES.get(f)
+    if entry is None or f in OPTED_OUT:
+        return None
+    rule, lazy = entry
+    out = rule(*args, **kwargs)
+    if out is None:
+        return None
+    y, pullback = out
+
+    def checked_pullback(dy: Any) -> tuple:
+        if isinstance(dy, ZeroTangent | NoTangent):
+            return zero_cotangents(args)
+        if not lazy:
+            dy = unthunk(dy)
+        grads = tuple(pullback(dy))
+        if len(grads) != len(args):
+            raise TypeError(
+                f"the rrule of {getattr(f, '__name__', f)!r} returned {len(grads)} cotangents for "
+                f"{len(args)} positional arguments; a pullback returns one per argument"
+            )
+        return tuple(g if is_differentiable(a) else NoTangent() for a, g in zip(args, grads))
+
+    return y, checked_pullback
+
+
+def frule(tangents: tuple, f: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any] | None:
+    """``(y, ẏ)`` for ``f(*args, **kwargs)`` pushed forward along ``tangents``, or None."""
+    rule = FRULES.get(f)
+    if rule is None or f in OPTED_OUT:
+        return None
+    return rule(tangents, *args, **kwargs)
