@@ -5,6 +5,8 @@
 1.0
 """
 
+import importlib.util
+
 from .algebra import add, iadd, scale, tree_equal
 from .ownership import disown, mark_owned, owned, ownership_scope
 from .project import ProjectTo, tangent_dtype
@@ -34,3 +36,9 @@ __all__ = [
     "tree_equal",
     "unthunk",
 ]
+
+if importlib.util.find_spec(f"{__name__}.broadcast_thunk") is not None:
+    # Written separately; imported only once it exists, so that its own errors are not hidden.
+    from .broadcast_thunk import BroadcastThunk  # noqa: F401
+
+    __all__ += ["BroadcastThunk"]
