@@ -1,0 +1,285 @@
+"""Running the cases: one fresh subprocess each, with skips for memory, time and missing libraries.
+
+Example:
+    >>> from fusegrad.bench.workloads import WORKLOADS
+    >>> memory_skip_reason(estimate_bytes("autograd", WORKLOADS["W2T"], 100_000), 24 << 30)
+    'skipped: needs ~373 GiB, 24 GiB available'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ._child import MARKER
+from .libs import LIBS
+from .workloads import Workload
+
+THP_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "THP_MEM_ALLOC_ENABLE": "1"}
+# Eager AD libraries keep several broadcast-sized temporaries alive for the backward pass; the
+# count per workload is in Workload.eager_arrays. jit compilers fuse some of them away.
+_BIG_ARRAY_FACTOR = {"autograd": 1.0, "jax": 1.0, "torch": 1.0, "jax-jit": 0.5}
+# Memory the estimate must leave free for everything else on a shared machine.
+MEMORY_HEADROOM = 0.8
+
+
+@dataclass(frozen=True)
+class Case:
+    """One (library, workload, size) measurement, optionally with the huge-page malloc.
+
+    Example:
+        >>> Case("jax", "W1", 1000, thp=True).label
+        'W1 n=1000 jax [THP]'
+    """
+
+    lib: str
+    workload: str
+    n: int
+    thp: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload} n={self.n} {self.lib}" + (" [THP]" if self.thp else "")
+
+
+def estimate_bytes(lib: str, wl: Workload, n: int) -> int:
+    """Rough peak bytes of one case: inputs (and a library copy), gradients, big temporaries.
+
+    fusegrad's target is no broadcast-sized temporary; one is budgeted so that a fusegrad that
+    still materialises is not run into the ground. The hand NumPy gradient is blocked.
+
+    Example:
+        >>> from fusegrad.bench.workloads import WORKLOADS
+        >>> estimate_bytes("numpy", WORKLOADS["W1"], 1000)
+        24000
+    """
+    inputs = wl.input_bytes(n)
+    if lib.startswith("fusegrad"):
+        factor = 1.0
+    elif lib == "numpy":
+        factor = 0.0
+    else:
+        factor = _BIG_ARRAY_FACTOR.get(lib, 1.0) * wl.eager_arrays
+    return int(3 * inputs + factor * 8 * wl.big_elems(n))
+
+
+def mem_available() -> int | None:
+    """``MemAvailable`` from ``/proc/meminfo`` in bytes, or ``None`` where unknown.
+
+    Example:
+        >>> m = mem_available()
+        >>> m is None or m > 0
+        True
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _gib(b: float) -> str:
+    return f"{b / (1 << 30):.3g} GiB"
+
+
+def memory_skip_reason(estimate: int, available: int | None) -> str | None:
+    """A skip message when ``estimate`` does not fit in ``available`` with headroom, else None.
+
+    Example:
+        >>> memory_skip_reason(10 << 30, 8 << 30)
+        'skipped: needs ~10 GiB, 8 GiB available'
+        >>> memory_skip_reason(1 << 20, 8 << 30) is None
+        True
+    """
+    if available is None or estimate <= MEMORY_HEADROOM * available:
+        return None
+    return f"skipped: needs ~{_gib(estimate)}, {_gib(available)} available"
+
+
+def predict_seconds(prev: dict, n: int, wl: Workload, min_samples: int) -> float:
+    """Predicted wall time of a case at size ``n`` from the same library's result at a smaller size.
+
+    Work grows as N² on pairwise workloads and as N otherwise; the case runs a first call plus at
+    least ``min_samples`` timed calls.
+
+    Example:
+        >>> from fusegrad.bench.workloads import WORKLOADS
+        >>> predict_seconds({"n": 100, "median_s": 1.0}, 200, WORKLOADS["W2"], 5)
+        24.0
+    """
+    power = 2 if wl.pairwise else 1
+    return prev["median_s"] * (n / prev["n"]) ** power * (min_samples + 1)
+
+
+def child_env(lib: str, threads: int | None, thp: bool) -> dict:
+    """The environment of a case's subprocess: the library's switches, threads, malloc, path.
+
+    Example:
+        >>> env = child_env("jax", 1, thp=True)
+        >>> env["OMP_NUM_THREADS"], env["JAX_ENABLE_X64"], env["THP_MEM_ALLOC_ENABLE"]
+        ('1', '1', '1')
+    """
+    env = dict(os.environ)
+    env.update(LIBS[lib].env)
+    if threads:
+        for var in (
+            "OMP_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "MKL_NUM_THREADS",
+            "NUMBA_NUM_THREADS",
+            "NUMEXPR_NUM_THREADS",
+            "VECLIB_MAXIMUM_THREADS",
+            "FUSEGRAD_NUM_THREADS",
+        ):
+            env[var] = str(threads)
+        if threads == 1:
+            env["XLA_FLAGS"] = (
+                env.get("XLA_FLAGS", "")
+                + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+            ).strip()
+    if thp:
+        env.update(THP_ENV)
+    # Run the package the parent imported, installed or not.
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [src, env.get("PYTHONPATH", "")] if p)
+    return env
+
+
+def run_subprocess(case: Case, *, threads, timeout_s, budget_s, min_samples) -> dict:
+    """Run ``case`` in a fresh interpreter and return its result record.
+
+    Example:
+        >>> r = run_subprocess(Case("numpy", "W1", 100), threads=None, timeout_s=60,
+        ...                    budget_s=0.05, min_samples=5)
+        >>> r["status"]
+        'ok'
+    """
+    spec = {
+        "lib": case.lib,
+        "workload": case.workload,
+        "n": case.n,
+        "threads": threads,
+        "budget_s": budget_s,
+        "min_samples": min_samples,
+    }
+    base = {"lib": case.lib, "workload": case.workload, "n": case.n, "thp": case.thp}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "fusegrad.bench._child", json.dumps(spec)],
+            env=child_env(case.lib, threads, case.thp),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return {**base, "status": "timeout", "message": f"timeout after {timeout_s:g} s"}
+    wall = time.perf_counter() - t0
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARKER):
+            return {**json.loads(line[len(MARKER) :]), **base, "wall_s": wall}
+    tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+    if proc.returncode < 0:
+        tail = f"killed by signal {-proc.returncode} (out of memory?); {tail}"
+    return {**base, "status": "error", "message": tail[:300], "wall_s": wall}
+
+
+def plan_cases(workloads, libs, sizes_for, thp: bool) -> list[Case]:
+    """All cases in run order: by workload, then size, then library (interleaved, so that
+    machine noise hits every library alike). With ``thp``, the non-fusegrad libraries run twice.
+
+    Example:
+        >>> [c.label for c in plan_cases(["W1"], ["numpy", "fusegrad"], lambda w: [10], True)]
+        ['W1 n=10 numpy', 'W1 n=10 numpy [THP]', 'W1 n=10 fusegrad']
+    """
+    cases = []
+    for w in workloads:
+        for n in sizes_for(w):
+            for lib in libs:
+                cases.append(Case(lib, w, n))
+                if thp and not lib.startswith("fusegrad"):
+                    cases.append(Case(lib, w, n, thp=True))
+    return cases
+
+
+def run_all(
+    cases: list[Case],
+    workloads: dict,
+    *,
+    threads: int | None,
+    timeout_s: float,
+    budget_s: float,
+    min_samples: int,
+    case_limit_s: float,
+    progress: Callable[[str], None],
+) -> list[dict]:
+    """Run every case (or record why it was skipped) and report each on ``progress``.
+
+    Example:
+        >>> from fusegrad.bench.workloads import WORKLOADS
+        >>> rs = run_all([Case("numpy", "W1", 50)], WORKLOADS, threads=None, timeout_s=60,
+        ...              budget_s=0.05, min_samples=5, case_limit_s=60, progress=lambda s: None)
+        >>> rs[0]["check"]
+        'ok'
+    """
+    results: list[dict] = []
+    last_ok: dict = {}
+    failed: dict = {}
+    available = mem_available()
+    for i, case in enumerate(cases, 1):
+        wl = workloads[case.workload]
+        lib = LIBS[case.lib]
+        key = (case.lib, case.workload, case.thp)
+        base = {"lib": case.lib, "workload": case.workload, "n": case.n, "thp": case.thp}
+        skip = None
+        if not lib.installed():
+            skip = f"skipped: not installed ({lib.pip})"
+        elif key in failed:
+            skip = "skipped: {} at n={}".format(*failed[key])
+        else:
+            skip = memory_skip_reason(estimate_bytes(case.lib, wl, case.n), available)
+            prev = last_ok.get(key)
+            if skip is None and prev is not None:
+                est = predict_seconds(prev, case.n, wl, min_samples)
+                if est > case_limit_s:
+                    skip = f"skipped: would take ~{est:.0f} s (limit {case_limit_s:g} s; --full)"
+        if skip:
+            r = {**base, "status": "skipped", "message": skip}
+        else:
+            r = run_subprocess(
+                case,
+                threads=threads,
+                timeout_s=timeout_s,
+                budget_s=budget_s,
+                min_samples=min_samples,
+            )
+            if r["status"] in ("ok", "wrong"):
+                last_ok[key] = r
+            elif r["status"] in ("error", "timeout"):
+                failed[key] = (r["status"], case.n)
+        results.append(r)
+        progress(f"[{i:>3}/{len(cases)}] {case.label:<34} {status_text(r)}")
+    return results
+
+
+def status_text(r: dict) -> str:
+    """A one-line summary of a result for the progress display.
+
+    Example:
+        >>> status_text({"status": "ok", "median_s": 0.0123, "wall_s": 1.5, "rel_err": 0.0})
+        '12.3 ms  ok 0.0e+00  (1.5 s)'
+    """
+    from .report import fmt_time
+
+    wall = f"  ({r['wall_s']:.1f} s)" if "wall_s" in r else ""
+    if r["status"] in ("ok", "wrong"):
+        return f"{fmt_time(r['median_s'])}  {r['status']} {r.get('rel_err', 0):.1e}{wall}"
+    return f"{r['status']}: {r.get('message', '')}{wall}"
