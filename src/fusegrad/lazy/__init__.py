@@ -1,0 +1,28 @@
+"""fusegrad.lazy: NumPy syntax, evaluated like one fused loop.
+
+Example::
+
+    >>> import numpy as np, fusegrad.lazy as fl
+    >>> x, y = fl.asarray(np.random.rand(500)), fl.asarray(np.random.rand(500))
+    >>> d = x[:, None] - y[None, :]                      # lazy, nothing allocated
+    >>> rows, cols = fl.materialize(np.sum(d**2, axis=1), np.sum(d**2, axis=0))  # one pass
+"""
+
+from . import protocols as _protocols  # noqa: F401  (attaches NumPy protocols to LazyArray)
+from .engines import current as current_engine
+from .engines import use_engine
+from .nodes import LazyArray, Leaf, Map, Reduce, asarray
+from .plan import materialize, materialize_many, recording
+
+__all__ = [
+    "LazyArray",
+    "Leaf",
+    "Map",
+    "Reduce",
+    "asarray",
+    "current_engine",
+    "materialize",
+    "materialize_many",
+    "recording",
+    "use_engine",
+]

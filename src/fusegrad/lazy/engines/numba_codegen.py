@@ -1,0 +1,671 @@
+"""Source generation for the numba engine: one loop nest per kernel signature.
+
+This module only produces Python source text (it never imports numba), so it can be tested and
+hashed on its own: the hash of this file is part of every disk-cache key, so any change here
+invalidates stale generated modules.
+
+Layout of a generated kernel over a domain ``(n0, ..., n{d-1})``::
+
+    for b in prange(nblk):                 # blocks of axis 0 (per-block partials if a
+        for i0 in range(lo, hi):           # reduction crosses axis 0)
+            ...                            # values depending on i0 only are hoisted here
+            for jb in range(0, n{d-1}, CHUNK):   # innermost axis chunked when it is reduced
+                for i{d-1} in range(jb, je):
+                    body: loads, scalar ops, elementwise stores, accumulation
+
+Example::
+
+    >>> from fusegrad.lazy.kernel import Instr, Output
+    >>> f8 = np.dtype("f8")
+    >>> plan = analyse(2, ((f8, (False, True)), (f8, (True, False))), ("float",),
+    ...                (Instr("subtract", (0, 1), f8),), (Output(3, "sum", (1,), f8),))
+    >>> "def kernel_par" in generate_source(plan)
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fusegrad.lazy.ops import OPS
+
+# Innermost reduced loops are summed in chunks of this many points into a chunk accumulator,
+# then chunk sums are added: error ~ (CHUNK/lanes + n/CHUNK) eps instead of n eps.
+CHUNK = 256
+
+SUPPORTED_DTYPES = frozenset(
+    np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "f4", "f8")
+)
+
+_COMPARE = {
+    "greater": ">",
+    "greater_equal": ">=",
+    "less": "<",
+    "less_equal": "<=",
+    "equal": "==",
+    "not_equal": "!=",
+}
+_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
+_LOGICAL = ("logical_and", "logical_or", "logical_xor", "logical_not")
+# Ops whose result is a bool computed natively (no `!= 0` cast needed).
+_BOOL_NATIVE = set(_COMPARE) | set(_PREDICATES) | set(_LOGICAL)
+
+# Ops NumPy only defines on floats; with integer or bool loops the engine declines the kernel.
+_FLOAT_ONLY = {
+    "divide",
+    "true_divide",
+    "reciprocal",
+    "sqrt",
+    "cbrt",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "logaddexp",
+    "logaddexp2",
+    "sin",
+    "cos",
+    "tan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "arctan2",
+    "hypot",
+    "copysign",
+    "heaviside",
+    "deg2rad",
+    "rad2deg",
+    "float_power",
+    "expit",
+    "logit",
+    "erf",
+    "erfc",
+    "xlogy",
+    "xlog1py",
+    "log_expit",
+}
+
+_MATH1 = {
+    "exp": "math.exp",
+    "expm1": "math.expm1",
+    "log": "math.log",
+    "log2": "math.log2",
+    "log10": "math.log10",
+    "log1p": "math.log1p",
+    "sin": "math.sin",
+    "cos": "math.cos",
+    "tan": "math.tan",
+    "arcsin": "math.asin",
+    "arccos": "math.acos",
+    "arctan": "math.atan",
+    "sinh": "math.sinh",
+    "cosh": "math.cosh",
+    "tanh": "math.tanh",
+    "arcsinh": "math.asinh",
+    "arccosh": "math.acosh",
+    "arctanh": "math.atanh",
+    "erf": "math.erf",
+    "erfc": "math.erfc",
+    "sqrt": "np.sqrt",
+    "cbrt": "np.cbrt",
+    "exp2": "np.exp2",
+    "floor": "np.floor",
+    "ceil": "np.ceil",
+    "trunc": "np.trunc",
+    "rint": "np.rint",
+}
+
+# Scalar helpers, emitted into a generated module only when used. They follow NumPy's C loops
+# (npymath npy_divmod, npy_logaddexp) and SciPy's _logit.h so results match to the last ulp or so.
+HELPERS = {
+    "_ffloordiv": """
+@njit(cache=True, error_model="numpy")
+def _ffloordiv(a, b):
+    if b == 0:
+        return a / b
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod != 0:
+        if (b < 0) != (mod < 0):
+            div -= 1
+    if div != 0:
+        fl = np.floor(div)
+        if div - fl > 0.5:
+            fl += 1
+        return fl
+    return math.copysign(0.0, a / b)
+""",
+    "_fremainder": """
+@njit(cache=True, error_model="numpy")
+def _fremainder(a, b):
+    mod = np.fmod(a, b)
+    if b == 0:
+        return mod
+    if mod != 0:
+        if (b < 0) != (mod < 0):
+            mod += b
+    else:
+        mod = math.copysign(0.0, b)
+    return mod
+""",
+    "_ifloordiv": """
+@njit(cache=True, error_model="numpy")
+def _ifloordiv(a, b):
+    if b == 0:
+        return a - a
+    if b == -1:
+        return -a
+    return a // b
+""",
+    "_iremainder": """
+@njit(cache=True, error_model="numpy")
+def _iremainder(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    return a % b
+""",
+    "_ifmod": """
+@njit(cache=True, error_model="numpy")
+def _ifmod(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    r = a % b
+    if r != 0 and ((r < 0) != (a < 0)):
+        r -= b
+    return r
+""",
+    "_ipow": """
+@njit(cache=True, error_model="numpy")
+def _ipow(a, b):
+    r = a - a + 1
+    base = a
+    e = b
+    while e > 0:
+        if e & 1:
+            r = r * base
+        base = base * base
+        e >>= 1
+    return r
+""",
+    "_logaddexp": """
+@njit(cache=True, error_model="numpy")
+def _logaddexp(x, y):
+    if x == y:
+        return x + 0.6931471805599453
+    t = x - y
+    if t > 0:
+        return x + math.log1p(math.exp(-t))
+    if t <= 0:
+        return y + math.log1p(math.exp(t))
+    return t
+""",
+    "_logaddexp2": """
+@njit(cache=True, error_model="numpy")
+def _logaddexp2(x, y):
+    if x == y:
+        return x + 1.0
+    t = x - y
+    if t > 0:
+        return x + 1.4426950408889634 * math.log1p(np.exp2(-t))
+    if t <= 0:
+        return y + 1.4426950408889634 * math.log1p(np.exp2(t))
+    return t
+""",
+    "_logit": """
+@njit(cache=True, error_model="numpy")
+def _logit(x):
+    if x < 0.3 or x > 0.65:
+        return math.log(x / (1 - x))
+    s = 2 * (x - 0.5)
+    return math.log1p(s) - math.log1p(-s)
+""",
+    "_log_expit": """
+@njit(cache=True, error_model="numpy")
+def _log_expit(x):
+    if x < 0:
+        return x - math.log1p(math.exp(x))
+    return -math.log1p(math.exp(-x))
+""",
+}
+
+
+def ctor(dt: np.dtype) -> str:
+    """The scalar constructor for a dtype in generated code, e.g. ``np.float32``."""
+    return "np.bool_" if dt.kind == "b" else f"np.{dt.name}"
+
+
+def cast(expr: str, src: np.dtype | None, dst: np.dtype) -> str:
+    """Source converting ``expr`` (of dtype ``src``; None = unknown/weak) to ``dst``."""
+    if src is not None and src == dst:
+        return expr
+    if dst.kind == "b":
+        return f"(({expr}) != 0)"
+    return f"{ctor(dst)}({expr})"
+
+
+@dataclass
+class Plan:
+    """Everything the generator needs, derived from a kernel signature (no data)."""
+
+    ndim: int
+    in_dtypes: tuple[np.dtype, ...]
+    in_bcast: tuple[tuple[bool, ...], ...]
+    const_kinds: tuple[str, ...]
+    program: tuple
+    outputs: tuple
+    operand_dtype: list  # np.dtype or None for weak Python scalars
+    needs_partial: tuple[bool, ...]  # per output: reduction crosses axis 0
+    prefilled: tuple[bool, ...]  # per output: target must be pre-filled with the identity
+    has_reduction: bool
+    chunk_inner: bool
+    helpers: set
+    error: str | None = None
+
+
+def _weak_rep(kind: str) -> object:
+    return {"int": 0, "float": 0.0, "bool": False}[kind]
+
+
+def _loop_dtype(ins, arg_reps) -> np.dtype:
+    if ins.op in _COMPARE or ins.op in _PREDICATES:
+        return np.result_type(*arg_reps)
+    if ins.op in _LOGICAL:
+        return np.dtype("?")
+    return ins.dtype
+
+
+def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
+    """Derive a :class:`Plan` from the parts of a kernel signature.
+
+    ``inputs`` is a tuple of ``(dtype, broadcast_flags)``; ``const_kinds`` as in
+    ``Kernel.signature()``. ``plan.error`` names the first unsupported feature, if any.
+
+    >>> analyse(0, (), (), (), ()).error is None
+    True
+    """
+    err = None
+    dts: list = [np.dtype(d) for d, _ in inputs]
+    for d in dts:
+        if d not in SUPPORTED_DTYPES:
+            err = err or f"input dtype {d}"
+    for k in const_kinds:
+        if k in ("int", "float", "bool"):
+            dts.append(None)
+        else:
+            try:
+                d = np.dtype(k)
+            except TypeError:
+                d = None
+                err = err or f"constant of type {k}"
+            if d is not None and d not in SUPPORTED_DTYPES:
+                err = err or f"constant dtype {d}"
+            dts.append(d)
+    reps = [
+        _weak_rep(k) if d is None else d
+        for d, k in zip(dts, [None] * len(inputs) + list(const_kinds))
+    ]
+    helpers: set = set()
+    for ins in program:
+        if ins.dtype not in SUPPORTED_DTYPES:
+            err = err or f"{ins.op} producing {ins.dtype}"
+        if ins.op not in OPS and ins.op not in ("where", "cast"):
+            err = err or f"op {ins.op}"
+        arg_reps = [reps[a] for a in ins.args]
+        if ins.op not in ("where", "cast") and err is None:
+            lt = _loop_dtype(ins, arg_reps)
+            if ins.op in _FLOAT_ONLY and lt.kind != "f":
+                err = f"{ins.op} on {lt}"
+            if ins.op == "power" and lt.kind in "iub":
+                helpers.add("_ipow")  # exponent sign is checked on the data by supports()
+            if lt.kind in "iub" and ins.op in ("negative", "subtract", "sign") and lt.kind == "b":
+                err = f"{ins.op} on bool"
+        dts.append(ins.dtype)
+        reps.append(ins.dtype)
+    for o in outputs:
+        if o.dtype not in SUPPORTED_DTYPES:
+            err = err or f"output dtype {o.dtype}"
+        if o.reduce not in (None, "sum", "prod", "max", "min"):
+            err = err or f"reduction {o.reduce}"
+    needs_partial = tuple(bool(o.reduce and o.axes and 0 in o.axes) for o in outputs)
+    prefilled = []
+    for o in outputs:
+        if not (o.reduce and o.axes):
+            prefilled.append(False)
+            continue
+        s = _suffix_start(o.axes, ndim)
+        prefilled.append(set(o.axes) != set(range(s, ndim)) or 0 in o.axes)
+    has_red = any(o.reduce and o.axes for o in outputs)
+    chunk = ndim > 0 and any(o.reduce and (ndim - 1) in o.axes for o in outputs)
+    return Plan(
+        ndim,
+        tuple(dts[: len(inputs)]),
+        tuple(tuple(b) for _, b in inputs),
+        tuple(const_kinds),
+        tuple(program),
+        tuple(outputs),
+        dts,
+        needs_partial,
+        tuple(prefilled),
+        bool(has_red),
+        bool(chunk),
+        helpers,
+        err,
+    )
+
+
+def _suffix_start(axes, ndim: int) -> int:
+    s = ndim
+    while s > 0 and (s - 1) in axes:
+        s -= 1
+    return s
+
+
+def identity(reduce: str, dt: np.dtype) -> object:
+    """The identity element of a reduction for a dtype (``max`` of float64 -> ``-inf``).
+
+    >>> identity("max", np.dtype("f8"))
+    -inf
+    """
+    if reduce == "sum":
+        return dt.type(0)
+    if reduce == "prod":
+        return dt.type(1)
+    if dt.kind == "f":
+        return dt.type(-np.inf if reduce == "max" else np.inf)
+    if dt.kind == "b":
+        return dt.type(reduce == "min")
+    info = np.iinfo(dt)
+    return dt.type(info.min if reduce == "max" else info.max)
+
+
+def _ident_src(reduce: str, dt: np.dtype) -> str:
+    v = identity(reduce, dt)
+    if dt.kind == "f":
+        lit = repr(float(v)).replace("inf", "np.inf")
+        return f"{ctor(dt)}({lit})"
+    if dt.kind == "b":
+        return repr(bool(v))
+    return f"{ctor(dt)}({int(v)})"
+
+
+def combine(reduce: str, acc: str, v: str, dt: np.dtype) -> str:
+    """Source of one accumulation step ``acc (+) v`` in dtype ``dt`` (NaN-propagating max/min)."""
+    if reduce == "sum":
+        return cast(f"{acc} + {v}", None, dt)
+    if reduce == "prod":
+        return cast(f"{acc} * {v}", None, dt)
+    op = ">=" if reduce == "max" else "<="
+    return f"({acc} if ({acc} {op} {v} or {acc} != {acc}) else {v})"
+
+
+def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
+    """Scalar source for ``op`` on argument sources ``a`` already converted to loop dtype ``lt``."""
+    T = ctor(lt)
+    fl = lt.kind == "f"
+    x = a[0]
+    y = a[1] if len(a) > 1 else None
+    if op in _COMPARE:
+        return f"({x} {_COMPARE[op]} {y})"
+    simple2 = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "true_divide": "/"}
+    if op in simple2:
+        return f"({x} {simple2[op]} {y})"
+    if op == "floor_divide":
+        plan.helpers.add("_ffloordiv" if fl else "_ifloordiv")
+        return f"{'_ffloordiv' if fl else '_ifloordiv'}({x}, {y})"
+    if op == "remainder":
+        plan.helpers.add("_fremainder" if fl else "_iremainder")
+        return f"{'_fremainder' if fl else '_iremainder'}({x}, {y})"
+    if op == "fmod":
+        if fl:
+            return f"np.fmod({x}, {y})"
+        plan.helpers.add("_ifmod")
+        return f"_ifmod({x}, {y})"
+    if op in ("power", "float_power"):
+        if fl:
+            return f"({x} ** {y})"
+        plan.helpers.add("_ipow")
+        return f"_ipow({x}, {y})"
+    if op == "negative":
+        return f"(-{x})"
+    if op in ("positive", "conjugate"):
+        return x
+    if op in ("absolute", "fabs"):
+        return x if lt.kind in "ub" else f"abs({x})"
+    if op == "sign":
+        if fl:
+            return (
+                f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else ({T}(0) if {x} == 0 else {x})))"
+            )
+        return f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else {T}(0)))"
+    if op == "square":
+        return f"({x} * {x})"
+    if op == "reciprocal":
+        return f"({T}(1) / {x})"
+    if op in ("maximum", "minimum", "fmax", "fmin"):
+        cmp = ">=" if op in ("maximum", "fmax") else "<="
+        nan = x if op in ("maximum", "minimum") else y
+        if not fl:
+            return f"({x} if {x} {cmp} {y} else {y})"
+        return f"({x} if ({x} {cmp} {y} or {nan} != {nan}) else {y})"
+    if op == "copysign":
+        return f"math.copysign({x}, {y})"
+    if op in ("floor", "ceil", "trunc", "rint"):
+        return f"{_MATH1[op]}({x})" if fl else x
+    if op == "logical_and":
+        return f"({x} & {y})"
+    if op == "logical_or":
+        return f"({x} | {y})"
+    if op == "logical_xor":
+        return f"({x} != {y})"
+    if op == "logical_not":
+        return f"(not {x})"
+    if op == "isnan":
+        return f"({x} != {x})" if fl else "False"
+    if op == "isinf":
+        return f"math.isinf({x})" if fl else "False"
+    if op == "isfinite":
+        return f"math.isfinite({x})" if fl else "True"
+    if op == "signbit":
+        return f"(math.copysign(1.0, {x}) < 0)" if fl else f"({x} < 0)"
+    if op == "deg2rad":
+        return f"({x} * {T}({math.pi / 180.0!r}))"
+    if op == "rad2deg":
+        return f"({x} * {T}({180.0 / math.pi!r}))"
+    if op == "heaviside":
+        return f"({x} if {x} != {x} else ({y} if {x} == 0 else ({T}(0) if {x} < 0 else {T}(1))))"
+    if op in _MATH1:
+        return f"{_MATH1[op]}({x})"
+    if op == "arctan2":
+        return f"math.atan2({x}, {y})"
+    if op == "hypot":
+        return f"math.hypot({x}, {y})"
+    if op in ("logaddexp", "logaddexp2", "logit", "log_expit"):
+        plan.helpers.add("_" + op)
+        return f"_{op}({', '.join(a)})"
+    if op == "expit":
+        return f"({T}(1) / ({T}(1) + math.exp(-{x})))"
+    if op == "xlogy":
+        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * math.log({y}))"
+    if op == "xlog1py":
+        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * math.log1p({y}))"
+    raise NotImplementedError(op)
+
+
+def generate_source(plan: Plan) -> str:
+    """The body of a generated module (imports, helpers, ``kernel_ser`` and ``kernel_par``).
+
+    Both functions take ``(nblk, n0.., in0.., c0.., out0.., part0..)``: ``nblk`` blocks of
+    axis 0, the domain sizes, inputs with broadcast axes dropped (fully broadcast inputs as
+    scalars), constants, outputs, then one partial buffer per output that crosses axis 0.
+    """
+    d = plan.ndim
+    nin = len(plan.in_dtypes)
+    ncon = len(plan.const_kinds)
+    dts = plan.operand_dtype
+    # deps[k]: the set of domain axes operand k depends on.
+    deps: list[frozenset] = []
+    for flags in plan.in_bcast:
+        deps.append(frozenset(ax for ax, b in enumerate(flags) if not b))
+    deps += [frozenset()] * ncon
+    stmts: dict[int, list[str]] = {lv: [] for lv in range(d + 1)}
+    names: list[str] = []
+    for k, flags in enumerate(plan.in_bcast):
+        idx = [f"i{ax}" for ax, b in enumerate(flags) if not b]
+        if idx:
+            names.append(f"x{k}")
+            stmts[max(deps[k]) + 1].append(f"x{k} = a{k}[{', '.join(idx)}]")
+        else:
+            names.append(f"a{k}")
+    names += [f"c{j}" for j in range(ncon)]
+    reps = [
+        dt if dt is not None else _weak_rep(kind)
+        for dt, kind in zip(dts, [None] * nin + list(plan.const_kinds) + [None] * len(plan.program))
+    ]
+    for j, ins in enumerate(plan.program):
+        vid = nin + ncon + j
+        dep = frozenset().union(*(deps[a] for a in ins.args)) if ins.args else frozenset()
+        deps.append(dep)
+        name = f"v{vid}"
+        names.append(name)
+        if ins.op == "cast":
+            expr = cast(names[ins.args[0]], dts[ins.args[0]], ins.dtype)
+        elif ins.op == "where":
+            c, p, q = ins.args
+            cs = cast(names[c], dts[c], np.dtype("?"))
+            expr = f"({cast(names[p], dts[p], ins.dtype)} if {cs} else "
+            expr += f"{cast(names[q], dts[q], ins.dtype)})"
+        else:
+            lt = _loop_dtype(ins, [reps[a] for a in ins.args])
+            args = [cast(names[a], dts[a], lt) for a in ins.args]
+            expr = op_expr(ins.op, args, lt, plan)
+            if not (ins.op in _BOOL_NATIVE and ins.dtype.kind == "b"):
+                expr = cast(expr, None, ins.dtype)
+        stmts[(max(dep) + 1) if dep else 0].append(f"{name} = {expr}")
+
+    outs = plan.outputs
+    oidx_all = [f"i{ax}" for ax in range(d)]
+
+    def out_index(o, j, partial):
+        idx = ["0" if ax in o.axes else f"i{ax}" for ax in range(d)]
+        if partial:
+            idx = ["b"] + idx
+        return ", ".join(idx) if idx else "()"
+
+    def target(j):
+        return f"p{j}" if plan.needs_partial[j] else f"o{j}"
+
+    level_init: dict[int, list[str]] = {lv: [] for lv in range(d + 1)}
+    level_fin: dict[int, list[str]] = {lv: [] for lv in range(d + 1)}
+    inner: list[str] = []
+    chunk_init: list[str] = []
+    chunk_fin: list[str] = []
+    for j, o in enumerate(outs):
+        v = names[o.value]
+        vcast = cast(v, dts[o.value], o.dtype)
+        if not (o.reduce and o.axes):
+            inner.append(f"o{j}[{', '.join(oidx_all) if d else '()'}] = {vcast}")
+            continue
+        part = plan.needs_partial[j]
+        t = f"{target(j)}[{out_index(o, j, part)}]"
+        s = _suffix_start(o.axes, d)
+        ident = _ident_src(o.reduce, o.dtype)
+        if s < d:
+            acc = f"acc{j}"
+            level_init[s].append(f"{acc} = {ident}")
+            if plan.prefilled[j] and not (part and s == 0):
+                level_fin[s].append(f"{t} = {combine(o.reduce, t, acc, o.dtype)}")
+            else:
+                level_fin[s].append(f"{t} = {acc}")
+            cacc = f"cacc{j}"
+            chunk_init.append(f"{cacc} = {ident}")
+            chunk_fin.append(f"{acc} = {combine(o.reduce, acc, cacc, o.dtype)}")
+            inner.append(f"{cacc} = {combine(o.reduce, cacc, vcast, o.dtype)}")
+        else:
+            inner.append(f"{t} = {combine(o.reduce, t, vcast, o.dtype)}")
+
+    def body(parallel: bool) -> list[str]:
+        L: list[str] = []
+        ind = "    "
+        L += [ind + s for s in stmts[0]]
+        if d == 0:
+            L += [ind + s for s in inner]
+            return L
+        rng = "prange" if parallel else "range"
+        L.append(f"{ind}for b in {rng}(nblk):")
+        ind2 = ind * 2
+        L.append(f"{ind2}lo = (b * n0) // nblk")
+        L.append(f"{ind2}hi = ((b + 1) * n0) // nblk")
+        L += [ind2 + s for s in level_init[0]]
+        cur = ind2
+        for ax in range(d):
+            if ax == d - 1 and plan.chunk_inner:
+                lo, hi = ("lo", "hi") if ax == 0 else ("0", f"n{ax}")
+                L.append(f"{cur}for jb in range({lo}, {hi}, {CHUNK}):")
+                L.append(f"{cur}    je = min(jb + {CHUNK}, {hi})")
+                L += [cur + "    " + s for s in chunk_init]
+                L.append(f"{cur}    for i{ax} in range(jb, je):")
+                inner_ind = cur + "        "
+                L += [inner_ind + s for s in stmts[ax + 1]]
+                L += [inner_ind + s for s in inner]
+                L += [cur + "    " + s for s in chunk_fin]
+                break
+            r = "range(lo, hi)" if ax == 0 else f"range(n{ax})"
+            L.append(f"{cur}for i{ax} in {r}:")
+            cur += ind
+            L += [cur + s for s in stmts[ax + 1]]
+            if ax == d - 1:
+                L += [cur + s for s in inner]
+            else:
+                L += [cur + s for s in level_init[ax + 1]]
+        # finalisations, innermost first, at the indentation of the loop they close
+        for ax in range(d - 1, -1, -1):
+            fin = level_fin[ax]
+            if fin:
+                L += [ind2 + ind * ax + s for s in fin]
+        # combine per-block partials (serially, after the parallel loop)
+        for j, o in enumerate(outs):
+            if not plan.needs_partial[j]:
+                continue
+            cidx = ["0" if ax in o.axes else f"k{ax}" for ax in range(d)]
+            cur = ind
+            for ax in range(d):
+                if ax not in o.axes:
+                    L.append(f"{cur}for k{ax} in range(n{ax}):")
+                    cur += ind
+            ident = _ident_src(o.reduce, o.dtype)
+            L.append(f"{cur}r = {ident}")
+            L.append(f"{cur}for bb in range(nblk):")
+            pj = f"p{j}[bb, {', '.join(cidx)}]"
+            L.append(f"{cur}{ind}r = {combine(o.reduce, 'r', pj, o.dtype)}")
+            L.append(f"{cur}o{j}[{', '.join(cidx)}] = r")
+        return L
+
+    # The finalisation indentation above assumes level_fin[s] closes loop axis s: it lives in the
+    # body of loop axis s-1 (indent ind2 + ind*s), after loop s. level_fin[0] is at block level.
+    params = ["nblk"] + [f"n{ax}" for ax in range(d)]
+    params += [f"a{k}" for k in range(nin)] + [f"c{j}" for j in range(ncon)]
+    params += [f"o{j}" for j in range(len(outs))]
+    params += [f"p{j}" for j in range(len(outs)) if plan.needs_partial[j]]
+    fm = ", fastmath={'reassoc', 'nsz'}" if plan.has_reduction else ""
+    src = ["import math", "", "import numpy as np", "from numba import njit, prange", ""]
+    for h in sorted(plan.helpers):
+        src.append(HELPERS[h].rstrip() + "\n")
+    for name, par in (("kernel_ser", False), ("kernel_par", True)):
+        src.append("")
+        src.append(f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})')
+        src.append(f"def {name}({', '.join(params)}):")
+        src += body(par)
+        src.append("    return 0")
+    return "\n".join(src) + "\n"

@@ -1,0 +1,284 @@
+"""The reference engine: NumPy ufuncs over cache-sized blocks of the domain.
+
+The domain is cut into blocks of about ``TARGET`` elements along its outer axes. In each block
+every instruction runs as one ufunc call into a reused buffer (``out=``), so a kernel allocates
+its outputs plus a few block-sized buffers, never a domain-sized temporary. Each value is
+computed at its *natural* block shape (a value that depends only on ``x[:, None]`` is computed
+once per row, not per element). Reductions reduce each block and combine the partials into the
+output. NumPy releases the GIL in ufunc loops, so large kernels run their blocks on a small
+thread pool, each thread with its own buffers and partial sums, combined in a fixed order.
+
+It is exact NumPy semantics for every ufunc and dtype, the oracle for the other engine.
+
+Example::
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8 = np.dtype("f8")
+    >>> k = Kernel((2, 3), (np.ones((2, 1)), np.arange(3.0).reshape(1, 3)), (),
+    ...            (Instr("add", (0, 1), f8),), (Output(2, "sum", (1,), f8),))
+    >>> run(k)[0].ravel()
+    array([6., 6.])
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ..kernel import Instr, Kernel, Output
+from ..ops import OPS
+
+TARGET = 1 << 16  # elements per block: 512 KiB per float64 buffer, inside L2 on these machines
+SMALL = 1 << 14  # at most this many points: one block, no buffers to manage
+THREADED = 1 << 20  # at least this many points: blocks run on the thread pool
+
+_REDUCER = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def threads() -> int:
+    """Worker threads for large kernels: ``FUSEGRAD_THREADS``, else the usable cores."""
+    env = os.environ.get("FUSEGRAD_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _get_pool(n: int) -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None or _pool._max_workers != n:
+        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="fusegrad")
+    return _pool
+
+
+def identity(kind: str, dtype: np.dtype) -> Any:
+    """The starting value of a reduction, such that combining with it changes nothing."""
+    if kind == "sum":
+        return 0
+    if kind == "prod":
+        return 1
+    if dtype.kind == "f" or dtype.kind == "c":
+        return -np.inf if kind == "max" else np.inf
+    if dtype.kind == "b":
+        return kind == "min"
+    info = np.iinfo(dtype)
+    return info.min if kind == "max" else info.max
+
+
+def _apply(instr: Instr, args: list, out: np.ndarray | None) -> np.ndarray:
+    if instr.op == "cast":
+        if out is None:
+            return np.asarray(args[0]).astype(instr.dtype)
+        np.copyto(out, args[0], casting="unsafe")
+        return out
+    if instr.op == "where":
+        if out is None:
+            return np.asarray(np.where(*args), dtype=instr.dtype)
+        np.copyto(out, args[2], casting="unsafe")
+        np.copyto(out, args[1], casting="unsafe", where=np.asarray(args[0], bool))
+        return out
+    ufunc = OPS[instr.op].ufunc
+    if out is None:
+        return np.asarray(ufunc(*args))
+    return ufunc(*args, out=out)
+
+
+def _reduce_value(out: Output, val: Any, block_shape: tuple) -> np.ndarray:
+    val = np.asarray(val)
+    if val.shape != block_shape:
+        val = np.broadcast_to(val, block_shape)
+    return _REDUCER[out.reduce].reduce(val, axis=out.axes, keepdims=True, dtype=out.dtype)
+
+
+def run(kernel: Kernel) -> list[np.ndarray]:
+    """Evaluate ``kernel``; one array per output, in keepdims shape.
+
+    >>> from fusegrad.lazy.kernel import Kernel, Output
+    >>> run(Kernel((3,), (np.arange(3.0),), (), (), (Output(0, "max", (0,), np.dtype("f8")),)))
+    [array([2.])]
+    """
+    outs = [np.empty(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
+    size = kernel.size
+    if size == 0:
+        for o, arr in zip(kernel.outputs, outs):
+            if o.reduce is not None and arr.size:
+                arr.fill(identity(o.reduce, o.dtype))
+        return outs
+    if size <= SMALL:
+        _run_whole(kernel, outs)
+    else:
+        _run_blocked(kernel, outs)
+    return outs
+
+
+def _run_whole(kernel: Kernel, outs: list[np.ndarray]) -> None:
+    vals: list[Any] = list(kernel.inputs) + list(kernel.constants)
+    for instr in kernel.program:
+        vals.append(_apply(instr, [vals[i] for i in instr.args], None))
+    for o, arr in zip(kernel.outputs, outs):
+        if o.reduce is None:
+            np.copyto(arr, vals[o.value], casting="unsafe")
+        else:
+            arr[...] = _reduce_value(o, vals[o.value], kernel.domain)
+
+
+class _Blocking:
+    """How a domain is cut: axes before ``split`` one index at a time, ``split`` in chunks."""
+
+    def __init__(self, domain: tuple[int, ...], target: int) -> None:
+        inner = 1
+        split = len(domain) - 1
+        while split > 0 and inner * domain[split] <= target:
+            inner *= domain[split]
+            split -= 1
+        self.domain = domain
+        self.split = split
+        self.chunk = max(1, min(domain[split], target // max(inner, 1)))
+        outer = domain[:split]
+        self.n_outer = int(np.prod(outer, dtype=np.int64))
+        self.n_chunks = -(-domain[split] // self.chunk)
+        self.count = self.n_outer * self.n_chunks
+        self.block_shape = (1,) * split + (self.chunk,) + domain[split + 1 :]
+
+    def slices(self, b: int) -> tuple[slice, ...]:
+        outer, c = divmod(b, self.n_chunks)
+        idx = np.unravel_index(outer, self.domain[: self.split]) if self.split else ()
+        start = c * self.chunk
+        stop = min(start + self.chunk, self.domain[self.split])
+        return (
+            tuple(slice(int(i), int(i) + 1) for i in idx)
+            + (slice(start, stop),)
+            + (slice(None),) * (len(self.domain) - self.split - 1)
+        )
+
+    def crosses(self, axes: tuple[int, ...]) -> bool:
+        """Whether a reduction over ``axes`` gathers values from several blocks."""
+        for a in axes:
+            if a < self.split and self.domain[a] > 1:
+                return True
+            if a == self.split and self.n_chunks > 1:
+                return True
+        return False
+
+
+def _natural_shapes(kernel: Kernel, block_shape: tuple) -> list[tuple]:
+    shapes: list[tuple] = [
+        tuple(b if n != 1 else 1 for n, b in zip(a.shape, block_shape)) for a in kernel.inputs
+    ]
+    shapes += [()] * len(kernel.constants)
+    for instr in kernel.program:
+        shapes.append(np.broadcast_shapes(*(shapes[i] for i in instr.args)))
+    return shapes
+
+
+def _buffer_plan(kernel: Kernel, shapes: list[tuple]) -> list[int]:
+    """For each instruction, the id of the buffer it writes: its own, or a dead value's.
+
+    A value's buffer is free once the value has been read for the last time. An elementwise
+    ufunc may write into the buffer of an argument it reads (same shape), but ``where`` copies
+    in two steps and so never reuses its own arguments' buffers.
+    """
+    first = len(kernel.inputs) + len(kernel.constants)
+    last_use: dict[int, float] = {}
+    for j, instr in enumerate(kernel.program):
+        for i in instr.args:
+            last_use[i] = first + j
+    for o in kernel.outputs:
+        last_use[o.value] = float("inf")
+    home: dict[int, int] = {}
+    kind: dict[int, tuple] = {}  # buffer id -> (shape, dtype)
+    free: list[int] = []
+    plan: list[int] = []
+    for j, instr in enumerate(kernel.program):
+        vid = first + j
+        dying = [home[i] for i in set(instr.args) if i >= first and last_use[i] == vid]
+        if instr.op != "where":
+            free.extend(dying)
+        want = (shapes[vid], instr.dtype)
+        pick = next((h for h in free if kind[h] == want), None)
+        if pick is None:
+            pick = vid
+            kind[vid] = want
+        else:
+            free.remove(pick)
+        home[vid] = pick
+        plan.append(pick)
+        if instr.op == "where":
+            free.extend(dying)
+    return plan
+
+
+def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
+    domain = kernel.domain
+    target = TARGET if kernel.size > 4 * TARGET else max(SMALL // 4, kernel.size // 4)
+    blocking = _Blocking(domain, target)
+    shapes = _natural_shapes(kernel, blocking.block_shape)
+    reuse = _buffer_plan(kernel, shapes)
+    accumulate = [o.reduce is not None and blocking.crosses(o.axes) for o in kernel.outputs]
+    n_threads = threads() if kernel.size >= THREADED and blocking.count >= 4 else 1
+    n_threads = min(n_threads, blocking.count)
+
+    def worker(t: int) -> list[np.ndarray | None]:
+        first = len(kernel.inputs) + len(kernel.constants)
+        buffers: dict[int, np.ndarray] = {}
+        partials: list[np.ndarray | None] = []
+        for o, arr, acc in zip(kernel.outputs, outs, accumulate):
+            if acc:
+                p = np.empty_like(arr) if n_threads > 1 else arr
+                p.fill(identity(o.reduce, o.dtype))
+                partials.append(p)
+            else:
+                partials.append(None)
+        for b in range(t, blocking.count, n_threads):
+            sl = blocking.slices(b)
+            vals: list[Any] = [
+                a[tuple(s if n != 1 else slice(None) for s, n in zip(sl, a.shape))]
+                for a in kernel.inputs
+            ]
+            vals += kernel.constants
+            for j, instr in enumerate(kernel.program):
+                vid = first + j
+                home = reuse[j]
+                buf = buffers.get(home)
+                if buf is None:
+                    buf = buffers[home] = np.empty(shapes[vid], instr.dtype)
+                nat = shapes[vid]
+                view = buf
+                split = blocking.split
+                if nat and nat[split] > 1:
+                    m = sl[split].stop - sl[split].start
+                    if m != nat[split]:
+                        view = buf[(slice(None),) * split + (slice(0, m),)]
+                vals.append(_apply(instr, [vals[i] for i in instr.args], view))
+            block_shape = tuple(
+                s.stop - s.start if s != slice(None) else n for s, n in zip(sl, domain)
+            )
+            for o, arr, p in zip(kernel.outputs, outs, partials):
+                val = vals[o.value]
+                if o.reduce is None:
+                    np.copyto(arr[sl], val, casting="unsafe")
+                    continue
+                region = tuple(slice(None) if a in o.axes else s for a, s in enumerate(sl))
+                part = _reduce_value(o, val, block_shape)
+                if p is None:
+                    arr[region] = part
+                else:
+                    _REDUCER[o.reduce](p[region], part, out=p[region])
+        return partials
+
+    if n_threads == 1:
+        worker(0)
+        return
+    results = list(_get_pool(n_threads).map(worker, range(n_threads)))
+    for k, (o, arr) in enumerate(zip(kernel.outputs, outs)):
+        if accumulate[k]:
+            arr[...] = results[0][k]
+            for r in results[1:]:
+                _REDUCER[o.reduce](arr, r[k], out=arr)

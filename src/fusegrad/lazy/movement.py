@@ -1,0 +1,146 @@
+"""Movement ops, pushed down to the leaves so that kernels only read leaf views.
+
+Elementwise maps commute with movement (``tanh(x)[:, None] == tanh(x[:, None])``), so a movement
+applied to a ``Map`` is applied to each argument (first broadcast to the map's shape, which costs
+no memory: a stride-0 view). A ``Reduce`` moves for free when the movement only adds or removes
+size-1 axes; any other movement of a reduction materialises it first (it is small).
+
+Example::
+
+    >>> from .nodes import asarray
+    >>> x = asarray(np.arange(3.0))
+    >>> expand_dims(np.tanh(x), 1).shape
+    (3, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .nodes import LazyArray, Leaf, Map, Reduce, leaf, make_map, make_reduce
+
+View = Callable[[np.ndarray], np.ndarray]
+
+
+def _strip_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
+
+
+def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
+    """Apply ``view`` (a NumPy view function on arrays of ``node.shape``) lazily to ``node``.
+
+    ``reshape_only`` says the view only adds or removes size-1 axes, which a ``Reduce`` absorbs.
+
+    >>> from .nodes import asarray
+    >>> move(asarray(np.ones((2, 3))), np.transpose).shape
+    (3, 2)
+    """
+    dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
+    new_shape = view(dummy).shape
+    return _move(node, view, new_shape, reshape_only, {})
+
+
+def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, memo: dict) -> Any:
+    done = memo.get(id(node))
+    if done is not None:
+        return done
+    if node.cached is not None or isinstance(node, Leaf):
+        base = node.cached if node.cached is not None else node.array
+        out = leaf(view(base))
+    elif isinstance(node, Map):
+        args = []
+        for a in node.args:
+            if isinstance(a, LazyArray):
+                if a.shape != node.shape:
+                    shape = node.shape
+                    a = _move(a, lambda v, s=shape: np.broadcast_to(v, s), shape, False, {})
+                a = _move(a, view, new_shape, reshape_only, memo)
+            args.append(a)
+        out = make_map(node.op, tuple(args), node.dtype)
+    elif isinstance(node, Reduce) and reshape_only:
+        assert _strip_ones(new_shape) == _strip_ones(node.shape)
+        out = make_reduce(node.kind, node.arg, node.axes, tuple(new_shape))
+    else:
+        from .plan import materialize
+
+        out = leaf(view(materialize(node)))
+    memo[id(node)] = out
+    return out
+
+
+def broadcast_to(node: LazyArray, shape: tuple[int, ...]) -> LazyArray:
+    """``np.broadcast_to``, lazily (NumPy's error for incompatible shapes)."""
+    shape = tuple(shape)
+    if node.shape == shape:
+        return node
+    np.broadcast_shapes(node.shape, shape)
+    return move(
+        node, lambda v: np.broadcast_to(v, shape), _strip_ones(shape) == _strip_ones(node.shape)
+    )
+
+
+def expand_dims(node: LazyArray, axis: int | tuple[int, ...]) -> LazyArray:
+    """``np.expand_dims``, lazily."""
+    return move(node, lambda v: np.expand_dims(v, axis), reshape_only=True)
+
+
+def squeeze(node: LazyArray, axis: int | tuple[int, ...] | None = None) -> LazyArray:
+    """``np.squeeze``, lazily."""
+    return move(node, lambda v: np.squeeze(v, axis), reshape_only=True)
+
+
+def transpose(node: LazyArray, axes: Any = None) -> LazyArray:
+    """``np.transpose``, lazily."""
+    return move(node, lambda v: np.transpose(v, axes))
+
+
+def swapaxes(node: LazyArray, a: int, b: int) -> LazyArray:
+    """``np.swapaxes``, lazily."""
+    return move(node, lambda v: np.swapaxes(v, a, b))
+
+
+def moveaxis(node: LazyArray, source: Any, destination: Any) -> LazyArray:
+    """``np.moveaxis``, lazily."""
+    return move(node, lambda v: np.moveaxis(v, source, destination))
+
+
+def reshape(node: LazyArray, shape: Any) -> LazyArray:
+    """``np.reshape`` when every leaf allows it as a view; otherwise the value is materialised.
+
+    >>> from .nodes import asarray
+    >>> reshape(asarray(np.ones((2, 3))), (3, 2)).shape
+    (3, 2)
+    """
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    new_shape = np.empty(0, np.int8).reshape((0,) + node.shape).reshape((0,) + shape).shape[1:]
+    if new_shape == node.shape:
+        return node
+    only_ones = _strip_ones(new_shape) == _strip_ones(node.shape)
+    try:
+        return move(node, lambda v: np.reshape(v, new_shape, copy=False), only_ones)
+    except ValueError:
+        from .plan import materialize
+
+        return leaf(np.reshape(materialize(node), new_shape))
+
+
+def is_basic_index(index: Any) -> bool:
+    """Whether ``index`` is basic indexing (ints, slices, None, Ellipsis): a view in NumPy."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(
+        i is None
+        or i is Ellipsis
+        or isinstance(i, slice | int | np.integer)
+        and not isinstance(i, bool)
+        for i in items
+    )
+
+
+def getitem(node: LazyArray, index: Any) -> LazyArray:
+    """Basic indexing, lazily: ``x[:, None]``, ``x[1:, ::2]``, ``x[0]``."""
+    items = index if isinstance(index, tuple) else (index,)
+    only_ones = all(i is None or i is Ellipsis or i == slice(None) for i in items)
+    return move(node, lambda v: v[index], only_ones)

@@ -1,0 +1,282 @@
+"""Lazy expression nodes: ``Leaf``, ``Map`` and ``Reduce``, hash-consed, that speak NumPy.
+
+A node is a pure function over its shape. Building one computes nothing; ``materialize`` (in
+``plan.py``) evaluates several together in fused kernels. Movement ops (``x[:, None]``,
+``transpose``, ``broadcast_to`` ...) are pushed down to the leaves (``movement.py``), whose arrays
+become NumPy views, so a kernel only ever sees leaves, constants, maps and reductions.
+
+Example::
+
+    >>> x = asarray(np.arange(3.0))
+    >>> y = np.tanh(x) * 2          # a Map, nothing computed
+    >>> y.shape, y.dtype
+    ((3,), dtype('float64'))
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .ops import OPS, Op
+
+Scalar = int | float | complex | bool | np.generic
+
+# Hash-consing: the same expression built twice is one node. Values are weak so that a graph
+# dies with its last user; keys hold ids of live argument nodes (kept alive by the node).
+_INTERN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+class LazyArray:
+    """Base of every lazy node: shape, dtype, NumPy protocols. See ``protocols.py``."""
+
+    __slots__ = ("shape", "dtype", "cached", "_varying", "__weakref__")
+    __array_priority__ = 100.0
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    cached: np.ndarray | None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+class Leaf(LazyArray):
+    """A concrete array (any strides, possibly a broadcast view) entering the lazy world."""
+
+    __slots__ = ("array",)
+
+    def __repr__(self) -> str:
+        return f"Leaf({self.shape}, {self.dtype})"
+
+
+class Map(LazyArray):
+    """An elementwise op over broadcast arguments (nodes or scalar constants).
+
+    ``op`` is a name in ``ops.OPS``, ``"where"`` or ``"cast"`` (then ``dtype`` is the target).
+    """
+
+    __slots__ = ("op", "args")
+
+    def __repr__(self) -> str:
+        return f"Map({self.op}, {self.shape}, {self.dtype})"
+
+
+class Reduce(LazyArray):
+    """``kind`` (sum, prod, max, min) of ``arg`` over ``axes``; ``shape`` is any reshape of the
+    keepdims result that only adds or removes size-1 axes."""
+
+    __slots__ = ("kind", "arg", "axes")
+
+    def __repr__(self) -> str:
+        return f"Reduce({self.kind}, axes={self.axes}, {self.arg.shape}->{self.shape})"
+
+
+def _intern(key: tuple, make) -> Any:
+    node = _INTERN.get(key)
+    if node is None:
+        node = make()
+        node.cached = None
+        node._varying = None
+        _INTERN[key] = node
+    return node
+
+
+def _const_key(c: Any) -> tuple:
+    if isinstance(c, np.generic):
+        return ("c", c.dtype.str, c.item())
+    return ("c", type(c).__name__, c)
+
+
+def arg_key(a: Any) -> tuple:
+    """The hash-consing key of a node argument: identity for nodes, type and value for scalars."""
+    if isinstance(a, LazyArray):
+        return ("n", id(a))
+    return _const_key(a)
+
+
+def leaf(array: np.ndarray) -> Leaf:
+    """The leaf for ``array`` (views of the same memory with the same layout share one leaf).
+
+    >>> leaf(np.zeros(3)).shape
+    (3,)
+    """
+    ai = array.__array_interface__
+    key = ("leaf", ai["data"][0], array.shape, array.strides, array.dtype.str, id(_base(array)))
+
+    def make() -> Leaf:
+        n = Leaf.__new__(Leaf)
+        n.array, n.shape, n.dtype = array, array.shape, array.dtype
+        return n
+
+    return _intern(key, make)
+
+
+def _base(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def asarray(x: Any) -> LazyArray:
+    """Wrap an array or scalar as a lazy node (a lazy value is returned as is).
+
+    >>> asarray(np.ones(2)) is asarray(asarray(np.ones(2)))
+    False
+    """
+    if isinstance(x, LazyArray):
+        return x
+    return leaf(np.asarray(x))
+
+
+_DTYPE_CACHE: dict[tuple, np.dtype] = {}
+
+
+def _probe(a: Any) -> Any:
+    """A stand-in for dtype resolution: an empty array of a node's dtype, or the scalar itself."""
+    if isinstance(a, LazyArray):
+        return np.empty((0,), a.dtype)
+    return a
+
+
+def _dtype_key(a: Any) -> Any:
+    if isinstance(a, LazyArray):
+        return a.dtype
+    if isinstance(a, int | np.integer) and not isinstance(a, bool):
+        return ("int",)
+    return _const_key(a)[:2]
+
+
+def result_dtype(op: str, args: tuple) -> np.dtype:
+    """NumPy's result dtype of ``op`` on ``args``, NEP 50 weak scalars included.
+
+    >>> result_dtype("add", (asarray(np.ones(2, np.float32)), 2.0))
+    dtype('float32')
+    """
+    key = (op,) + tuple(_dtype_key(a) for a in args)
+    dt = _DTYPE_CACHE.get(key)
+    if dt is None:
+        probes = tuple(_probe(a) for a in args)
+        if op == "where":
+            dt = np.where(np.empty((0,), bool), probes[1], probes[2]).dtype
+        else:
+            with np.errstate(all="ignore"):
+                dt = np.asarray(OPS[op].ufunc(*probes)).dtype
+        if not any(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in args):
+            _DTYPE_CACHE[key] = dt
+    return dt
+
+
+def make_map(op: str, args: tuple, dtype: np.dtype | None = None) -> LazyArray:
+    """The ``Map`` node ``op(*args)`` with NumPy broadcasting; raises NumPy's broadcasting error.
+
+    >>> make_map("add", (asarray(np.ones((2, 1))), asarray(np.ones(3)))).shape
+    (2, 3)
+    """
+    shapes = [a.shape for a in args if isinstance(a, LazyArray)]
+    shape = np.broadcast_shapes(*shapes) if shapes else ()
+    if dtype is None:
+        dtype = result_dtype(op, args)
+    key = ("map", op, dtype.str) + tuple(arg_key(a) for a in args)
+
+    def make() -> Map:
+        n = Map.__new__(Map)
+        n.op, n.args, n.shape, n.dtype = op, tuple(args), shape, dtype
+        return n
+
+    return _intern(key, make)
+
+
+_REDUCE_IDENTITY_DTYPE: dict[tuple, np.dtype] = {}
+
+
+def reduce_dtype(kind: str, dtype: np.dtype) -> np.dtype:
+    """The dtype NumPy gives ``np.sum``/``prod``/``max``/``min`` of an array of ``dtype``."""
+    key = (kind, dtype.str)
+    dt = _REDUCE_IDENTITY_DTYPE.get(key)
+    if dt is None:
+        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[kind]
+        dt = np.asarray(fn(np.zeros((1,), dtype))).dtype
+        _REDUCE_IDENTITY_DTYPE[key] = dt
+    return dt
+
+
+def make_reduce(kind: str, arg: LazyArray, axes: tuple[int, ...], shape: tuple[int, ...]) -> Reduce:
+    """The raw ``Reduce`` node; use ``reductions.reduce`` for the simplifying front end."""
+    dtype = reduce_dtype(kind, arg.dtype)
+    key = ("reduce", kind, id(arg), axes, shape)
+
+    def make() -> Reduce:
+        n = Reduce.__new__(Reduce)
+        n.kind, n.arg, n.axes, n.shape, n.dtype = kind, arg, axes, shape, dtype
+        return n
+
+    return _intern(key, make)
+
+
+def varying(node: Any) -> tuple[bool, ...]:
+    """For each axis of ``node``, whether its value can change along that axis.
+
+    A broadcast view varies along no broadcast axis, so ``sum`` over such an axis is a product.
+
+    >>> varying(asarray(np.broadcast_to(np.arange(3.0), (4, 3))))
+    (False, True)
+    """
+    if not isinstance(node, LazyArray):
+        return ()
+    if node._varying is None:
+        if isinstance(node, Leaf):
+            a = node.array
+            v = tuple(n > 1 and s != 0 for n, s in zip(a.shape, a.strides))
+        elif isinstance(node, Map):
+            nd = node.ndim
+            flags = [False] * nd
+            for arg in node.args:
+                av = varying(arg)
+                off = nd - len(av)
+                for i, f in enumerate(av):
+                    flags[off + i] = flags[off + i] or f
+            v = tuple(flags[i] and node.shape[i] > 1 for i in range(nd))
+        else:
+            v = tuple(n > 1 for n in node.shape)
+        node._varying = v
+    return node._varying
+
+
+def is_expensive(node: Any, _seen: set | None = None) -> bool:
+    """Whether computing ``node`` (not counting stored values) calls a transcendental op."""
+    if not isinstance(node, Map) or node.cached is not None:
+        return False
+    if node.op in OPS and OPS[node.op].expensive:
+        return True
+    seen = set() if _seen is None else _seen
+    for a in node.args:
+        if id(a) not in seen:
+            seen.add(id(a))
+            if is_expensive(a, seen):
+                return True
+    return False
+
+
+def op_entry(name: str) -> Op | None:
+    """The op table entry of a Map's op, or None for ``where``/``cast``."""
+    return OPS.get(name)

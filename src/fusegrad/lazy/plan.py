@@ -1,0 +1,284 @@
+"""The planner: turns lazy nodes into fused kernels, applying the materialisation policy.
+
+``materialize(*nodes)`` evaluates nodes together. Outputs over the same domain (a map's shape,
+or a reduction's argument shape) become one multi-output kernel. Reductions nested inside an
+expression run first, in their own kernels. The policy of DESIGN.md decides what else is stored:
+
+1. an expensive value (a transcendental op) that a kernel would broadcast over a larger domain
+   is stored at its own size, instead of being recomputed once per broadcast copy;
+2. an expensive value that is not a broadcast blow-up and that two or more kernels consume is
+   stored once and reused;
+3. everything else, blow-ups above all, is recomputed inside each kernel that consumes it.
+
+Every decision is appended to the active record (see ``recording``), which ``fusegrad.explain``
+prints.
+
+Example::
+
+    >>> from .nodes import asarray
+    >>> x = asarray(np.arange(4.0))
+    >>> d = x[:, None] - x[None, :]
+    >>> rows, cols = materialize(np.sum(d, axis=1), np.sum(d, axis=0))  # one kernel, one pass
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import engines
+from .kernel import Instr, Kernel, Output
+from .nodes import LazyArray, Leaf, Map, Reduce, _const_key, is_expensive
+
+_RECORDS: list[list[dict]] = []
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[dict]]:
+    """Collect every planning decision and kernel run inside the block into a list.
+
+    >>> with recording() as rec:
+    ...     materialize(np.exp(asarray(np.ones(3))))
+    >>> rec[-1]["event"]
+    'kernel'
+    """
+    rec: list[dict] = []
+    _RECORDS.append(rec)
+    try:
+        yield rec
+    finally:
+        _RECORDS.remove(rec)
+
+
+def _note(**event: Any) -> None:
+    for rec in _RECORDS:
+        rec.append(event)
+
+
+def value(node: Any) -> Any:
+    """The concrete value of a leaf or an already materialised node."""
+    if isinstance(node, Leaf):
+        return node.array
+    if isinstance(node, LazyArray):
+        return node.cached
+    return node
+
+
+def materialize(*nodes: Any) -> Any:
+    """Evaluate lazy nodes together; one array for one node, a tuple for several.
+
+    >>> from .nodes import asarray
+    >>> materialize(asarray(np.ones(2)) * 3)
+    array([3., 3.])
+    """
+    values = materialize_many(nodes)
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def materialize_many(nodes: Sequence[Any]) -> list[Any]:
+    """Like ``materialize``, always returning a list (non-lazy inputs are passed through)."""
+    todo: dict[int, LazyArray] = {}
+    for n in nodes:
+        if isinstance(n, Map | Reduce) and n.cached is None:
+            todo[id(n)] = n
+    if todo:
+        _compute(list(todo.values()))
+    return [value(n) for n in nodes]
+
+
+def _domain(node: LazyArray) -> tuple[int, ...]:
+    return node.arg.shape if isinstance(node, Reduce) else node.shape
+
+
+def _body(node: LazyArray) -> Any:
+    return node.arg if isinstance(node, Reduce) else node
+
+
+def _largest_leaf(node: Any, memo: dict) -> int:
+    if not isinstance(node, LazyArray):
+        return 1
+    if id(node) in memo:
+        return memo[id(node)]
+    if isinstance(node, Map) and node.cached is None:
+        size = max((_largest_leaf(a, memo) for a in node.args), default=1)
+    else:
+        size = node.size
+    memo[id(node)] = size
+    return size
+
+
+def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
+    """Collect the nodes a kernel over a domain of ``domain_size`` must have computed first."""
+    stack = [root]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, LazyArray) or id(n) in seen or n.cached is not None:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Leaf):
+            continue
+        if isinstance(n, Reduce):
+            prereqs[id(n)] = n
+            continue
+        if n is not root and n.size < domain_size and is_expensive(n):
+            policy_store(n, "expensive, and broadcast over a larger domain")
+            prereqs[id(n)] = n
+            continue
+        stack.extend(n.args)
+
+
+def _compute(outputs: list[LazyArray]) -> None:
+    groups: dict[tuple, list[LazyArray]] = {}
+    for o in outputs:
+        groups.setdefault(_domain(o), []).append(o)
+
+    prereqs: dict[int, LazyArray] = {}
+
+    def store(n: LazyArray, reason: str) -> None:
+        _note(event="store", node=repr(n), shape=n.shape, dtype=str(n.dtype), reason=reason)
+
+    for domain, outs in groups.items():
+        size = int(np.prod(domain, dtype=np.int64))
+        for o in outs:
+            _walk(_body(o), size, prereqs, store)
+    # Rule 2 of the policy: expensive, not a blow-up, consumed by two or more kernels.
+    consumers: dict[int, set] = {}
+    nodes_by_id: dict[int, LazyArray] = {}
+    for domain, outs in groups.items():
+        for o in outs:
+            for nid in _ids_in(_body(o), nodes_by_id):
+                consumers.setdefault(nid, set()).add(domain)
+    memo: dict = {}
+    for nid, domains in consumers.items():
+        n = nodes_by_id[nid]
+        if len(domains) < 2 or nid in prereqs or not isinstance(n, Map):
+            continue
+        if any(n is o for o in outputs):
+            continue
+        blow_up = n.size > _largest_leaf(n, memo)
+        if is_expensive(n) and not blow_up:
+            store(n, f"expensive, consumed by {len(domains)} kernels")
+            prereqs[nid] = n
+        else:
+            why = "a broadcast blow-up" if blow_up else "cheap"
+            _note(event="recompute", node=repr(n), shape=n.shape, kernels=len(domains), reason=why)
+
+    pending = [p for p in prereqs.values() if p.cached is None]
+    if pending:
+        _compute(pending)
+    for domain, outs in groups.items():
+        _run_group(domain, [o for o in outs if o.cached is None])
+
+
+def _ids_in(root: Any, nodes_by_id: dict) -> set[int]:
+    out: set[int] = set()
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, Map) or n.cached is not None or id(n) in out:
+            continue
+        out.add(id(n))
+        nodes_by_id[id(n)] = n
+        stack.extend(n.args)
+    return out
+
+
+def _run_group(domain: tuple, outs: list[LazyArray]) -> None:
+    if not outs:
+        return
+    kernel = build_kernel(domain, outs)
+    results, engine = engines.run(kernel)
+    for o, r in zip(outs, results):
+        o.cached = r.reshape(o.shape) if r.shape != o.shape else r
+    _note(
+        event="kernel",
+        engine=engine,
+        domain=domain,
+        outputs=[
+            (out.reduce or "map", out.axes, o.shape, str(out.dtype))
+            for out, o in zip(kernel.outputs, outs)
+        ],
+        inputs=[a.shape for a in kernel.inputs],
+        ops=[i.op for i in kernel.program],
+        bytes=sum(r.nbytes for r in results),
+    )
+
+
+def _normalize_input(arr: np.ndarray, domain: tuple) -> np.ndarray:
+    """Align ``arr`` to the domain's axes; a broadcast (stride-0) axis becomes size 1."""
+    nd = len(domain)
+    if arr.ndim < nd:
+        arr = arr.reshape((1,) * (nd - arr.ndim) + arr.shape)
+    index = tuple(
+        slice(0, 1) if n > 1 and (s == 0 or d == 1) else slice(None)
+        for n, s, d in zip(arr.shape, arr.strides, domain)
+    )
+    if any(i != slice(None) for i in index):
+        arr = arr[index]
+    return arr
+
+
+def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
+    """The kernel computing ``outs`` (maps of shape ``domain`` or reductions over it) in one pass."""
+    inputs: list[np.ndarray] = []
+    constants: list[Any] = []
+    program: list[Instr] = []
+    ids: dict[Any, int] = {}
+    leaf_of: dict[int, int] = {}
+    const_of: dict[tuple, int] = {}
+
+    # Two passes: inputs and constants take the first ids, instructions the rest.
+    order: list[Map] = []
+    seen: set[int] = set()
+
+    # Iterative post-order walk: a recursive closure would form a reference cycle that keeps
+    # every node (and its cached value) alive until the garbage collector runs.
+    stack: list[tuple[Any, bool]] = [(_body(o), False) for o in reversed(outs)]
+    while stack:
+        n, expanded = stack.pop()
+        if not isinstance(n, LazyArray):
+            k = _const_key(n)
+            if k not in const_of:
+                const_of[k] = len(constants)
+                constants.append(n)
+            continue
+        if expanded:
+            order.append(n)
+            continue
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Map) and n.cached is None:
+            stack.append((n, True))
+            stack.extend((a, False) for a in reversed(n.args))
+        else:
+            arr = value(n)
+            if arr is None:
+                raise AssertionError(f"{n!r} must be computed before a kernel reads it")
+            leaf_of[id(n)] = len(inputs)
+            inputs.append(_normalize_input(np.asarray(arr), domain))
+
+    n_in, n_const = len(inputs), len(constants)
+
+    def operand(a: Any) -> int:
+        if not isinstance(a, LazyArray):
+            return n_in + const_of[_const_key(a)]
+        if id(a) in leaf_of:
+            return leaf_of[id(a)]
+        return ids[id(a)]
+
+    for n in order:
+        program.append(Instr(n.op, tuple(operand(a) for a in n.args), n.dtype))
+        ids[id(n)] = n_in + n_const + len(program) - 1
+
+    outputs = []
+    for o in outs:
+        if isinstance(o, Reduce):
+            outputs.append(Output(operand(o.arg), o.kind, o.axes, o.dtype))
+        else:
+            outputs.append(Output(operand(o), None, (), o.dtype))
+    return Kernel(tuple(domain), tuple(inputs), tuple(constants), tuple(program), tuple(outputs))

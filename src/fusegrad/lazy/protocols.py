@@ -1,0 +1,342 @@
+"""How a ``LazyArray`` speaks NumPy: ufuncs, array functions, operators, methods.
+
+Ufuncs in the op table become ``Map`` nodes, ``add/multiply/maximum/minimum.reduce`` become
+reductions, the array functions in ``FUNCTIONS`` stay lazy, and anything else materialises its
+lazy inputs and runs eagerly: correct, just not fused.
+
+Example::
+
+    >>> from .nodes import asarray
+    >>> y = np.sum(np.exp(asarray(np.zeros(3))), axis=0)
+    >>> float(y)
+    3.0
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import movement, reductions
+from .nodes import LazyArray, Map, Reduce, asarray, make_map
+from .ops import REDUCING_UFUNCS, op_for
+from .plan import materialize
+
+_SCALARS = (int, float, complex, bool, np.generic)
+
+
+def _lazy_arg(x: Any) -> Any:
+    """A ufunc argument as the IR wants it: nodes and scalars as they are, arrays as leaves."""
+    if isinstance(x, (LazyArray, *_SCALARS)):
+        return x
+    if isinstance(x, np.ndarray):
+        return asarray(x)
+    return None
+
+
+def _concrete(x: Any) -> Any:
+    if isinstance(x, LazyArray):
+        return materialize(x)
+    if isinstance(x, list | tuple):
+        return type(x)(_concrete(i) for i in x)
+    if isinstance(x, dict):
+        return {k: _concrete(v) for k, v in x.items()}
+    return x
+
+
+def eager(func: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Run ``func`` on materialised arguments: the fallback for anything not fusable."""
+    return func(*_concrete(args), **_concrete(kwargs))
+
+
+def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    op = op_for(uf)
+    if method == "__call__" and op is not None and not kwargs and len(inputs) == op.nin:
+        args = tuple(_lazy_arg(x) for x in inputs)
+        if all(a is not None for a in args):
+            try:
+                return make_map(op.name, args)
+            except TypeError:
+                pass  # no loop for these dtypes: let NumPy raise its own error below
+    if method == "reduce" and uf in REDUCING_UFUNCS and len(inputs) == 1:
+        axis = kwargs.pop("axis", 0)
+        keepdims = kwargs.pop("keepdims", False)
+        if not kwargs:
+            return reductions.reduce(REDUCING_UFUNCS[uf], asarray(inputs[0]), axis, keepdims)
+    return eager(getattr(uf, method), *inputs, **kwargs)
+
+
+def _reduction(kind: str) -> Callable:
+    def fn(
+        a: Any,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        keepdims: bool = False,
+        **kw: Any,
+    ) -> Any:
+        if out is not None or kw:
+            return NotImplemented
+        x = asarray(a)
+        if dtype is not None:
+            x = make_map("cast", (x,), np.dtype(dtype))
+        return reductions.reduce(kind, x, axis, keepdims)
+
+    return fn
+
+
+def _extremum(kind: str) -> Callable:
+    def fn(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **kw: Any) -> Any:
+        if out is not None or kw:
+            return NotImplemented
+        return reductions.reduce(kind, asarray(a), axis, keepdims)
+
+    return fn
+
+
+def _mean(
+    a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, **kw: Any
+) -> Any:
+    if out is not None or kw:
+        return NotImplemented
+    x = asarray(a)
+    if dtype is not None:
+        x = make_map("cast", (x,), np.dtype(dtype))
+    return reductions.mean(x, axis, keepdims)
+
+
+def _var_std(which: Callable) -> Callable:
+    def fn(
+        a: Any,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        ddof: int = 0,
+        keepdims: bool = False,
+        **kw: Any,
+    ) -> Any:
+        if out is not None or kw:
+            return NotImplemented
+        x = asarray(a)
+        if dtype is not None:
+            x = make_map("cast", (x,), np.dtype(dtype))
+        return which(x, axis, ddof, keepdims)
+
+    return fn
+
+
+def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    if x is None or y is None:
+        return NotImplemented
+    args = tuple(_lazy_arg(v) for v in (condition, x, y))
+    if any(a is None for a in args):
+        return NotImplemented
+    return make_map("where", args)
+
+
+def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kw: Any) -> Any:
+    if out is not None or kw:
+        return NotImplemented
+    x = asarray(a)
+    if a_min is not None:
+        x = np.maximum(x, a_min)
+    if a_max is not None:
+        x = np.minimum(x, a_max)
+    return x
+
+
+def _reshape(
+    a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None
+) -> Any:
+    if order != "C":
+        return NotImplemented
+    return movement.reshape(asarray(a), shape if shape is not None else newshape)
+
+
+def _ravel(a: Any, order: str = "C") -> Any:
+    if order != "C":
+        return NotImplemented
+    return movement.reshape(asarray(a), (-1,))
+
+
+def _like(fn: Callable) -> Callable:
+    def like(
+        a: Any,
+        dtype: Any = None,
+        order: str = "K",
+        subok: bool = True,
+        shape: Any = None,
+        **kw: Any,
+    ) -> Any:
+        return fn(a.shape if shape is None else shape, dtype=dtype or a.dtype, **kw)
+
+    return like
+
+
+def _full_like(
+    a: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: Any = None,
+) -> Any:
+    return np.full(a.shape if shape is None else shape, fill_value, dtype=dtype or a.dtype)
+
+
+FUNCTIONS: dict[Callable, Callable] = {
+    np.sum: _reduction("sum"),
+    np.prod: _reduction("prod"),
+    np.max: _extremum("max"),
+    np.amax: _extremum("max"),
+    np.min: _extremum("min"),
+    np.amin: _extremum("min"),
+    np.mean: _mean,
+    np.var: _var_std(reductions.var),
+    np.std: _var_std(reductions.std),
+    np.where: _where,
+    np.clip: _clip,
+    np.transpose: lambda a, axes=None: movement.transpose(asarray(a), axes),
+    np.swapaxes: lambda a, x, y: movement.swapaxes(asarray(a), x, y),
+    np.moveaxis: lambda a, s, d: movement.moveaxis(asarray(a), s, d),
+    np.expand_dims: lambda a, axis: movement.expand_dims(asarray(a), axis),
+    np.squeeze: lambda a, axis=None: movement.squeeze(asarray(a), axis),
+    np.broadcast_to: lambda a, shape, subok=False: movement.broadcast_to(asarray(a), shape),
+    np.reshape: _reshape,
+    np.ravel: _ravel,
+    np.shape: lambda a: a.shape,
+    np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+    np.zeros_like: _like(np.zeros),
+    np.ones_like: _like(np.ones),
+    np.empty_like: _like(np.empty),
+    np.full_like: _full_like,
+}
+
+
+def array_function(self: LazyArray, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+    impl = FUNCTIONS.get(func)
+    if impl is not None:
+        out = impl(*args, **kwargs)
+        if out is not NotImplemented:
+            return out
+    return eager(func, *args, **kwargs)
+
+
+def getitem(self: LazyArray, index: Any) -> Any:
+    if movement.is_basic_index(index):
+        return movement.getitem(self, index)
+    return materialize(self)[_concrete(index)]
+
+
+def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    out = materialize(self)
+    if dtype is not None and out.dtype != dtype:
+        return out.astype(dtype)
+    return np.array(out, copy=True) if copy else out
+
+
+def astype(self: LazyArray, dtype: Any, copy: bool = True) -> LazyArray:
+    dtype = np.dtype(dtype)
+    if dtype == self.dtype:
+        return self
+    return make_map("cast", (self,), dtype)
+
+
+def _power(self: LazyArray, other: Any) -> Any:
+    # As ndarray.__pow__: small constant exponents use the cheaper exact ufunc.
+    if isinstance(other, int | float) and not isinstance(other, bool):
+        fast = {2: np.square, 0.5: np.sqrt, -1: np.reciprocal, 1: np.positive}.get(other)
+        if fast is not None and self.dtype.kind == "f":
+            return fast(self)
+    return np.power(self, other)
+
+
+def _binary(uf: np.ufunc) -> tuple[Callable, Callable]:
+    return (lambda self, other: uf(self, other)), (lambda self, other: uf(other, self))
+
+
+def _install() -> None:
+    """Attach the protocol methods and operators to ``LazyArray``."""
+    cls = LazyArray
+    cls.__array_ufunc__ = ufunc
+    cls.__array_function__ = array_function
+    cls.__array__ = array
+    cls.__getitem__ = getitem
+    cls.astype = astype
+    for name, uf in [
+        ("add", np.add),
+        ("sub", np.subtract),
+        ("mul", np.multiply),
+        ("truediv", np.divide),
+        ("floordiv", np.floor_divide),
+        ("mod", np.remainder),
+        ("lt", np.less),
+        ("le", np.less_equal),
+        ("gt", np.greater),
+        ("ge", np.greater_equal),
+        ("and", np.logical_and),
+        ("or", np.logical_or),
+        ("xor", np.logical_xor),
+    ]:
+        fwd, rev = _binary(uf)
+        setattr(cls, f"__{name}__", fwd)
+        if name not in ("lt", "le", "gt", "ge"):
+            setattr(cls, f"__r{name}__", rev)
+    cls.__pow__ = _power
+    cls.__rpow__ = lambda self, other: np.power(other, self)
+    cls.__eq__ = lambda self, other: np.equal(self, other)
+    cls.__ne__ = lambda self, other: np.not_equal(self, other)
+    cls.__hash__ = lambda self: id(self)
+    cls.__neg__ = lambda self: np.negative(self)
+    cls.__pos__ = lambda self: self
+    cls.__abs__ = lambda self: np.absolute(self)
+    cls.__invert__ = lambda self: (
+        np.logical_not(self) if self.dtype == bool else eager(operator.invert, self)
+    )
+    cls.__float__ = lambda self: float(materialize(self))
+    cls.__int__ = lambda self: int(materialize(self))
+    cls.__bool__ = lambda self: bool(materialize(self))
+    cls.__complex__ = lambda self: complex(materialize(self))
+    cls.__index__ = lambda self: operator.index(materialize(self))
+    cls.T = property(lambda self: movement.transpose(self))
+    cls.mT = property(lambda self: movement.swapaxes(self, -1, -2))
+    cls.real = property(lambda self: self if self.dtype.kind != "c" else eager(np.real, self))
+    cls.conj = lambda self: np.conjugate(self)
+    cls.conjugate = cls.conj
+    for name in (
+        "sum",
+        "prod",
+        "max",
+        "min",
+        "mean",
+        "var",
+        "std",
+        "clip",
+        "transpose",
+        "swapaxes",
+        "squeeze",
+        "ravel",
+    ):
+        fn = getattr(np, name)
+        setattr(cls, name, lambda self, *a, _fn=fn, **k: _fn(self, *a, **k))
+    cls.reshape = lambda self, *shape, **k: np.reshape(
+        self, shape[0] if len(shape) == 1 else shape, **k
+    )
+    cls.__iter__ = lambda self: (self[i] for i in range(len(self)))
+    cls.__setitem__ = _no_setitem
+
+
+def _no_setitem(self: LazyArray, index: Any, value: Any) -> None:
+    raise TypeError(
+        "lazy arrays are immutable: build a new value instead of assigning into one "
+        "(np.where(mask, new, x) for masked updates), or materialise it first with np.asarray"
+    )
+
+
+_install()
+
+__all__ = ["FUNCTIONS", "Map", "Reduce", "eager"]

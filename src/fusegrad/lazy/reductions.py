@@ -1,0 +1,102 @@
+"""Lazy reductions: ``sum``, ``prod``, ``max``, ``min``, and ``mean``/``var``/``std`` built on them.
+
+A reduction over an axis along which its argument does not vary is simplified away: the sum of
+a broadcast value over ``n`` copies is ``n`` times the value (``prod``: the ``n``-th power; ``max``
+and ``min``: the value). So the adjoint of ``sum((v[:, None] - v[None, :]) / 2)`` costs O(N), not
+O(N²), as under ``jax.jit``.
+
+Example::
+
+    >>> from .nodes import asarray
+    >>> s = reduce("sum", asarray(np.ones((2, 3))), axis=1)
+    >>> s.shape
+    (2,)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import movement
+from .nodes import LazyArray, make_map, make_reduce, reduce_dtype, varying
+
+
+def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """Sorted, non-negative axes; NumPy's AxisError for an axis out of range."""
+    if axis is None:
+        return tuple(range(ndim))
+    items = axis if isinstance(axis, tuple | list) else (axis,)
+    out = sorted(np.lib.array_utils.normalize_axis_index(int(a), ndim) for a in items)
+    if len(set(out)) != len(out):
+        raise ValueError("duplicate value in 'axis'")
+    return tuple(out)
+
+
+def _result_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
+    """``kind`` in sum/prod/max/min over ``axis`` with NumPy's ``keepdims`` semantics, lazily."""
+    axes = normalize_axes(axis, x.ndim)
+    shape = _result_shape(x.shape, axes, keepdims)
+    if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes) and 0 not in shape:
+        name = "maximum" if kind == "max" else "minimum"
+        raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+    flat = [a for a in axes if x.shape[a] > 1 or x.shape[a] == 0]
+    var = varying(x)
+    constant = [a for a in flat if not var[a] and x.shape[a] > 0]
+    if constant and x.size > 0:
+        # Take index 0 along the constant axes (keepdims), reduce what varies, scale.
+        index = tuple(slice(0, 1) if i in constant else slice(None) for i in range(x.ndim))
+        x1 = movement.getitem(x, index)
+        count = int(np.prod([x.shape[a] for a in constant]))
+        rest = tuple(a for a in flat if a not in constant)
+        r = reduce(kind, x1, rest, keepdims=True) if rest else x1
+        if kind == "sum":
+            r = make_map("multiply", (r, count))
+        elif kind == "prod":
+            r = make_map("power", (r, count))
+        if r.dtype != x.dtype and kind in ("max", "min"):
+            r = make_map("cast", (r,), x.dtype)
+        elif kind in ("sum", "prod"):
+            want = reduce_dtype(kind, x.dtype)
+            if r.dtype != want:
+                r = make_map("cast", (r,), want)
+        return movement.reshape(r, shape)
+    if not flat:
+        r = x
+        want = reduce_dtype(kind, x.dtype)
+        if r.dtype != want:
+            r = make_map("cast", (r,), want)
+        return movement.reshape(r, shape)
+    return make_reduce(kind, x, tuple(flat), shape)
+
+
+def mean(x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
+    """``np.mean``: the sum divided by the count (integers give float64, float32 stays)."""
+    axes = normalize_axes(axis, x.ndim)
+    count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    total = reduce("sum", x, axes, keepdims)
+    if x.dtype.kind in "biu":
+        total = make_map("cast", (total,), np.dtype(np.float64))
+    return make_map("divide", (total, count))
+
+
+def var(x: LazyArray, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> LazyArray:
+    """``np.var``: the mean squared deviation from the mean (two passes, as NumPy)."""
+    axes = normalize_axes(axis, x.ndim)
+    count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    dev = make_map("subtract", (x, mean(x, axes, keepdims=True)))
+    sq = make_map("square", (dev,))
+    total = reduce("sum", sq, axes, keepdims)
+    return make_map("divide", (total, max(count - ddof, 0)))
+
+
+def std(x: LazyArray, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> LazyArray:
+    """``np.std``: the square root of ``var``."""
+    return make_map("sqrt", (var(x, axis, ddof, keepdims),))
