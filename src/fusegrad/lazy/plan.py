@@ -223,7 +223,7 @@ def _normalize_input(arr: np.ndarray, domain: tuple) -> np.ndarray:
 
 
 def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
-    """The kernel computing ``outs`` (maps of shape ``domain`` or reductions over it) in one pass."""
+    """The kernel computing ``outs`` (maps of shape ``domain``, or reductions over it) at once."""
     inputs: list[np.ndarray] = []
     constants: list[Any] = []
     program: list[Instr] = []

@@ -42,7 +42,7 @@ def _numba_engine():
 
 
 def current() -> str:
-    """The engine name in force: the innermost ``use_engine``, else ``FUSEGRAD_ENGINE``, else auto."""
+    """The engine in force: the innermost ``use_engine``, else ``FUSEGRAD_ENGINE``, else auto."""
     if _override:
         return _override[-1]
     name = os.environ.get("FUSEGRAD_ENGINE", "auto").lower()
