@@ -1,0 +1,415 @@
+"""The ``numba`` engine: a generated, compiled loop nest per kernel signature, cached on disk.
+
+Public interface (used by ``fusegrad.lazy.engines``)::
+
+    available() -> bool          numba importable (warns once when not)
+    supports(kernel) -> bool     every dtype/op of the kernel has a scalar translation
+    prefers(kernel) -> bool      the measured ``auto`` choice (see its docstring)
+    is_compiled(kernel) -> bool  this process already has the kernel's machine code
+    run(kernel) -> list[ndarray] one array per output, keepdims shape
+    AUTO_MIN_SIZE, PARALLEL_MIN_SIZE, STATS
+
+Example::
+
+    >>> import numpy as np
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> x, y = np.arange(3.0), np.arange(4.0)
+    >>> f8 = np.dtype("f8")
+    >>> k = Kernel((3, 4), (x[:, None], y[None, :]), (), (Instr("subtract", (0, 1), f8),),
+    ...            (Output(2, "sum", (1,), f8),))
+    >>> run(k)[0].ravel()
+    array([-6., -2.,  2.])
+
+The generated module is written to ``$FUSEGRAD_CACHE_DIR`` (default
+``$XDG_CACHE_HOME/fusegrad/kernels`` or ``~/.cache/fusegrad/kernels``, mode 0700) as
+``k_<sha256>.py``, whose first line holds its key and the sha256 of the rest; a file whose
+header does not match, or that fails to import, is rebuilt with a warning. numba's own cache
+(``cache=True``) lands in ``__pycache__`` beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+import warnings
+
+import numpy as np
+
+from fusegrad.lazy import ops as _ops
+from fusegrad.lazy.engines import numba_codegen as _cg
+
+# Counters for tests and benchmarks: "generated" = module source written, "loaded_from_disk" =
+# a valid module file reused, "compiled" = numba compiled a new overload, "cache_hits" = numba
+# loaded machine code from its disk cache.
+STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, "rebuilt": 0}
+
+# Domain size from which the parallel variant runs (measured with benchmarks/bench_kernels.py:
+# below ~2e5 points the thread start-up of prange costs more than the second core saves).
+PARALLEL_MIN_SIZE = 200_000
+
+# `auto` thresholds, see prefers(): measured with benchmarks/bench_kernels.py.
+AUTO_MIN_SIZE = 20_000
+# Transcendental-heavy kernels: numba's scalar libm calls lose to NumPy's SIMD loops at any
+# size, so they go to numba only when mostly arithmetic (fraction of expensive instructions).
+AUTO_MAX_EXPENSIVE_FRACTION = 0.0
+
+_HEADER = "# fusegrad-kernel v1 key={key} body-sha256={digest}\n"
+_lock = threading.RLock()
+_ENTRIES: dict[tuple, _Entry] = {}
+_available: bool | None = None
+_warned: set[str] = set()
+
+
+def _warn_once(tag: str, msg: str) -> None:
+    if tag not in _warned:
+        _warned.add(tag)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def available() -> bool:
+    """True when numba can be imported; otherwise warns once and returns False.
+
+    >>> isinstance(available(), bool)
+    True
+    """
+    global _available
+    if _available is None:
+        try:
+            import numba  # noqa: F401
+
+            _available = True
+        except Exception as e:  # ImportError, or numba rejecting this NumPy
+            _available = False
+            _warn_once(
+                "numba",
+                f"fusegrad: numba cannot be imported ({e!r}); kernels run on the numpy_blocked "
+                "engine instead.",
+            )
+    return _available
+
+
+def _fusegrad_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("fusegrad")
+    except Exception:
+        return "0.1.0"
+
+
+def _codegen_hash() -> str:
+    h = hashlib.sha256()
+    for mod in (_cg, sys.modules[__name__]):
+        with open(mod.__file__, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+_VERSION_SALT: str | None = None
+
+
+def _salt() -> str:
+    global _VERSION_SALT
+    if _VERSION_SALT is None:
+        import numba
+
+        _VERSION_SALT = f"{_fusegrad_version()}|numba {numba.__version__}|np {np.__version__}|"
+        _VERSION_SALT += _codegen_hash()
+    return _VERSION_SALT
+
+
+def cache_dir() -> str:
+    """The kernel cache folder, created with mode 0700 if missing.
+
+    >>> os.path.isdir(cache_dir())
+    True
+    """
+    d = os.environ.get("FUSEGRAD_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "fusegrad", "kernels")
+    if not os.path.isdir(d):
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        os.chmod(d, 0o700)
+    return d
+
+
+def supports(kernel) -> bool:
+    """True when every dtype, op and constant of ``kernel`` has a translation here.
+
+    Complex, float16, float128, uint64 and ops NumPy defines only on floats but applied to
+    integers are declined; integer ``power`` needs a non-negative exponent.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> supports(Kernel((), (), (), (), ()))
+    True
+    """
+    try:
+        plan = _plan_for(kernel.signature(), kernel)
+    except Exception:
+        return False
+    if plan.error is not None:
+        return False
+    nin = len(kernel.inputs)
+    for c in kernel.constants:
+        if isinstance(c, int) and not isinstance(c, bool) and not -(2**63) <= c < 2**63:
+            return False
+    # data-dependent checks: integer powers need non-negative exponents (NumPy raises otherwise)
+    for ins in kernel.program:
+        if ins.op in ("power",) and ins.dtype.kind in "iu":
+            e = ins.args[1]
+            if e < nin:
+                arr = kernel.inputs[e]
+                if arr.dtype.kind == "i" and arr.size and arr.min() < 0:
+                    return False
+            elif e < nin + len(kernel.constants):
+                if kernel.constants[e - nin] < 0:
+                    return False
+            else:
+                return False  # a computed integer exponent: cannot check cheaply
+    for o in kernel.outputs:
+        if o.reduce in ("max", "min") and o.axes and any(kernel.domain[a] == 0 for a in o.axes):
+            return False  # NumPy raises: no identity
+    return True
+
+
+def prefers(kernel) -> bool:
+    """The measured ``auto`` choice: True when this engine should run ``kernel``.
+
+    Rule (numbers from ``python benchmarks/bench_kernels.py``, 2 cores; see benchmarks/README.md):
+    numba for kernels without transcendental ops once the domain has ``AUTO_MIN_SIZE`` points
+    or more (arithmetic-only row sums over 8000x8000: numba ~10x faster than NumPy blocked), and
+    for an arithmetic kernel already compiled in this process at any size;
+    numpy_blocked for kernels with transcendental ops (``ops.OPS[...].expensive``), whose SIMD
+    ``exp``/``tanh`` beat numba's scalar libm calls 2-7x.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> prefers(Kernel((), (), (), (), ()))
+    False
+    """
+    if not available() or not supports(kernel):
+        return False
+    prog = kernel.program
+    n_exp = sum(1 for i in prog if i.op in _ops.OPS and _ops.OPS[i.op].expensive)
+    if prog and n_exp / len(prog) > AUTO_MAX_EXPENSIVE_FRACTION:
+        return False
+    return kernel.size >= AUTO_MIN_SIZE or is_compiled(kernel)
+
+
+def is_compiled(kernel) -> bool:
+    """True when this process already holds machine code for ``kernel``'s signature.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> is_compiled(Kernel((7,), (), (), (), ()))
+    False
+    """
+    e = _ENTRIES.get(kernel.signature())
+    return e is not None and e.ran
+
+
+_PLANS: dict[tuple, object] = {}
+
+
+def _plan_for(sig, kernel):
+    p = _PLANS.get(sig)
+    if p is None:
+        ndim, inputs, consts, _prog, _outs = sig
+        ins = tuple((np.dtype(a.dtype), flags) for a, (_, flags) in zip(kernel.inputs, inputs))
+        p = _cg.analyse(ndim, ins, consts, kernel.program, kernel.outputs)
+        _PLANS[sig] = p
+    return p
+
+
+class _Entry:
+    """One signature's compiled module plus what run() needs per call."""
+
+    def __init__(self, sig, plan, module):
+        self.sig = sig
+        self.plan = plan
+        self.module = module
+        self.ser = module.kernel_ser
+        self.par = module.kernel_par
+        self.ran = False
+        self.views = []
+        for flags in plan.in_bcast:
+            if all(flags):
+                self.views.append(None)  # passed as a scalar
+            else:
+                self.views.append(tuple(0 if b else slice(None) for b in flags))
+        outs = plan.outputs
+        self.partial = plan.needs_partial
+        self.prefill = [p and not q for p, q in zip(plan.prefilled, plan.needs_partial)]
+        self.idents = [
+            _cg.identity(o.reduce, o.dtype) if o.reduce and o.axes else None for o in outs
+        ]
+
+
+def _key(sig) -> str:
+    return hashlib.sha256((repr(sig) + "|" + _salt()).encode()).hexdigest()
+
+
+def _write_atomic(path: str, text: str) -> None:
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".py")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _check_file(path: str, key: str) -> str | None:
+    """None when ``path`` holds a module generated for ``key``, else what is wrong with it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, UnicodeDecodeError) as e:
+        return f"unreadable ({e})"
+    head, sep, body = text.partition("\n")
+    if not sep:
+        return "truncated"
+    want = _HEADER.format(key=key, digest=hashlib.sha256(body.encode()).hexdigest())
+    if head + "\n" != want:
+        return "header/key/checksum mismatch (foreign, truncated or edited file)"
+    return None
+
+
+def _import(path: str, modname: str):
+    spec = importlib.util.spec_from_file_location(modname, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod  # before exec: numba's cache and pickling look it up there
+    try:
+        spec.loader.exec_module(mod)
+        mod.kernel_ser, mod.kernel_par  # noqa: B018 - both must exist
+    except BaseException:
+        sys.modules.pop(modname, None)
+        raise
+    return mod
+
+
+def _load(sig, plan):
+    key = _key(sig)
+    path = os.path.join(cache_dir(), f"k_{key[:40]}.py")
+    modname = f"_fusegrad_kernel_{key[:40]}"
+    problem = _check_file(path, key)
+    if problem is None:
+        try:
+            mod = _import(path, modname)
+            STATS["loaded_from_disk"] += 1
+            return mod
+        except Exception as e:
+            problem = f"import failed ({e!r})"
+    if problem != "missing":
+        STATS["rebuilt"] += 1
+        _warn_once(
+            "corrupt:" + key,
+            f"fusegrad: kernel cache file {path} was not usable ({problem}); rebuilding it.",
+        )
+    body = _cg.generate_source(plan)
+    text = _HEADER.format(key=key, digest=hashlib.sha256(body.encode()).hexdigest()) + body
+    _write_atomic(path, text)
+    STATS["generated"] += 1
+    return _import(path, modname)
+
+
+def _entry(kernel) -> _Entry:
+    sig = kernel.signature()
+    e = _ENTRIES.get(sig)
+    if e is None:
+        with _lock:
+            e = _ENTRIES.get(sig)
+            if e is None:
+                plan = _plan_for(sig, kernel)
+                if plan.error is not None:
+                    raise NotImplementedError(f"numba engine: unsupported {plan.error}")
+                e = _Entry(sig, plan, _load(sig, plan))
+                _ENTRIES[sig] = e
+    return e
+
+
+def _nthreads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def _choose_nblk(n0: int, partial_elems: int, parallel: bool, needs_partial: bool) -> int:
+    if n0 <= 1:
+        return 1
+    nt = _nthreads() if parallel else 1
+    if not needs_partial:
+        return min(n0, 4 * nt) if parallel else 1
+    # blocks of ~128 rows keep per-block naive sums short; cap partial memory at ~8 MB
+    nblk = max(4 * nt, -(-n0 // 128))
+    cap = max(nt, (8 << 20) // max(1, 8 * partial_elems))
+    return max(1, min(n0, nblk, cap))
+
+
+def _call(disp, args):
+    before = len(disp.overloads)
+    if before:
+        return disp(*args)
+    hits = sum(disp.stats.cache_hits.values())
+    r = disp(*args)
+    if len(disp.overloads) > before:
+        if sum(disp.stats.cache_hits.values()) > hits:
+            STATS["cache_hits"] += 1
+        else:
+            STATS["compiled"] += 1
+    return r
+
+
+def run(kernel) -> list[np.ndarray]:
+    """Evaluate ``kernel``: one NumPy-allocated array per output, in keepdims shape.
+
+    >>> import numpy as np
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8 = np.dtype("f8")
+    >>> k = Kernel((2,), (np.array([1.0, 4.0]),), (), (Instr("sqrt", (0,), f8),),
+    ...            (Output(1, None, (), f8),))
+    >>> run(k)
+    [array([1., 2.])]
+    """
+    e = _entry(kernel)
+    dom = kernel.domain
+    outs = kernel.outputs
+    parallel = len(dom) > 0 and kernel.size >= PARALLEL_MIN_SIZE and dom[0] > 1
+    out_arrays = []
+    for j, o in enumerate(outs):
+        shape = kernel.output_shape(o)
+        if e.prefill[j]:
+            out_arrays.append(np.full(shape, e.idents[j], dtype=o.dtype))
+        else:
+            out_arrays.append(np.empty(shape, dtype=o.dtype))
+    partials = []
+    if any(e.partial):
+        elems = sum(
+            int(np.prod(kernel.output_shape(o))) for j, o in enumerate(outs) if e.partial[j]
+        )
+        nblk = _choose_nblk(dom[0], elems, parallel, True)
+        for j, o in enumerate(outs):
+            if e.partial[j]:
+                shape = (nblk,) + kernel.output_shape(o)
+                partials.append(np.full(shape, e.idents[j], dtype=o.dtype))
+    else:
+        nblk = _choose_nblk(dom[0], 0, parallel, False) if dom else 1
+    args = [nblk, *dom]
+    for a, v in zip(kernel.inputs, e.views):
+        args.append(a[(0,) * a.ndim] if v is None else a[v])
+    args += kernel.constants
+    args += out_arrays
+    args += partials
+    _call(e.par if parallel else e.ser, args)
+    e.ran = True
+    return out_arrays
