@@ -1,0 +1,308 @@
+"""Reverse rules for indexing and gathers: ``x[index]``, take, take_along_axis, diag, diagonal.
+
+A gather's pullback is a scatter-add of ``dy`` into zeros of the argument's shape. The scatter is
+its own differentiable primitive, ``scatter_add(dy, index, shape)``: the only place where an
+in-place update (``np.add.at``) happens, inside the primitive, so that higher-order AD traces
+pullbacks as ordinary calls. Its own pullback is the gather ``g[index]``.
+
+| NumPy function | pullback |
+|---|---|
+| ``operator.getitem`` (``x[index]``) | ``dx = scatter_add(dy, index, x.shape)`` |
+| ``np.take(a, idx, axis)`` | ``da = scatter_add(dy, (:,)*axis + (idx,), a.shape)`` |
+| ``np.take_along_axis(a, idx, axis)`` | ``da = scatter_add(dy, <full fancy index>, a.shape)`` |
+| ``np.diagonal(a, k, ax1, ax2)`` | ``da = scatter_add(dy, (..., rows, cols))`` (axes moved last) |
+| ``np.diag(v, k)`` 1-d → 2-d | ``dv = diagonal(dy, k)`` |
+| ``np.diag(a, k)`` 2-d → 1-d | ``da = scatter_add(dy, (rows, cols), a.shape)`` |
+| ``scatter_add(dy, index, shape)`` | ``ddy = g[index]`` |
+
+Repeated integer indices accumulate (``x[[0, 0]]`` gives ``2 * dy`` at 0). Boolean masks are
+turned into their ``nonzero()`` integer arrays for the scatter; indexes without integer arrays
+(basic indexing, masks) scatter by plain assignment, which is exact since they cannot repeat.
+
+``getitem`` is registered with ``lazy=True``:
+- the forward ``x[index]`` is lazy for basic indexes (ints, slices, None, Ellipsis) on a lazy ``x``;
+  advanced indexes materialise a lazy ``x`` first;
+- the pullback keeps a lazy ``dy`` lazy when the index holds only ints, ``None``, ``Ellipsis`` and
+  full slices (``x[i]``, ``x[:, 0]``, ``x[None]``): ``dx = where(onehot masks, dy expanded, 0)``,
+  elementwise and broadcast, so it fuses with its consumer. Any other index (slices with bounds
+  or steps, integer arrays, masks) unthunks and materialises ``dy`` and calls ``scatter_add``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ..tangents import NoTangent, unthunk
+from .registry import register_rrule
+from .shapes import lazy_ct, no_tangents, params, project
+
+# --------------------------------------------------------------------------------------------------
+# Index normalisation
+# --------------------------------------------------------------------------------------------------
+
+
+def _as_tuple(index: Any) -> tuple:
+    return index if isinstance(index, tuple) else (index,)
+
+
+def _is_basic_entry(i: Any) -> bool:
+    return (
+        i is None
+        or i is Ellipsis
+        or isinstance(i, slice)
+        or (isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_))
+    )
+
+
+def is_basic_index(index: Any) -> bool:
+    """True for an index made only of ints, slices, None and Ellipsis (a NumPy view)."""
+    return all(_is_basic_entry(i) for i in _as_tuple(index))
+
+
+def _scatter_index(index: Any) -> tuple[tuple, bool]:
+    """``index`` as a tuple usable by ``np.add.at`` / assignment, and whether it holds integer
+    arrays (which may repeat). Lists become arrays; boolean arrays become ``nonzero()``."""
+    out: list = []
+    has_int_array = False
+    for i in _as_tuple(index):
+        if _is_basic_entry(i):
+            out.append(i)
+            continue
+        arr = np.asarray(i)
+        if arr.dtype == np.bool_ and arr.ndim > 0:
+            out.extend(np.nonzero(arr))
+            has_int_array = True  # nonzero() is unique, but mixed with others it may broadcast
+        else:
+            out.append(arr)
+            has_int_array = has_int_array or arr.ndim >= 0
+    return tuple(out), has_int_array
+
+
+def _materialize(v: Any) -> Any:
+    """A lazy value (anything that is not an ndarray or a scalar) as an ndarray."""
+    v = unthunk(v)
+    if isinstance(v, np.ndarray | np.generic | int | float | complex):
+        return v
+    return np.asarray(v)
+
+
+# --------------------------------------------------------------------------------------------------
+# The scatter primitive
+# --------------------------------------------------------------------------------------------------
+
+
+def scatter_add(dy: Any, index: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Zeros of ``shape`` (``dy``'s dtype) with ``dy`` added at ``index``; repeated integer
+    indices accumulate. The adjoint of the gather ``x[index]``.
+
+    >>> scatter_add(np.ones(3), np.array([0, 0, 2]), (4,)).tolist()
+    [2.0, 0.0, 1.0, 0.0]
+    """
+    dy = _materialize(dy)
+    dt = getattr(dy, "dtype", np.dtype(np.float64))
+    out = np.zeros(shape, dtype=dt)
+    idx, has_int_array = _scatter_index(index)
+    if has_int_array:
+        np.add.at(out, idx, dy)
+    else:
+        out[idx] = dy
+    return out
+
+
+@register_rrule(scatter_add)
+def _scatter_add(dy, index, shape):
+    """scatter_add: ddy = g[index] (the gather)."""
+
+    def pullback(g):
+        return g[index], NoTangent(), NoTangent()
+
+    return scatter_add(dy, index, shape), pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# x[index]
+# --------------------------------------------------------------------------------------------------
+
+
+def _lazy_embed(dy: Any, index: tuple, shape: tuple[int, ...], dtype: Any) -> Any | None:
+    """``dx`` for an index of ints, None, Ellipsis and full slices, as a broadcast
+    ``where(mask, dy_expanded, 0)`` (lazy-friendly), or None for other indexes."""
+    if any(isinstance(i, slice) and i != slice(None) for i in index):
+        return None
+    n_used = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if sum(1 for i in index if i is Ellipsis) > 1 or n_used > len(shape):
+        return None
+    # Expand the Ellipsis into full slices.
+    full: list = []
+    for i in index:
+        if i is Ellipsis:
+            full.extend([slice(None)] * (len(shape) - n_used))
+        else:
+            full.append(i)
+    full.extend([slice(None)] * (len(shape) - sum(1 for i in full if i is not None)))
+    # dy has one axis per None and per slice; drop the None axes, insert size-1 axes at ints.
+    expanded: list[int] = []
+    mask = None
+    ax = 0
+    dy_shape = tuple(dy.shape)
+    d = 0
+    for i in full:
+        if i is None:
+            d += 1
+            continue
+        if isinstance(i, slice):
+            expanded.append(dy_shape[d])
+            d += 1
+        else:
+            n = shape[ax]
+            onehot = np.arange(n) == (int(i) % n if n else 0)
+            onehot = np.reshape(onehot, (n,) + (1,) * (len(shape) - ax - 1))
+            mask = onehot if mask is None else mask & onehot
+            expanded.append(1)
+        ax += 1
+    g = np.reshape(dy, tuple(expanded))
+    if mask is None:
+        return g
+    return np.where(mask, g, np.zeros((), dtype=dtype))
+
+
+@register_rrule(operator.getitem, lazy=True)
+def getitem(x, index):
+    """x[index] (basic, advanced, boolean, mixed): dx = scatter_add(dy, index, x.shape)."""
+    shape = tuple(np.shape(x))
+    basic = is_basic_index(index)
+    if not basic:
+        x = _materialize(x)
+        index = tuple(np.asarray(i) if isinstance(i, list) else i for i in _as_tuple(index))
+    y = x[index]
+    dtype = getattr(x, "dtype", np.dtype(np.float64))
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        if basic and not isinstance(dy, np.ndarray | np.generic):
+            g = _lazy_embed(dy, _as_tuple(index), shape, dtype)
+            if g is not None:
+                return g, NoTangent()
+        g = scatter_add(_materialize(dy), index, shape)
+        return project(g, x), NoTangent()
+
+    return y, pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# Gathers with NumPy names
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.take)
+def _take(a, indices, *args, **kwargs):
+    """np.take: da = scatter_add(dy, (:,)*axis + (indices,), a.shape) (axis=None: flattened a);
+    mode='wrap'/'clip' indices are normalised first."""
+    p = params(args, kwargs, axis=None, out=None, mode="raise")
+    axis, mode = p["axis"], p["mode"]
+    shape = np.shape(a)
+    idx = np.asarray(indices)
+
+    def pullback(dy):
+        if axis is None:
+            target = (int(np.prod(shape, dtype=np.int64)),)
+            ax = 0
+        else:
+            target = shape
+            ax = axis + len(shape) if axis < 0 else axis
+        n = target[ax]
+        i = idx
+        if mode == "wrap":
+            i = np.mod(i, n)
+        elif mode == "clip":
+            i = np.clip(i, 0, n - 1)
+        g = scatter_add(dy, (slice(None),) * ax + (i,), target)
+        return (project(np.reshape(g, shape), a), NoTangent(), *no_tangents(len(args)))
+
+    return np.take(a, indices, *args, **kwargs), pullback
+
+
+def _along_axis_index(indices: np.ndarray, axis: int) -> tuple:
+    """The full fancy index equivalent to ``take_along_axis(., indices, axis)``."""
+    ndim = indices.ndim
+    out = []
+    for d in range(ndim):
+        if d == axis:
+            out.append(indices)
+        else:
+            shp = [1] * ndim
+            shp[d] = indices.shape[d]
+            out.append(np.reshape(np.arange(indices.shape[d]), shp))
+    return tuple(out)
+
+
+@register_rrule(np.take_along_axis)
+def _take_along_axis(arr, indices, *args, **kwargs):
+    """np.take_along_axis: da = scatter_add(dy, fancy index of (indices, axis), a.shape)."""
+    axis = params(args, kwargs, axis=-1)["axis"]
+    shape = np.shape(arr)
+    idx = np.asarray(indices)
+    y = np.take_along_axis(arr, indices, *args, **kwargs)
+
+    def pullback(dy):
+        if axis is None:
+            g = scatter_add(dy, (idx,), (int(np.prod(shape, dtype=np.int64)),))
+        else:
+            ax = axis + len(shape) if axis < 0 else axis
+            full = _along_axis_index(idx, ax)
+            # Broadcast the non-axis dims of idx against arr's (take_along_axis broadcasts them).
+            g = scatter_add(np.broadcast_to(dy, y.shape), full, shape)
+        return (project(np.reshape(g, shape), arr), NoTangent(), *no_tangents(len(args)))
+
+    return y, pullback
+
+
+def _diag_index(n: int, m: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices of the k-th diagonal of an (n, m) matrix."""
+    if k >= 0:
+        length = max(0, min(n, m - k))
+        rows = np.arange(length)
+        return rows, rows + k
+    length = max(0, min(n + k, m))
+    cols = np.arange(length)
+    return cols - k, cols
+
+
+@register_rrule(np.diagonal)
+def _diagonal(a, *args, **kwargs):
+    """np.diagonal: da = moveaxis(scatter_add(dy, (..., rows, cols)), (-2, -1), (axis1, axis2))."""
+    p = params(args, kwargs, offset=0, axis1=0, axis2=1)
+    shape = np.shape(a)
+    nd = len(shape)
+    ax1, ax2 = p["axis1"] % nd, p["axis2"] % nd
+    offset = p["offset"]
+
+    def pullback(dy):
+        moved = tuple(s for i, s in enumerate(shape) if i not in (ax1, ax2))
+        moved = moved + (shape[ax1], shape[ax2])
+        rows, cols = _diag_index(shape[ax1], shape[ax2], offset)
+        g = scatter_add(dy, (Ellipsis, rows, cols), moved)
+        g = np.moveaxis(g, (-2, -1), (ax1, ax2))
+        return (project(g, a), *no_tangents(len(args)))
+
+    return np.diagonal(a, *args, **kwargs), pullback
+
+
+@register_rrule(np.diag)
+def _diag(v, *args, **kwargs):
+    """np.diag: 1-d → 2-d: dv = diagonal(dy, k); 2-d → 1-d: dv = scatter_add(dy, diag index)."""
+    k = params(args, kwargs, k=0)["k"]
+    shape = np.shape(v)
+
+    def pullback(dy):
+        if len(shape) == 1:
+            g = np.diagonal(dy, k)
+        else:
+            rows, cols = _diag_index(shape[0], shape[1], k)
+            g = scatter_add(dy, (rows, cols), shape)
+        return (project(g, v), *no_tangents(len(args)))
+
+    return np.diag(v, *args, **kwargs), pullback

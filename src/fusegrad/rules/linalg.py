@@ -1,0 +1,450 @@
+"""Reverse rules for linear algebra: matmul, dot, einsum, tensordot, solve, inv, det, eigh, ...
+
+Real-valued inputs (complex inputs are not conjugated). Batched (stacked) matrices broadcast like
+NumPy's, and every cotangent is summed back to its argument's shape with ``unbroadcast_to``.
+``Aᵀ`` below means ``swapaxes(A, -1, -2)`` (the last two axes).
+
+| NumPy function | pullback |
+|---|---|
+| ``np.matmul(A, B)`` / ``@`` | ``dA = dY @ Bᵀ``, ``dB = Aᵀ @ dY`` (1-d operands promoted) |
+| ``np.dot``, ``np.inner``, ``np.tensordot`` | ``tensordot`` of ``dY`` with the other operand |
+| ``np.vdot(a, b)`` | ``da = dy * b``, ``db = dy * a`` (flattened, reshaped back) |
+| ``np.outer(a, b)`` | ``da = dY @ b``, ``db = a @ dY`` |
+| ``np.einsum(s, *ops)`` | ``dop_i = einsum(<others>, <out> -> s_i)``; ``ii`` via ``eye`` |
+| ``np.trace(A, k)`` | ``dA = dy[..., None, None] * eye(n, m, k)`` |
+| ``np.linalg.solve(A, B)`` | ``dB = solve(Aᵀ, dX)``, ``dA = -dB @ Xᵀ`` |
+| ``np.linalg.inv(A)`` | ``dA = -Yᵀ @ dY @ Yᵀ`` |
+| ``np.linalg.det(A)`` | ``dA = dy * det(A) * inv(A)ᵀ`` |
+| ``np.linalg.slogdet(A)`` | ``dA = dlogdet * inv(A)ᵀ`` (the sign is piecewise constant) |
+| ``np.linalg.cholesky(A)`` | ``dA = sym(L⁻ᵀ Φ(Lᵀ dL) L⁻¹)``, Φ = lower triangle, diagonal halved |
+| ``np.linalg.eigh(A)`` | ``dA = sym(V (diag(dw) + F ∘ (Vᵀ dV)) Vᵀ)``, ``F_ij = 1/(w_j - w_i)`` |
+
+Symmetric-input functions (``cholesky``, ``eigh``) return the symmetric cotangent ``(G + Gᵀ)/2``
+(as JAX and HIPS autograd do): it is the gradient along symmetric perturbations, not the gradient
+of NumPy's read of one triangle. ``eigh`` assumes distinct eigenvalues (ties give inf/nan).
+
+Tuple outputs (``slogdet``, ``eigh``) get tuple cotangents whose entries may be ``ZeroTangent()``;
+a zero entry costs nothing. Pullbacks are written with ``np.*`` calls only, so higher-order AD can
+trace them.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import numpy as np
+
+from ..tangents import NoTangent, ZeroTangent, unthunk
+from .registry import register_rrule
+from .shapes import is_zero, no_tangents, params, project, unbroadcast_to
+
+
+def _mT(a: Any) -> Any:
+    """Transpose of the last two axes."""
+    return np.swapaxes(a, -1, -2)
+
+
+def _entry(ct: Any, i: int, name: str) -> Any:
+    """Entry ``i`` (field ``name``) of a tuple-output cotangent; ``ZeroTangent()`` if absent."""
+    if is_zero(ct):
+        return ZeroTangent()
+    if isinstance(ct, tuple | list):
+        return unthunk(ct[i])
+    return unthunk(getattr(ct, name, ZeroTangent()))
+
+
+def _sum_cotangents(a: Any, b: Any) -> Any:
+    if is_zero(a):
+        return b
+    if is_zero(b):
+        return a
+    return a + b
+
+
+# --------------------------------------------------------------------------------------------------
+# Products
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.matmul)
+def _matmul(a, b):
+    """np.matmul: dA = dY @ Bᵀ, dB = Aᵀ @ dY; 1-d operands promoted to matrices; batch dims
+    unbroadcast."""
+    y = np.matmul(a, b)
+    ashape, bshape = np.shape(a), np.shape(b)
+
+    def pullback(dy):
+        a2 = np.reshape(a, (1,) + ashape) if len(ashape) == 1 else a
+        b2 = np.reshape(b, bshape + (1,)) if len(bshape) == 1 else b
+        dy2 = dy
+        if len(ashape) == 1:
+            dy2 = np.expand_dims(dy2, -2 if len(bshape) > 1 else -1)
+        if len(bshape) == 1:
+            dy2 = np.expand_dims(dy2, -1)
+        da = unbroadcast_to(np.matmul(dy2, _mT(b2)), np.shape(a2))
+        db = unbroadcast_to(np.matmul(_mT(a2), dy2), np.shape(b2))
+        return project(da, a), project(db, b)
+
+    return y, pullback
+
+
+def _normalize_tensordot_axes(axes: Any, nda: int, ndb: int) -> tuple[list[int], list[int]]:
+    if np.ndim(axes) == 0:
+        n = int(axes)
+        return list(range(nda - n, nda)), list(range(n))
+    ax_a, ax_b = axes
+    ax_a = [int(ax_a)] if np.ndim(ax_a) == 0 else [int(i) for i in ax_a]
+    ax_b = [int(ax_b)] if np.ndim(ax_b) == 0 else [int(i) for i in ax_b]
+    return [i % nda for i in ax_a], [i % ndb for i in ax_b]
+
+
+def _tensordot_pullback(a: Any, b: Any, ax_a: list[int], ax_b: list[int]):
+    """Cotangents of ``tensordot(a, b, (ax_a, ax_b))``, as tensordots of ``dy`` (then transposed
+    back to each argument's axis order)."""
+    nda, ndb = np.ndim(a), np.ndim(b)
+    free_a = [i for i in range(nda) if i not in ax_a]
+    free_b = [i for i in range(ndb) if i not in ax_b]
+    nfa = len(free_a)
+
+    def pullback(dy):
+        ndy = np.ndim(dy)
+        # da: contract dy's free-b axes with b's free axes -> (free_a..., b's contracted axes in
+        # increasing order), mapped to a's axes.
+        ga = np.tensordot(dy, b, axes=(list(range(nfa, ndy)), free_b))
+        order_a = free_a + [ax_a[ax_b.index(j)] for j in sorted(ax_b)]
+        da = np.transpose(ga, np.argsort(order_a)) if nda else ga
+        gb = np.tensordot(a, dy, axes=(free_a, list(range(nfa))))
+        order_b = [ax_b[ax_a.index(i)] for i in sorted(ax_a)] + free_b
+        db = np.transpose(gb, np.argsort(order_b)) if ndb else gb
+        return project(da, a), project(db, b)
+
+    return pullback
+
+
+@register_rrule(np.tensordot)
+def _tensordot(a, b, *args, **kwargs):
+    """np.tensordot: dA = tensordot(dY, B, free axes of B), transposed to A's order; dB alike."""
+    axes = params(args, kwargs, axes=2)["axes"]
+    ax_a, ax_b = _normalize_tensordot_axes(axes, np.ndim(a), np.ndim(b))
+    inner = _tensordot_pullback(a, b, ax_a, ax_b)
+
+    def pullback(dy):
+        return (*inner(dy), *no_tangents(len(args)))
+
+    return np.tensordot(a, b, *args, **kwargs), pullback
+
+
+def _scalar_product_pullback(a: Any, b: Any):
+    """Cotangents of ``a * b`` where one of them is 0-d (``dot``/``inner`` with a scalar)."""
+
+    def pullback(dy):
+        da = unbroadcast_to(dy * b, np.shape(a))
+        db = unbroadcast_to(dy * a, np.shape(b))
+        return project(da, a), project(db, b)
+
+    return pullback
+
+
+@register_rrule(np.dot)
+def _dot(a, b, *args, **kwargs):
+    """np.dot: a tensordot over (a's last axis, b's second-to-last axis, or its only axis);
+    a 0-d operand makes it a product."""
+    nda, ndb = np.ndim(a), np.ndim(b)
+    if nda == 0 or ndb == 0:
+        inner = _scalar_product_pullback(a, b)
+    else:
+        inner = _tensordot_pullback(a, b, [nda - 1], [max(ndb - 2, 0)])
+
+    def pullback(dy):
+        return (*inner(dy), *no_tangents(len(args)))
+
+    return np.dot(a, b, *args, **kwargs), pullback
+
+
+@register_rrule(np.inner)
+def _inner(a, b):
+    """np.inner: tensordot over the last axes of both; a 0-d operand makes it a product."""
+    nda, ndb = np.ndim(a), np.ndim(b)
+    if nda == 0 or ndb == 0:
+        pullback = _scalar_product_pullback(a, b)
+    else:
+        pullback = _tensordot_pullback(a, b, [nda - 1], [ndb - 1])
+    return np.inner(a, b), pullback
+
+
+@register_rrule(np.vdot)
+def _vdot(a, b):
+    """np.vdot (real): da = dy * ravel(b), db = dy * ravel(a), reshaped back."""
+    ashape, bshape = np.shape(a), np.shape(b)
+
+    def pullback(dy):
+        da = np.reshape(dy * np.ravel(b), ashape)
+        db = np.reshape(dy * np.ravel(a), bshape)
+        return project(da, a), project(db, b)
+
+    return np.vdot(a, b), pullback
+
+
+@register_rrule(np.outer)
+def _outer(a, b, *args, **kwargs):
+    """np.outer: da = dY @ ravel(b), db = ravel(a) @ dY, reshaped back."""
+    ashape, bshape = np.shape(a), np.shape(b)
+
+    def pullback(dy):
+        da = np.reshape(np.matmul(dy, np.ravel(b)), ashape)
+        db = np.reshape(np.matmul(np.ravel(a), dy), bshape)
+        return (project(da, a), project(db, b), *no_tangents(len(args)))
+
+    return np.outer(a, b, *args, **kwargs), pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# einsum
+# --------------------------------------------------------------------------------------------------
+
+
+def _parse_einsum(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]:
+    """Explicit subscripts (one string per operand, and the output) with every ``...`` replaced
+    by letters not used elsewhere (right-aligned, as NumPy broadcasts them)."""
+    s = subscripts.replace(" ", "")
+    if "->" in s:
+        lhs, out = s.split("->")
+        explicit = True
+    else:
+        lhs, out, explicit = s, "", False
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum: {len(ins)} subscripts for {len(shapes)} operands")
+    used = set(s) - set(".,->")
+    free = [c for c in string.ascii_letters if c not in used]
+    n_ell = 0
+    for sub, shp in zip(ins, shapes, strict=True):
+        if "..." in sub:
+            n_ell = max(n_ell, len(shp) - (len(sub) - 3))
+    ell = "".join(free[:n_ell])
+    new_ins = []
+    for sub, shp in zip(ins, shapes, strict=True):
+        if "..." in sub:
+            k = len(shp) - (len(sub) - 3)
+            sub = sub.replace("...", ell[n_ell - k :] if k else "")
+        new_ins.append(sub)
+    if explicit:
+        out = out.replace("...", ell)
+    else:
+        counts: dict[str, int] = {}
+        for sub in ins:
+            for c in sub.replace("...", ""):
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1))
+    return new_ins, out
+
+
+def _einsum_operand_cotangent(
+    i: int, ins: list[str], out: str, ops: list[Any], dy: Any, sizes: dict[str, int], kwargs: dict
+) -> Any:
+    """Cotangent of operand ``i`` of ``einsum(ins -> out)``."""
+    sub = ins[i]
+    shape = np.shape(ops[i])
+    dtype = np.result_type(dy)
+    unique = "".join(dict.fromkeys(sub))
+    other_subs = [s for j, s in enumerate(ins) if j != i]
+    other_ops = [o for j, o in enumerate(ops) if j != i]
+    available = set(out).union(*[set(s) for s in other_subs]) if other_subs else set(out)
+    # Letters summed out in operand i alone: broadcast back with a ones vector.
+    extra_subs, extra_ops = [], []
+    for c in unique:
+        if c not in available:
+            extra_subs.append(c)
+            extra_ops.append(np.ones(sizes[c], dtype=dtype))
+    # Repeated letters (diagonals/traces): compute over the unique letters, then embed with eye.
+    target = unique
+    lhs = ",".join(other_subs + [out] + extra_subs)
+    g = np.einsum(f"{lhs}->{target}", *other_ops, dy, *extra_ops, **kwargs)
+    if len(unique) != len(sub):
+        used = set("".join(ins) + out)
+        fresh = iter(c for c in string.ascii_letters if c not in used)
+        seen: set[str] = set()
+        full, eye_subs, eye_ops = "", [], []
+        for c in sub:
+            if c in seen:
+                f = next(fresh)
+                full += f
+                eye_subs.append(c + f)
+                eye_ops.append(np.eye(sizes[c], dtype=dtype))
+            else:
+                seen.add(c)
+                full += c
+        g = np.einsum(",".join([unique] + eye_subs) + "->" + full, g, *eye_ops)
+    # Size-1 axes of operand i that broadcast against a longer axis: sum them back.
+    axes = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    return project(g, ops[i])
+
+
+@register_rrule(np.einsum)
+def _einsum(subscripts, *operands, **kwargs):
+    """np.einsum (string subscripts, explicit or implicit output, ellipsis): dop_i =
+    einsum(<other operands' subscripts>, <out> -> s_i). Letters summed out in op_i alone get a
+    ones operand; repeated letters (``ii``) are embedded on the diagonal with ``eye``. The
+    interleaved (operand, sublist) form has no rule."""
+    if not isinstance(subscripts, str):
+        return None
+    ops = list(operands)
+    shapes = [tuple(np.shape(o)) for o in ops]
+    ins, out = _parse_einsum(subscripts, shapes)
+    sizes: dict[str, int] = {}
+    for sub, shp in zip(ins, shapes, strict=True):
+        for c, n in zip(sub, shp, strict=True):
+            sizes[c] = max(sizes.get(c, 1), n)
+    y = np.einsum(subscripts, *ops, **kwargs)
+    pass_kwargs = {k: v for k, v in kwargs.items() if k == "optimize"}
+
+    def pullback(dy):
+        grads = [
+            _einsum_operand_cotangent(i, ins, out, ops, dy, sizes, pass_kwargs)
+            for i in range(len(ops))
+        ]
+        return (NoTangent(), *grads)
+
+    return y, pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# trace
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.trace)
+def _trace(a, *args, **kwargs):
+    """np.trace: dA = moveaxis(dy[..., None, None] * eye(n, m, k), (-2, -1), (axis1, axis2))."""
+    p = params(args, kwargs, offset=0, axis1=0, axis2=1, dtype=None, out=None)
+    shape = np.shape(a)
+    nd = len(shape)
+    ax1, ax2 = p["axis1"] % nd, p["axis2"] % nd
+
+    def pullback(dy):
+        dt = np.result_type(dy, getattr(a, "dtype", np.float64))
+        eye = np.eye(shape[ax1], shape[ax2], k=p["offset"], dtype=dt)
+        g = np.reshape(dy, np.shape(dy) + (1, 1)) * eye
+        g = np.moveaxis(g, (-2, -1), (ax1, ax2))
+        return (project(g, a), *no_tangents(len(args)))
+
+    return np.trace(a, *args, **kwargs), pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# Solvers and decompositions
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.linalg.solve)
+def _solve(a, b):
+    """np.linalg.solve: dB = solve(Aᵀ, dX), dA = -dB @ Xᵀ (vector b promoted to a column)."""
+    x = np.linalg.solve(a, b)
+    bshape = np.shape(b)
+    vec = len(bshape) == 1
+
+    def pullback(dy):
+        x2 = np.expand_dims(x, -1) if vec else x
+        dy2 = np.expand_dims(dy, -1) if vec else dy
+        gb = np.linalg.solve(_mT(a), dy2)
+        ga = -np.matmul(gb, _mT(x2))
+        db = unbroadcast_to(gb, bshape + (1,) if vec else bshape)
+        return project(unbroadcast_to(ga, np.shape(a)), a), project(db, b)
+
+    return x, pullback
+
+
+@register_rrule(np.linalg.inv)
+def _inv(a):
+    """np.linalg.inv: dA = -Yᵀ @ dY @ Yᵀ."""
+    y = np.linalg.inv(a)
+
+    def pullback(dy):
+        yt = _mT(y)
+        return (project(-np.matmul(np.matmul(yt, dy), yt), a),)
+
+    return y, pullback
+
+
+@register_rrule(np.linalg.det)
+def _det(a):
+    """np.linalg.det: dA = (dy * det(A))[..., None, None] * inv(A)ᵀ (A nonsingular)."""
+    y = np.linalg.det(a)
+
+    def pullback(dy):
+        s = np.expand_dims(dy * y, (-1, -2))
+        return (project(s * _mT(np.linalg.inv(a)), a),)
+
+    return y, pullback
+
+
+@register_rrule(np.linalg.slogdet)
+def _slogdet(a):
+    """np.linalg.slogdet -> (sign, logabsdet): dA = dlogdet[..., None, None] * inv(A)ᵀ; the
+    sign's cotangent is ignored (piecewise constant)."""
+    y = np.linalg.slogdet(a)
+
+    def pullback(ct):
+        dlog = _entry(ct, 1, "logabsdet")
+        if is_zero(dlog):
+            return (ZeroTangent(),)
+        s = np.expand_dims(dlog, (-1, -2))
+        return (project(s * _mT(np.linalg.inv(a)), a),)
+
+    return y, pullback
+
+
+def _sym(g: Any) -> Any:
+    return (g + _mT(g)) / 2
+
+
+@register_rrule(np.linalg.cholesky)
+def _cholesky(a, **kwargs):
+    """np.linalg.cholesky: dA = sym(L⁻ᵀ Φ(Lᵀ dL) L⁻¹), Φ = lower triangle with half diagonal;
+    ``upper=True`` (U = Lᵀ) transposes dY first."""
+    y = np.linalg.cholesky(a, **kwargs)
+    upper = bool(kwargs.get("upper", False))
+    L = _mT(y) if upper else y
+
+    def pullback(dy):
+        dL = _mT(dy) if upper else dy
+        n = np.shape(L)[-1]
+        m = np.matmul(_mT(L), dL)
+        phi = np.tril(m) - 0.5 * m * np.eye(n, dtype=np.result_type(m))
+        # G = L⁻ᵀ Φ L⁻¹, as two solves with Lᵀ.
+        x = np.linalg.solve(_mT(L), phi)
+        g = _mT(np.linalg.solve(_mT(L), _mT(x)))
+        return (project(_sym(g), a),)
+
+    return y, pullback
+
+
+@register_rrule(np.linalg.eigh)
+def _eigh(a, *args, **kwargs):
+    """np.linalg.eigh -> (w, V): dA = sym(V (diag(dw) + F ∘ (Vᵀ dV)) Vᵀ), F_ij = 1/(w_j - w_i)
+    off the diagonal, 0 on it (distinct eigenvalues)."""
+    y = np.linalg.eigh(a, *args, **kwargs)
+    w, v = y
+
+    def pullback(ct):
+        dw = _entry(ct, 0, "eigenvalues")
+        dv = _entry(ct, 1, "eigenvectors")
+        if is_zero(dw) and is_zero(dv):
+            return (ZeroTangent(), *no_tangents(len(args)))
+        inner: Any = ZeroTangent()
+        if not is_zero(dw):
+            n = np.shape(w)[-1]
+            inner = np.expand_dims(dw, -1) * np.eye(n, dtype=np.result_type(dw))
+        if not is_zero(dv):
+            diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)  # w_j - w_i
+            n = np.shape(w)[-1]
+            eye = np.eye(n, dtype=bool)
+            f = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
+            inner = _sum_cotangents(inner, f * np.matmul(_mT(v), dv))
+        g = np.matmul(np.matmul(v, inner), _mT(v))
+        return (project(_sym(g), a), *no_tangents(len(args)))
+
+    return y, pullback

@@ -1,0 +1,265 @@
+"""Reverse rules for scans, sorts and norm-like reductions: cumsum, cumprod, sort, diff,
+scipy.special.logsumexp, linalg.norm.
+
+| function | pullback |
+|---|---|
+| ``np.cumsum(a, axis)`` | ``da = flip(cumsum(flip(dy)))`` (a reverse cumulative sum) |
+| ``np.cumprod(a, axis)`` | no zeros: ``da = revcumsum(dy * y) / a``; with zeros: exact O(n²) form |
+| ``np.sort(a, axis)`` | ``da = take_along_axis(dy, argsort(perm))`` (the inverse permutation) |
+| ``np.diff(a, n, axis)`` | ``n`` times ``da = concat([0], dy) - concat(dy, [0])`` |
+| ``scipy.special.logsumexp(a, axis, b)`` | ``da = dy * b * exp(a - y)``, ``db = dy * exp(a - y)`` |
+| ``np.linalg.norm(x, ord, axis)`` | see below |
+
+``np.linalg.norm``: vector 2: ``dy * x / y``; 1: ``dy * sign(x)``; ±inf: ``dy * sign(x)`` split
+evenly over the ties of max/min ``|x|``; other p: ``dy * sign(x) |x|^(p-1) / y^(p-1)``; matrix
+``'fro'``: ``dy * x / y``; ``'nuc'``: ``dy * U Vᵀ``; matrix 2: ``dy * u₁ v₁ᵀ``.
+
+Subgradient choices at kinks: ``norm`` at ``x = 0`` gives 0 (``ord=2``/``'fro'``), ``sign(0) = 0``
+for ``ord=1``. ``sort`` ties: a stable argsort fixes the permutation, so each tied input gets the
+cotangent of one output position (the derivative of a sort is a permutation almost everywhere).
+``cumprod`` is exact with zeros in the input: when any input is 0 the pullback uses the
+O(n²)-per-lane product form ``da_k = Σ_{j≥k} dy_j Π_{i≤j, i≠k} a_i`` instead of dividing by ``a``.
+
+All rules receive NumPy arrays (``lazy=False``) and use differentiable ``np.*`` calls only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tangents import ZeroTangent
+from .registry import register_rrule
+from .shapes import no_tangents, params, project, unbroadcast_to
+
+
+def _revcumsum(g: Any, axis: int) -> Any:
+    return np.flip(np.cumsum(np.flip(g, axis), axis=axis), axis)
+
+
+# --------------------------------------------------------------------------------------------------
+# Scans
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.cumsum)
+def _cumsum(a, *args, **kwargs):
+    """np.cumsum: da = flip(cumsum(flip(dy, axis), axis), axis); axis=None: of the flattened a."""
+    axis = params(args, kwargs, axis=None, dtype=None, out=None)["axis"]
+    shape = np.shape(a)
+
+    def pullback(dy):
+        g = _revcumsum(dy, 0 if axis is None else axis)
+        return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
+
+    return np.cumsum(a, *args, **kwargs), pullback
+
+
+@register_rrule(np.cumprod)
+def _cumprod(a, *args, **kwargs):
+    """np.cumprod: da = revcumsum(dy * y) / a without zeros; with zeros, the exact product form
+    da_k = Σ_{j≥k} dy_j Π_{i≤j, i≠k} a_i (O(n²) per lane)."""
+    axis = params(args, kwargs, axis=None, dtype=None, out=None)["axis"]
+    shape = np.shape(a)
+    y = np.cumprod(a, *args, **kwargs)
+
+    def pullback(dy):
+        x = np.reshape(a, (-1,)) if axis is None else a
+        yy = y
+        ax = 0 if axis is None else axis % max(np.ndim(x), 1)
+        if not np.any(np.equal(x, 0)):
+            g = _revcumsum(dy * yy, ax) / x
+        else:
+            xm = np.moveaxis(x, ax, -1)
+            dym = np.moveaxis(dy, ax, -1)
+            n = np.shape(xm)[-1]
+            eye = np.eye(n, dtype=bool)
+            # m[..., k, i] = a_i with a_k replaced by 1; c[..., k, j] = Π_{i≤j, i≠k} a_i.
+            m = np.where(eye, np.ones((), dtype=np.result_type(xm)), np.expand_dims(xm, -2))
+            c = np.cumprod(m, axis=-1)
+            upper = np.triu(np.ones((n, n), dtype=np.result_type(xm)))
+            g = np.sum(upper * c * np.expand_dims(dym, -2), axis=-1)
+            g = np.moveaxis(g, -1, ax)
+        return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
+
+    return y, pullback
+
+
+@register_rrule(np.diff)
+def _diff(a, *args, **kwargs):
+    """np.diff (prepend/append are constants): n times da = concat([0], dy) - concat(dy, [0])."""
+    p = params(args, kwargs, n=1, axis=-1)
+    n, axis = int(p["n"]), p["axis"]
+    y = np.diff(a, *args, **kwargs)
+    np.shape(a)
+    # Cotangents of prepended/appended constants are dropped: slice them off at the end.
+    lo = hi = 0
+    if "prepend" in kwargs:
+        pre = kwargs["prepend"]
+        lo = 1 if np.ndim(pre) == 0 else np.shape(pre)[axis]
+    if "append" in kwargs:
+        app = kwargs["append"]
+        hi = 1 if np.ndim(app) == 0 else np.shape(app)[axis]
+
+    def pullback(dy):
+        g = dy
+        ax = axis % np.ndim(dy)
+        for _ in range(n):
+            zshape = list(np.shape(g))
+            zshape[ax] = 1
+            z = np.zeros(zshape, dtype=np.result_type(g))
+            g = np.concatenate([z, g], axis=ax) - np.concatenate([g, z], axis=ax)
+        if lo or hi:
+            idx = [slice(None)] * np.ndim(g)
+            idx[ax] = slice(lo, np.shape(g)[ax] - hi)
+            g = g[tuple(idx)]
+        return (project(g, a), *no_tangents(len(args)))
+
+    return y, pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# sort
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.sort)
+def _sort(a, *args, **kwargs):
+    """np.sort: y = take_along_axis(a, perm), perm = stable argsort; da = take_along_axis(dy,
+    argsort(perm)) (the inverse permutation, a gather)."""
+    p = params(args, kwargs, axis=-1, kind=None, order=None, stable=None)
+    axis = p["axis"]
+    shape = np.shape(a)
+    flat = np.reshape(a, (-1,)) if axis is None else a
+    ax = -1 if axis is None else axis
+    perm = np.argsort(flat, axis=ax, kind="stable")
+    inv = np.argsort(perm, axis=ax)
+    y = np.take_along_axis(flat, perm, axis=ax)
+
+    def pullback(dy):
+        g = np.take_along_axis(dy, inv, axis=ax)
+        return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
+
+    return y, pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# logsumexp and norm
+# --------------------------------------------------------------------------------------------------
+
+
+def _keep(g: Any, axis: Any, ndim: int, keepdims: bool) -> Any:
+    """``g`` (a reduction's value or cotangent) with the reduced axes restored as size 1."""
+    if keepdims:
+        return g
+    if axis is None:
+        return np.reshape(g, (1,) * ndim)
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    return np.expand_dims(g, tuple(int(x) % ndim for x in axes))
+
+
+try:  # SciPy is optional.
+    import scipy.special as _sp
+except ImportError:  # pragma: no cover - depends on the environment
+    _sp = None
+
+if _sp is not None:
+
+    @register_rrule(_sp.logsumexp)
+    def _logsumexp(a, *args, **kwargs):
+        """scipy.special.logsumexp: da = dy * b * exp(a - y), db = dy * exp(a - y) (b=None: 1);
+        return_sign=True has no rule."""
+        p = params(args, kwargs, axis=None, b=None, keepdims=False, return_sign=False)
+        if p["return_sign"]:
+            return None
+        axis, b, keepdims = p["axis"], p["b"], p["keepdims"]
+        y = _sp.logsumexp(a, *args, **kwargs)
+        b_positional = len(args) >= 2
+
+        def pullback(dy):
+            ndim = (
+                np.ndim(a) if b is None else np.ndim(np.broadcast_shapes(np.shape(a), np.shape(b)))
+            )
+            yk = _keep(y, axis, ndim, keepdims)
+            dyk = _keep(dy, axis, ndim, keepdims)
+            w = np.exp(a - yk)
+            if b is None:
+                return (project(dyk * w, a), *no_tangents(len(args)))
+            da = project(unbroadcast_to(dyk * b * w, np.shape(a)), a)
+            rest = list(no_tangents(len(args)))
+            if b_positional:
+                rest[1] = project(unbroadcast_to(dyk * w, np.shape(b)), b)
+            return (da, *rest)
+
+        return y, pullback
+
+
+def _dnorm_dord(x, y, dy, p, axis, keepdims, matrix):
+    """d norm / d ord for a vector p-norm passed a float ``ord`` (a positional argument):
+    dy * y * (Σ|x|^p ln|x| / (p Σ|x|^p) - ln(Σ|x|^p) / p²); zero for ±inf and 0."""
+    if matrix or not np.isfinite(p) or p == 0:
+        return ZeroTangent()
+    ax = np.abs(x)
+    s = np.sum(ax**p, axis=axis, keepdims=keepdims)
+    lg = np.log(np.where(ax == 0, 1.0, ax))
+    t = np.sum(ax**p * lg, axis=axis, keepdims=keepdims)
+    return np.sum(dy * y * (t / (p * s) - np.log(s) / p**2))
+
+
+@register_rrule(np.linalg.norm)
+def _norm(x, *args, **kwargs):
+    """np.linalg.norm: vector ord None/2/1/±inf/p and matrix 'fro'/'nuc'/2 (see the module
+    table); other orders have no rule."""
+    p = params(args, kwargs, ord=None, axis=None, keepdims=False)
+    ord_, axis, keepdims = p["ord"], p["axis"], p["keepdims"]
+    ndim = np.ndim(x)
+    if axis is None:
+        matrix = ndim == 2 and ord_ is not None
+        if ord_ is not None and ndim not in (1, 2):
+            return None
+    else:
+        matrix = np.ndim(axis) > 0 and len(axis) == 2
+    if matrix and ord_ not in (None, "fro", "nuc", 2):
+        return None
+    if not matrix and ord_ in ("fro", "nuc"):
+        return None
+    y = np.linalg.norm(x, *args, **kwargs)
+    red_axis = axis if axis is not None else (tuple(range(ndim)) if ndim else None)
+
+    def pullback(dy):
+        yk = _keep(y, red_axis, ndim, keepdims)
+        dyk = _keep(dy, red_axis, ndim, keepdims)
+        if ord_ in (None, "fro") or (ord_ == 2 and not matrix):
+            safe = np.where(yk == 0, np.ones((), dtype=np.result_type(yk)), yk)
+            g = dyk * np.where(yk == 0, np.zeros((), dtype=np.result_type(yk)), x / safe)
+        elif matrix:  # 'nuc' or 2, via the SVD over the two axes moved last
+            ax = (0, 1) if axis is None else tuple(int(i) % ndim for i in axis)
+            xm = np.moveaxis(x, ax, (-2, -1))
+            u, _, vt = np.linalg.svd(xm, full_matrices=False)
+            if ord_ == "nuc":
+                gm = np.matmul(u, vt)
+            else:
+                gm = np.expand_dims(u[..., :, 0], -1) * np.expand_dims(vt[..., 0, :], -2)
+            dym = np.moveaxis(dyk, ax, (-2, -1))
+            g = np.moveaxis(dym * gm, (-2, -1), ax)
+        elif ord_ == 1:
+            g = dyk * np.sign(x)
+        elif ord_ in (np.inf, -np.inf):
+            ax = None if axis is None else axis
+            ax_abs = np.abs(x)
+            hit = np.equal(ax_abs, yk)
+            count = np.sum(hit, axis=ax, keepdims=True)
+            g = dyk * np.sign(x) * hit / count
+        elif ord_ == 0:
+            return (ZeroTangent(), *no_tangents(len(args)))
+        else:
+            pord = float(ord_)
+            ax_abs = np.abs(x)
+            g = dyk * np.sign(x) * ax_abs ** (pord - 1) / yk ** (pord - 1)
+        rest = list(no_tangents(len(args)))
+        if args and isinstance(ord_, float | np.floating):
+            rest[0] = _dnorm_dord(x, y, dy, ord_, axis, keepdims, matrix)
+        return (project(g, x), *rest)
+
+    return y, pullback

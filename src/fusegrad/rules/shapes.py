@@ -1,0 +1,456 @@
+"""Reverse rules for shape and movement functions: reshape, transpose, concatenate, tile, pad, ...
+
+Every rule maps the cotangent back through the *inverse* movement:
+
+| NumPy function | pullback |
+|---|---|
+| ``np.reshape(a, shape)`` / ``np.ravel(a)`` | ``da = reshape(dy, a.shape)`` |
+| ``np.transpose(a, axes)`` | ``da = transpose(dy, argsort(axes))`` |
+| ``np.moveaxis(a, s, d)`` | ``da = moveaxis(dy, d, s)`` |
+| ``np.swapaxes(a, i, j)`` | ``da = swapaxes(dy, i, j)`` |
+| ``np.squeeze`` / ``np.expand_dims`` | ``da = reshape(dy, a.shape)`` |
+| ``np.broadcast_to(a, shape)`` | ``da = unbroadcast_to(dy, a.shape)`` (a sum over broadcast axes) |
+| ``np.flip(a, axis)`` | ``da = flip(dy, axis)`` |
+| ``np.concatenate`` / ``hstack`` / ``vstack`` | split ``dy`` at the argument boundaries |
+| ``np.stack(arrays, axis)`` | ``da_i = dy[(:,)*axis + (i,)]`` |
+| ``np.split`` / ``np.array_split`` | ``da = concatenate(dys)`` (zero pieces become zeros) |
+| ``np.tile(a, reps)`` | reshape ``dy`` to interleaved (rep, size) axes and sum the rep axes |
+| ``np.repeat(a, r, axis)`` | scalar ``r``: reshape and sum; array ``r``: ``scatter_add`` |
+| ``np.roll(a, shift, axis)`` | ``da = roll(dy, -shift, axis)`` |
+| ``np.pad(a, w)`` (constant mode) | ``da = dy[w0:-w1, ...]`` (the un-pad) |
+| ``np.triu`` / ``np.tril`` | ``da = triu(dy, k)`` / ``tril(dy, k)`` |
+
+The movement rules (``reshape``, ``ravel``, ``transpose``, ``moveaxis``, ``swapaxes``, ``squeeze``,
+``expand_dims``, ``broadcast_to``, ``flip``) are registered with ``lazy=True``: they receive lazy
+arrays and lazy cotangents and keep them lazy — they call only NumPy movement functions and read
+only ``.shape`` of their inputs. The others receive NumPy arrays (the engine materialises first).
+
+Pullbacks use only differentiable ``np.*`` functions (no in-place updates), so higher-order AD can
+trace through them. ``unbroadcast_to`` (the sum back to an argument's shape) and ``project`` (the
+cast back to an argument's dtype) are shared with the other rule files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tangents import AbstractThunk, AbstractZero, NoTangent, ZeroTangent, is_lazy_thunk, unthunk
+from .registry import register_rrule
+
+# --------------------------------------------------------------------------------------------------
+# Shared helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def is_zero(t: Any) -> bool:
+    """True for the structural zeros ``ZeroTangent()`` and ``NoTangent()`` (nothing to compute)."""
+    return isinstance(t, AbstractZero)
+
+
+def lazy_ct(dy: Any) -> Any:
+    """A cotangent for a ``lazy=True`` rule: a lazy value or ``BroadcastThunk`` is kept as is, any
+    other thunk is unthunked (a lazy rule's wrapper does not unthunk for it)."""
+    if isinstance(dy, AbstractThunk) and not is_lazy_thunk(dy):
+        return unthunk(dy)
+    return dy
+
+
+def unbroadcast_to(g: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``g`` over the axes that broadcasting added to an argument of shape ``shape``.
+
+    Lazy-friendly (only ``np.sum`` and ``np.reshape``).
+
+    >>> unbroadcast_to(np.ones((4, 2, 3)), (2, 1)).tolist()
+    [[12.0], [12.0]]
+    """
+    shape = tuple(shape)
+    gshape = tuple(g.shape)
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1
+    )
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    if tuple(g.shape) != shape:
+        g = np.reshape(g, shape)
+    return g
+
+
+def project(g: Any, x: Any) -> Any:
+    """Cotangent ``g`` projected on ``x``'s space: ``x``'s shape (by reshape) and float dtype.
+
+    A Python-scalar ``x`` gets a 0-d value; float32 stays float32; complex ``g`` for real ``x``
+    keeps the real part. Zeros pass through.
+    """
+    if is_zero(g):
+        return g
+    shape = tuple(np.shape(x))
+    if tuple(np.shape(g)) != shape:
+        g = np.reshape(g, shape)
+    dt = getattr(x, "dtype", None)
+    gdt = getattr(g, "dtype", None)
+    if dt is not None and gdt is not None and gdt != dt and np.issubdtype(dt, np.inexact):
+        if np.issubdtype(gdt, np.complexfloating) and not np.issubdtype(dt, np.complexfloating):
+            g = np.real(g)
+        g = np.astype(g, dt)
+    return g
+
+
+def params(args: tuple, kwargs: dict, **defaults: Any) -> dict[str, Any]:
+    """The optional parameters of a call, by name: ``defaults`` (in NumPy's positional order)
+    overridden by the positional ``args`` and then by ``kwargs``.
+
+    Rules take ``(x, *args, **kwargs)`` so that they know how many positional arguments were
+    passed (one cotangent each), and read the optional ones through this helper.
+
+    >>> params((1,), {}, axis=None, dtype=None)
+    {'axis': 1, 'dtype': None}
+    """
+    out = dict(defaults)
+    out.update(zip(defaults, args, strict=False))
+    out.update((k, v) for k, v in kwargs.items() if k in defaults)
+    return out
+
+
+def no_tangents(n: int) -> tuple:
+    """``n`` copies of ``NoTangent()`` — the cotangents of axis/shape/index arguments."""
+    return (NoTangent(),) * n
+
+
+def zeros_for(x: Any) -> np.ndarray:
+    """Materialised zeros in ``x``'s shape and (float) dtype, for a ``ZeroTangent`` that must be
+    concatenated with real values."""
+    dt = getattr(x, "dtype", None)
+    if dt is None or not np.issubdtype(dt, np.inexact):
+        dt = np.float64
+    return np.zeros(np.shape(x), dtype=dt)
+
+
+def _norm_axis(axis: int, ndim: int) -> int:
+    return axis + ndim if axis < 0 else axis
+
+
+# --------------------------------------------------------------------------------------------------
+# Lazy movement rules
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.reshape, lazy=True)
+def _reshape(a, *args, **kwargs):
+    """np.reshape: da = reshape(dy, a.shape) (same ``order``)."""
+    order = params(args, kwargs, shape=None, order="C", copy=None, newshape=None)["order"]
+    shape = np.shape(a)
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return (np.reshape(dy, shape, order=order), *no_tangents(len(args)))
+
+    return np.reshape(a, *args, **kwargs), pullback
+
+
+@register_rrule(np.ravel, lazy=True)
+def _ravel(a, *args, **kwargs):
+    """np.ravel: da = reshape(dy, a.shape) (same ``order``)."""
+    order = params(args, kwargs, order="C")["order"]
+    shape = np.shape(a)
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return (np.reshape(dy, shape, order=order), *no_tangents(len(args)))
+
+    return np.ravel(a, *args, **kwargs), pullback
+
+
+@register_rrule(np.transpose, lazy=True)
+def _transpose(a, *args, **kwargs):
+    """np.transpose: da = transpose(dy, argsort(axes))."""
+    axes = params(args, kwargs, axes=None)["axes"]
+    ndim = len(np.shape(a))
+    if axes is None:
+        inverse = None
+    else:
+        inverse = tuple(int(i) for i in np.argsort([_norm_axis(int(x), ndim) for x in axes]))
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return (np.transpose(dy, inverse), *no_tangents(len(args)))
+
+    return np.transpose(a, *args, **kwargs), pullback
+
+
+@register_rrule(np.moveaxis, lazy=True)
+def _moveaxis(a, source, destination):
+    """np.moveaxis: da = moveaxis(dy, destination, source)."""
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return np.moveaxis(dy, destination, source), NoTangent(), NoTangent()
+
+    return np.moveaxis(a, source, destination), pullback
+
+
+@register_rrule(np.swapaxes, lazy=True)
+def _swapaxes(a, axis1, axis2):
+    """np.swapaxes: da = swapaxes(dy, axis1, axis2)."""
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return np.swapaxes(dy, axis1, axis2), NoTangent(), NoTangent()
+
+    return np.swapaxes(a, axis1, axis2), pullback
+
+
+@register_rrule(np.squeeze, lazy=True)
+def _squeeze(a, *args, **kwargs):
+    """np.squeeze: da = reshape(dy, a.shape)."""
+    shape = np.shape(a)
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return (np.reshape(dy, shape), *no_tangents(len(args)))
+
+    return np.squeeze(a, *args, **kwargs), pullback
+
+
+@register_rrule(np.expand_dims, lazy=True)
+def _expand_dims(a, axis):
+    """np.expand_dims: da = reshape(dy, a.shape)."""
+    shape = np.shape(a)
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return np.reshape(dy, shape), NoTangent()
+
+    return np.expand_dims(a, axis), pullback
+
+
+@register_rrule(np.broadcast_to, lazy=True)
+def _broadcast_to(array, shape, *args, **kwargs):
+    """np.broadcast_to: da = unbroadcast_to(dy, a.shape) — sum over the broadcast axes."""
+    ashape = np.shape(array)
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return (unbroadcast_to(dy, ashape), NoTangent(), *no_tangents(len(args)))
+
+    return np.broadcast_to(array, shape, *args, **kwargs), pullback
+
+
+@register_rrule(np.flip, lazy=True)
+def _flip(m, *args, **kwargs):
+    """np.flip: da = flip(dy, axis)."""
+    axis = params(args, kwargs, axis=None)["axis"]
+
+    def pullback(dy):
+        dy = lazy_ct(dy)
+        return (np.flip(dy, axis), *no_tangents(len(args)))
+
+    return np.flip(m, *args, **kwargs), pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# Joining and splitting (eager: they receive NumPy arrays)
+# --------------------------------------------------------------------------------------------------
+
+
+def _split_back(dy, arrays, axis):
+    """Cotangents of ``concatenate(arrays, axis)``: ``dy`` split at the boundaries, reshaped and
+    cast to each argument."""
+    if axis is None:
+        sizes = [int(np.size(x)) for x in arrays]
+        dy = np.reshape(dy, (-1,))
+        axis = 0
+    else:
+        axis = _norm_axis(axis, dy.ndim)
+        sizes = [int(np.shape(x)[axis]) for x in arrays]
+    bounds = [int(b) for b in np.cumsum(sizes)[:-1]]
+    pieces = np.split(dy, bounds, axis=axis)
+    return [project(p, x) for p, x in zip(pieces, arrays, strict=False)]
+
+
+@register_rrule(np.concatenate)
+def _concatenate(arrays, *args, **kwargs):
+    """np.concatenate: da_i = the slice of dy at a_i's position along ``axis`` (axis=None: of the
+    flattened dy). The cotangent of the sequence argument is a list, one entry per array."""
+    axis = params(args, kwargs, axis=0, out=None, dtype=None, casting="same_kind")["axis"]
+    arrays = list(arrays)
+
+    def pullback(dy):
+        return (_split_back(dy, arrays, axis), *no_tangents(len(args)))
+
+    return np.concatenate(arrays, *args, **kwargs), pullback
+
+
+@register_rrule(np.hstack)
+def _hstack(tup, *args, **kwargs):
+    """np.hstack: concatenate along axis 1 (axis 0 for 1-d inputs); dy split back likewise."""
+    arrays = list(tup)
+    promoted = [np.atleast_1d(x) for x in arrays]
+    axis = 0 if promoted and promoted[0].ndim == 1 else 1
+
+    def pullback(dy):
+        pieces = _split_back(dy, promoted, axis)
+        return (
+            [project(p, x) for p, x in zip(pieces, arrays, strict=False)],
+            *no_tangents(len(args)),
+        )
+
+    return np.hstack(arrays, *args, **kwargs), pullback
+
+
+@register_rrule(np.vstack)
+def _vstack(tup, *args, **kwargs):
+    """np.vstack: concatenate the ``atleast_2d`` arrays along axis 0; dy split back likewise."""
+    arrays = list(tup)
+    promoted = [np.atleast_2d(x) for x in arrays]
+
+    def pullback(dy):
+        pieces = _split_back(dy, promoted, 0)
+        return (
+            [project(p, x) for p, x in zip(pieces, arrays, strict=False)],
+            *no_tangents(len(args)),
+        )
+
+    return np.vstack(arrays, *args, **kwargs), pullback
+
+
+@register_rrule(np.stack)
+def _stack(arrays, *args, **kwargs):
+    """np.stack: da_i = dy[(:,)*axis + (i,)]."""
+    axis = params(args, kwargs, axis=0, out=None, dtype=None, casting="same_kind")["axis"]
+    arrays = list(arrays)
+    y = np.stack(arrays, *args, **kwargs)
+    ax = _norm_axis(axis, y.ndim)
+
+    def pullback(dy):
+        pre = (slice(None),) * ax
+        return ([project(dy[pre + (i,)], x) for i, x in enumerate(arrays)], *no_tangents(len(args)))
+
+    return y, pullback
+
+
+def _split_rule(fn):
+    def rule(ary, indices_or_sections, *args, **kwargs):
+        axis = params(args, kwargs, axis=0)["axis"]
+        ys = fn(ary, indices_or_sections, *args, **kwargs)
+
+        def pullback(dys):
+            dys = [unthunk(d) for d in dys]
+            if all(is_zero(d) for d in dys):
+                return (ZeroTangent(), NoTangent(), *no_tangents(len(args)))
+            parts = [zeros_for(y) if is_zero(d) else d for d, y in zip(dys, ys, strict=False)]
+            da = project(np.concatenate(parts, axis=axis), ary)
+            return (da, NoTangent(), *no_tangents(len(args)))
+
+        return ys, pullback
+
+    rule.__doc__ = (
+        f"np.{fn.__name__}: da = concatenate(dys, axis); ZeroTangent pieces become zeros."
+    )
+    return rule
+
+
+register_rrule(np.split)(_split_rule(np.split))
+register_rrule(np.array_split)(_split_rule(np.array_split))
+
+
+# --------------------------------------------------------------------------------------------------
+# Replication and rearrangement
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.tile)
+def _tile(A, reps):
+    """np.tile: dy reshaped to interleaved (rep_i, n_i) axes, summed over the rep axes."""
+    shape = np.shape(A)
+    reps_t = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
+    d = max(len(shape), len(reps_t))
+    s = (1,) * (d - len(shape)) + tuple(shape)
+    r = (1,) * (d - len(reps_t)) + reps_t
+
+    def pullback(dy):
+        inter = tuple(v for pair in zip(r, s, strict=False) for v in pair)
+        g = np.sum(np.reshape(dy, inter), axis=tuple(range(0, 2 * d, 2)))
+        return project(np.reshape(g, shape), A), NoTangent()
+
+    return np.tile(A, reps), pullback
+
+
+@register_rrule(np.repeat)
+def _repeat(a, repeats, *args, **kwargs):
+    """np.repeat: scalar repeats r: da = sum(reshape(dy, (..., n, r, ...)), r-axis);
+    array repeats: da = scatter_add(dy, index=repeat(arange(n), repeats)) along ``axis``."""
+    axis = params(args, kwargs, axis=None)["axis"]
+    shape = np.shape(a)
+
+    def pullback(dy):
+        if axis is None:
+            flat_shape = (int(np.prod(shape, dtype=np.int64)),)
+            ax = 0
+        else:
+            flat_shape = shape
+            ax = _norm_axis(axis, len(shape))
+        n = flat_shape[ax]
+        if np.ndim(repeats) == 0 or np.size(repeats) == 1:
+            r = int(np.reshape(repeats, ()))
+            g = np.reshape(dy, flat_shape[:ax] + (n, r) + flat_shape[ax + 1 :])
+            g = np.sum(g, axis=ax + 1)
+        else:
+            from .indexing import scatter_add
+
+            idx = np.repeat(np.arange(n), repeats)
+            g = scatter_add(dy, (slice(None),) * ax + (idx,), flat_shape)
+        return (project(np.reshape(g, shape), a), NoTangent(), *no_tangents(len(args)))
+
+    return np.repeat(a, repeats, *args, **kwargs), pullback
+
+
+@register_rrule(np.roll)
+def _roll(a, shift, *args, **kwargs):
+    """np.roll: da = roll(dy, -shift, axis)."""
+    axis = params(args, kwargs, axis=None)["axis"]
+    neg = -shift if np.ndim(shift) == 0 else tuple(-int(s) for s in shift)
+
+    def pullback(dy):
+        return (np.roll(dy, neg, axis), NoTangent(), *no_tangents(len(args)))
+
+    return np.roll(a, shift, *args, **kwargs), pullback
+
+
+@register_rrule(np.pad)
+def _pad(array, pad_width, *args, **kwargs):
+    """np.pad, mode='constant' only: da = dy[before:before + n, ...] (the un-pad). Other modes
+    have no rule (returns None)."""
+    mode = params(args, kwargs, mode="constant")["mode"]
+    if mode != "constant":
+        return None
+    shape = np.shape(array)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
+    index = tuple(slice(int(b), int(b) + n) for (b, _), n in zip(widths, shape, strict=False))
+
+    def pullback(dy):
+        return (project(dy[index], array), NoTangent(), *no_tangents(len(args)))
+
+    return np.pad(array, pad_width, *args, **kwargs), pullback
+
+
+def _tri_rule(fn):
+    def rule(m, *args, **kwargs):
+        k = params(args, kwargs, k=0)["k"]
+        shape = np.shape(m)
+
+        def pullback(dy):
+            return (project(unbroadcast_to(fn(dy, k), shape), m), *no_tangents(len(args)))
+
+        return fn(m, *args, **kwargs), pullback
+
+    rule.__doc__ = f"np.{fn.__name__}: da = {fn.__name__}(dy, k)."
+    return rule
+
+
+register_rrule(np.triu)(_tri_rule(np.triu))
+register_rrule(np.tril)(_tri_rule(np.tril))
