@@ -105,10 +105,10 @@ def _key(trace: tracemalloc.Trace) -> tuple:
 
 
 def _where(tb: tracemalloc.Traceback) -> str:
-    for frame in tb:  # most recent first
+    for frame in reversed(tb):  # a Traceback lists the oldest frame first
         if not frame.filename.startswith(_NUMPY_DIR):
             return f"{frame.filename}:{frame.lineno}"
-    return f"{tb[0].filename}:{tb[0].lineno}" if len(tb) else "?"
+    return f"{tb[-1].filename}:{tb[-1].lineno}" if len(tb) else "?"
 
 
 @contextmanager

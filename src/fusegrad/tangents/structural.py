@@ -75,6 +75,9 @@ class Tangent:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (self._primal_type, self._fields))
+
     def __add__(self, other: Any) -> Any:
         from .algebra import add
 
@@ -106,6 +109,10 @@ class Tangent:
         from .algebra import scale
 
         return scale(self, 1 / s)
+
+
+def _rebuild(primal_type: type, fields: dict) -> Tangent:
+    return Tangent(primal_type, **fields)
 
 
 def move_primal(primal: Any, tangent: Tangent) -> Any:
