@@ -145,10 +145,21 @@ def _first_call(r: dict) -> str:
     return fmt_time(r["first_s"]) + cold
 
 
-def _check(r: dict) -> str:
+def check_text(r: dict) -> str:
+    """The check cell: ``ok``/``wrong`` with the relative error, else why there is no time.
+
+    Example:
+        >>> check_text({"status": "error", "message": "import: ImportError: no grad"})
+        'error: import: ImportError: no grad'
+        >>> check_text({"status": "skipped", "message": "skipped: not installed"})
+        'skipped: not installed'
+    """
     if r["status"] in ("ok", "wrong"):
         return f"{r['status']} {r.get('rel_err', 0.0):.1e}"
-    return f"{r['status']}" if not r.get("message") else r["message"]
+    msg = r.get("message", "")
+    if msg.startswith(r["status"]):
+        return msg
+    return f"{r['status']}: {msg}" if msg else r["status"]
 
 
 def table_rows(rows: list[dict], thp: bool) -> list[list[str]]:
@@ -175,10 +186,10 @@ def table_rows(rows: list[dict], thp: bool) -> list[list[str]]:
                 fmt_bytes(r.get("peak_rss_bytes")),
                 fmt_floor(r),
                 _first_call(r),
-                _check(r),
+                check_text(r),
             ]
         else:
-            line = [r["lib"], "–", "–", "–", "–", "–", _first_call(r), _check(r)]
+            line = [r["lib"], "–", "–", "–", "–", "–", _first_call(r), check_text(r)]
         if thp:
             line.insert(2, r.get("malloc", "stock"))
         cells.append(line)
@@ -197,7 +208,8 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
         |---|---:|
         | x | 1 ms |
     """
-    align = ["---" if h in ("lib", "check", "malloc", "target", "a") else "---:" for h in headers]
+    left = ("lib", "check", "malloc", "target", "measure", "verdict", "a")
+    align = ["---" if h in left else "---:" for h in headers]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -267,7 +279,7 @@ def _target_rows(combined: list[dict]) -> list[list[str]]:
             if me is None:
                 continue
             if not _ok(me):
-                rows.append([size, lib, "all", _check(me), "–", "missed"])
+                rows.append([size, lib, "all", check_text(me), "–", "not measured"])
                 continue
             checks = []
             if w == "W3":

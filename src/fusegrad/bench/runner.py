@@ -277,9 +277,10 @@ def status_text(r: dict) -> str:
         >>> status_text({"status": "ok", "median_s": 0.0123, "wall_s": 1.5, "rel_err": 0.0})
         '12.3 ms  ok 0.0e+00  (1.5 s)'
     """
+    from .report import check_text as report_check
     from .report import fmt_time
 
     wall = f"  ({r['wall_s']:.1f} s)" if "wall_s" in r else ""
     if r["status"] in ("ok", "wrong"):
         return f"{fmt_time(r['median_s'])}  {r['status']} {r.get('rel_err', 0):.1e}{wall}"
-    return f"{r['status']}: {r.get('message', '')}{wall}"
+    return f"{report_check(r)}{wall}"
