@@ -1,0 +1,338 @@
+"""Reverse rules of fusegrad.rules.linalg against finite differences and hand-derived formulas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusegrad.rules.linalg  # noqa: F401  (registers the rules)
+from fusegrad.rules.registry import rrule
+from fusegrad.tangents import NoTangent, Thunk, ZeroTangent, unthunk
+from fusegrad.testing import check_rrule
+
+DTYPES = [np.float64, np.float32]
+
+
+def rand(rng, shape, dtype=np.float64):
+    return np.asarray(rng.standard_normal(shape), dtype=dtype)
+
+
+def spd(rng, n, batch=(), dtype=np.float64):
+    """A well-conditioned symmetric positive-definite (batch of) matrix."""
+    m = rng.standard_normal(batch + (n, n))
+    return np.asarray(m @ np.swapaxes(m, -1, -2) + n * np.eye(n), dtype=dtype)
+
+
+def fd_grad(f, x, dy, eps=1e-6):
+    """Central finite-difference gradient of <dy, f(x)> with respect to x (float64)."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[idx] = eps
+        g[idx] = (np.sum(dy * f(x + e)) - np.sum(dy * f(x - e))) / (2 * eps)
+    return g
+
+
+# ------------------------------------------------------------------------------------ matmul
+
+
+MATMUL_SHAPES = [
+    ((3, 4), (4, 2)),  # matrix @ matrix
+    ((4,), (4, 2)),  # vector @ matrix
+    ((3, 4), (4,)),  # matrix @ vector
+    ((4,), (4,)),  # vector @ vector
+    ((2, 3, 4), (4, 5)),  # batched @ matrix
+    ((2, 1, 3, 4), (5, 4, 2)),  # broadcasting batch dims
+    ((4,), (2, 4, 3)),  # vector @ batched
+    ((2, 3, 4), (4,)),  # batched @ vector
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sa,sb", MATMUL_SHAPES)
+def test_matmul(sa, sb, dtype):
+    rng = np.random.default_rng(0)
+    check_rrule(np.matmul, rand(rng, sa, dtype), rand(rng, sb, dtype))
+
+
+def test_matmul_hand_derived():
+    rng = np.random.default_rng(1)
+    a, b, dy = rand(rng, (3, 4)), rand(rng, (4, 2)), rand(rng, (3, 2))
+    _, pb = rrule(np.matmul, a, b)
+    da, db = pb(dy)
+    np.testing.assert_allclose(da, dy @ b.T)
+    np.testing.assert_allclose(db, a.T @ dy)
+
+
+def test_matmul_mixed_dtypes_project():
+    rng = np.random.default_rng(2)
+    a, b = rand(rng, (3, 4), np.float32), rand(rng, (4, 2))
+    y, pb = rrule(np.matmul, a, b)
+    da, db = pb(np.ones_like(y))
+    assert da.dtype == np.float32 and db.dtype == np.float64
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    batch_a=st.lists(st.sampled_from([1, 2]), max_size=2),
+    batch_b=st.lists(st.sampled_from([1, 2]), max_size=2),
+    m=st.integers(1, 3),
+    k=st.integers(1, 3),
+    n=st.integers(1, 3),
+)
+def test_matmul_broadcast_hypothesis(batch_a, batch_b, m, k, n):
+    rng = np.random.default_rng(3)
+    check_rrule(np.matmul, rand(rng, (*batch_a, m, k)), rand(rng, (*batch_b, k, n)))
+
+
+# ------------------------------------------------------------- dot, vdot, inner, outer, tensordot
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "sa,sb", [((3,), (3,)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((2, 3), (4, 3, 5)), ((), (2, 3))]
+)
+def test_dot(sa, sb, dtype):
+    rng = np.random.default_rng(4)
+    check_rrule(np.dot, rand(rng, sa, dtype), rand(rng, sb, dtype))
+
+
+@pytest.mark.parametrize("sa,sb", [((3,), (3,)), ((2, 3), (3,)), ((2, 3), (4, 3)), ((2,), ())])
+def test_inner(sa, sb):
+    rng = np.random.default_rng(5)
+    check_rrule(np.inner, rand(rng, sa), rand(rng, sb))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sa,sb", [((6,), (6,)), ((2, 3), (3, 2)), ((2, 3), (6,))])
+def test_vdot(sa, sb, dtype):
+    rng = np.random.default_rng(6)
+    check_rrule(np.vdot, rand(rng, sa, dtype), rand(rng, sb, dtype))
+
+
+@pytest.mark.parametrize("sa,sb", [((3,), (4,)), ((2, 2), (3,)), ((), (2,))])
+def test_outer(sa, sb):
+    rng = np.random.default_rng(7)
+    check_rrule(np.outer, rand(rng, sa), rand(rng, sb))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "sa,sb,axes",
+    [
+        ((2, 3, 4), (3, 4, 5), 2),
+        ((2, 3), (3, 4), 1),
+        ((2, 3), (4, 5), 0),
+        ((2, 3, 4), (4, 3, 5), ([1, 2], [1, 0])),
+        ((3, 2, 4), (4, 5, 3), ([2, 0], [0, 2])),
+        ((2, 3), (3, 2), ([-1], [0])),
+    ],
+)
+def test_tensordot(sa, sb, axes, dtype):
+    rng = np.random.default_rng(8)
+    check_rrule(np.tensordot, rand(rng, sa, dtype), rand(rng, sb, dtype), axes)
+
+
+# -------------------------------------------------------------------------------------- einsum
+
+
+EINSUM_CASES = [
+    ("ij,jk->ik", [(3, 4), (4, 2)]),
+    ("ij,jk", [(3, 4), (4, 2)]),  # implicit output
+    ("ij->", [(3, 4)]),
+    ("ij->j", [(3, 4)]),  # summed-out index broadcast back
+    ("ii->i", [(3, 3)]),  # diagonal
+    ("ii", [(3, 3)]),  # trace
+    ("iij->j", [(3, 3, 2)]),
+    ("ij,ij->ij", [(3, 4), (3, 4)]),
+    ("ij,ij->ij", [(1, 4), (3, 4)]),  # size-1 broadcast of a labelled axis
+    ("i,j->ij", [(3,), (4,)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("ijk,k->ji", [(2, 3, 4), (4,)]),
+    ("ii,i->", [(3, 3), (3,)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),  # ellipsis, with broadcasting
+    ("...i,...i", [(2, 3), (3,)]),  # ellipsis, implicit output
+    ("i...->...", [(3, 2, 2)]),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("subs,shapes", EINSUM_CASES)
+def test_einsum(subs, shapes, dtype):
+    rng = np.random.default_rng(9)
+    ops = [rand(rng, s, dtype) for s in shapes]
+    check_rrule(np.einsum, subs, *ops)
+
+
+def test_einsum_subscripts_get_no_tangent():
+    rng = np.random.default_rng(10)
+    a = rand(rng, (2, 2))
+    _, pb = rrule(np.einsum, "ij->i", a)
+    g = pb(np.ones(2))
+    assert isinstance(g[0], NoTangent)
+    np.testing.assert_allclose(g[1], np.ones((2, 2)))
+
+
+def test_einsum_interleaved_has_no_rule():
+    assert rrule(np.einsum, np.ones(3), [0], [0]) is None
+
+
+# ------------------------------------------------------------------------------------- trace
+
+
+@pytest.mark.parametrize(
+    "shape,kw",
+    [
+        ((3, 3), {}),
+        ((3, 4), {"offset": 1}),
+        ((4, 3), {"offset": -2}),
+        ((2, 3, 3), {"axis1": 1, "axis2": 2}),
+        ((3, 2, 3), {"axis1": 0, "axis2": 2, "offset": 1}),
+    ],
+)
+def test_trace(shape, kw):
+    rng = np.random.default_rng(11)
+    check_rrule(np.trace, rand(rng, shape), **kw)
+
+
+# ------------------------------------------------------------------------------ solve and inv
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "sa,sb",
+    [
+        ((3, 3), (3,)),
+        ((3, 3), (3, 2)),
+        ((2, 3, 3), (2, 3, 1)),
+        ((2, 3, 3), (3, 2)),
+        ((2, 3, 3), (3,)),
+        ((3, 3), (2, 3, 2)),
+    ],
+)
+def test_solve(sa, sb, dtype):
+    rng = np.random.default_rng(12)
+    a = np.asarray(rand(rng, sa) + 3 * np.eye(sa[-1]), dtype=dtype)
+    check_rrule(np.linalg.solve, a, rand(rng, sb, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 3), (1, 1)])
+def test_inv(shape, dtype):
+    rng = np.random.default_rng(13)
+    a = np.asarray(rand(rng, shape) + 3 * np.eye(shape[-1]), dtype=dtype)
+    check_rrule(np.linalg.inv, a)
+
+
+# ------------------------------------------------------------------------------ det, slogdet
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (1, 1)])
+def test_det(shape, dtype):
+    rng = np.random.default_rng(14)
+    a = np.asarray(rand(rng, shape) + 2 * np.eye(shape[-1]), dtype=dtype)
+    check_rrule(np.linalg.det, a)
+
+
+def test_det_hand_derived():
+    """d det(A)/dA = det(A) inv(A)ᵀ."""
+    rng = np.random.default_rng(15)
+    a = rand(rng, (4, 4)) + 2 * np.eye(4)
+    _, pb = rrule(np.linalg.det, a)
+    (g,) = pb(1.0)
+    np.testing.assert_allclose(g, np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 3)])
+def test_slogdet(shape, dtype):
+    rng = np.random.default_rng(16)
+    a = np.asarray(rand(rng, shape) + 2 * np.eye(shape[-1]), dtype=dtype)
+    dlog = rand(rng, shape[:-2], dtype) if len(shape) > 2 else 0.7
+    # The sign is piecewise constant: its cotangent is ignored, give it a zero one.
+    check_rrule(np.linalg.slogdet, a, output_tangent=(ZeroTangent(), dlog))
+
+
+def test_slogdet_hand_derived_and_zero_entries():
+    rng = np.random.default_rng(17)
+    a = rand(rng, (3, 3)) - 4 * np.eye(3)  # negative determinant
+    (sign, logdet), pb = rrule(np.linalg.slogdet, a)
+    assert sign == -1
+    (g,) = pb((ZeroTangent(), 1.0))
+    np.testing.assert_allclose(g, np.linalg.inv(a).T, rtol=1e-10)
+    (g,) = pb((1.0, ZeroTangent()))  # only the sign: zero, nothing allocated
+    assert isinstance(g, ZeroTangent)
+    (g,) = pb((ZeroTangent(), Thunk(lambda: 2.0)))  # thunk entries are unthunked
+    np.testing.assert_allclose(g, 2 * np.linalg.inv(a).T, rtol=1e-10)
+
+
+# -------------------------------------------------------------------------- cholesky and eigh
+
+
+def sym(x):
+    return (x + np.swapaxes(x, -1, -2)) / 2
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_cholesky(batch, upper):
+    rng = np.random.default_rng(18)
+    a = spd(rng, 3, batch)
+    y, pb = rrule(np.linalg.cholesky, a, upper=upper)
+    dy = rand(rng, y.shape)
+    (g,) = pb(dy)
+    want = fd_grad(lambda x: np.linalg.cholesky(sym(x), upper=upper), a, dy)
+    np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(g, np.swapaxes(g, -1, -2))
+
+
+def test_cholesky_float32():
+    rng = np.random.default_rng(19)
+    a = spd(rng, 3, dtype=np.float32)
+    y, pb = rrule(np.linalg.cholesky, a)
+    dy = rand(rng, y.shape)
+    (g,) = pb(dy)
+    assert g.dtype == np.float32
+    want = fd_grad(lambda x: np.linalg.cholesky(sym(x)), a, dy)
+    np.testing.assert_allclose(g, want, rtol=2e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("which", ["values", "vectors", "both"])
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_eigh(batch, which):
+    rng = np.random.default_rng(20)
+    a = sym(rand(rng, batch + (4, 4)))
+    w, v = np.linalg.eigh(a)
+    dw = rand(rng, w.shape) if which != "vectors" else ZeroTangent()
+    c = rand(rng, v.shape) if which != "values" else None
+    # <c, v * v> is invariant to the sign of each eigenvector; its cotangent is 2 c v.
+    dv = 2 * c * v if c is not None else ZeroTangent()
+    _, pb = rrule(np.linalg.eigh, a)
+    (g,) = pb((dw, dv))
+
+    def loss(x):
+        ww, vv = np.linalg.eigh(sym(x))
+        out = 0.0
+        if c is not None:
+            out = out + np.sum(c * vv * vv)
+        if not isinstance(dw, ZeroTangent):
+            out = out + np.sum(dw * ww)
+        return out
+
+    want = fd_grad(loss, a, 1.0)
+    np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-7)
+
+
+def test_eigh_values_hand_derived():
+    """d w_k / dA = v_k v_kᵀ."""
+    rng = np.random.default_rng(21)
+    a = sym(rand(rng, (3, 3)))
+    (w, v), pb = rrule(np.linalg.eigh, a)
+    (g,) = pb((np.array([0.0, 1.0, 0.0]), ZeroTangent()))
+    np.testing.assert_allclose(g, np.outer(v[:, 1], v[:, 1]), atol=1e-12)
+    assert isinstance(unthunk(pb((ZeroTangent(), ZeroTangent()))[0]), ZeroTangent)
