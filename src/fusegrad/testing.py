@@ -78,11 +78,12 @@ def _unflatten(like: Any, leaves: list[Any]) -> Any:
 
 def _cot_leaves(ct: Any, like: Any) -> list[Any]:
     """The cotangent ``ct`` of ``like``, one entry per leaf of ``like`` (zeros spread out)."""
+    if not isinstance(like, tuple | list | dict):
+        return [ct]  # kept as is, so that an InplaceThunk reaches the iadd check
     ct = unthunk(ct)
-    n = len(_leaves(like))
     if isinstance(ct, AbstractZero):
-        return [ct] * n
-    if isinstance(like, tuple | list | dict):
+        return [ct] * len(_leaves(like))
+    if True:
         if isinstance(like, dict) and isinstance(ct, dict):
             return [
                 v
@@ -95,7 +96,6 @@ def _cot_leaves(ct: Any, like: Any) -> list[Any]:
             f"the cotangent of a {type(like).__name__} must be a {type(like).__name__} of the same "
             f"structure, got {type(ct).__name__}: {ct!r}"
         )
-    return [ct]
 
 
 def _as_array(x: Any, like: Any = None) -> np.ndarray:
@@ -179,11 +179,18 @@ def _fmt(x: np.ndarray) -> str:
     return np.array2string(np.asarray(x), precision=6, threshold=20, edgeitems=3)
 
 
-def _assert_close(what: str, got: Any, want: Any, rtol: float, atol: float) -> None:
+def _assert_close(
+    what: str,
+    got: Any,
+    want: Any,
+    rtol: float,
+    atol: float,
+    labels: tuple[str, str] = ("rule", "finite differences"),
+) -> None:
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         raise AssertionError(
-            f"{what}: the rule gives shape {got.shape}, finite differences shape {want.shape}"
+            f"{what}: {labels[0]} has shape {got.shape}, {labels[1]} shape {want.shape}"
         )
     err = np.abs(got - want)
     tol = atol * max(1.0, float(np.max(np.abs(want), initial=0.0))) + rtol * np.abs(want)
@@ -194,10 +201,10 @@ def _assert_close(what: str, got: Any, want: Any, rtol: float, atol: float) -> N
     excess = np.where(bad, np.nan_to_num(err - tol, nan=np.inf), -np.inf)
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), got.shape))
     raise AssertionError(
-        f"{what}: rule and finite differences differ at {int(bad.sum())} of {got.size} "
-        f"element(s) (rtol={rtol}, atol={atol}); worst at index {idx}: rule {got[idx].item()!r}, "
-        f"finite differences {want[idx].item()!r}\n  rule:               {_fmt(got)}\n"
-        f"  finite differences: {_fmt(want)}"
+        f"{what}: {labels[0]} and {labels[1]} differ at {int(bad.sum())} of {got.size} "
+        f"element(s) (rtol={rtol}, atol={atol}); worst at index {idx}: {labels[0]} "
+        f"{got[idx].item()!r}, {labels[1]} {want[idx].item()!r}\n"
+        f"  {labels[0] + ':':<20}{_fmt(got)}\n  {labels[1] + ':':<20}{_fmt(want)}"
     )
 
 
@@ -309,7 +316,14 @@ def check_rrule(
     rtol, atol = _tolerances(diff_values + _leaves(y), rtol, atol)
     for yl, rl in zip(_leaves(y), _leaves(y_ref), strict=True):
         if _is_diff_leaf(rl):
-            _assert_close(f"{name}: the primal output", np.asarray(yl), np.asarray(rl), rtol, atol)
+            _assert_close(
+                f"{name}: the primal output",
+                np.asarray(yl),
+                np.asarray(rl),
+                rtol,
+                atol,
+                ("rule", "calling f"),
+            )
 
     ybar = _random_like(y, rng) if output_tangent is None else output_tangent
     saved_ybar = copy.deepcopy(ybar)
@@ -371,7 +385,9 @@ def check_rrule(
                 )
             if np.iscomplexobj(got) and not np.iscomplexobj(x):
                 raise AssertionError(f"{where}: a real argument got a complex cotangent {got!r}")
-            _assert_close(f"{where}, with a Thunk ȳ", _as_array(gl2, x), got, rtol, atol)
+            _assert_close(
+                f"{where}, with a Thunk ȳ", _as_array(gl2, x), got, rtol, atol, ("thunk", "plain")
+            )
             k = int(starts[i]) + j
             if np.size(x) <= max_fd_elements:
                 want = _fd_gradient(loss, flat64, k)
@@ -399,7 +415,14 @@ def _check_iadd(where: str, g: Any, value: np.ndarray, x: Any, rng: Any, rtol: f
     saved = value.copy()
     want = acc + value
     out = iadd(mark_owned(acc.copy()), g)
-    _assert_close(f"{where}: iadd(accumulator, cotangent)", _as_array(out, x), want, rtol, atol)
+    _assert_close(
+        f"{where}: iadd(accumulator, cotangent)",
+        _as_array(out, x),
+        want,
+        rtol,
+        atol,
+        ("iadd", "accumulator + cotangent"),
+    )
     user = acc.copy()
     iadd(user, g)
     if not np.array_equal(user, acc):
@@ -450,7 +473,14 @@ def check_frule(
     y_ref = f(*copy.deepcopy(saved_args), **kwargs)
     for yl, rl in zip(_leaves(y), _leaves(y_ref), strict=True):
         if _is_diff_leaf(rl):
-            _assert_close(f"{name}: the primal output", np.asarray(yl), np.asarray(rl), rtol, atol)
+            _assert_close(
+                f"{name}: the primal output",
+                np.asarray(yl),
+                np.asarray(rl),
+                rtol,
+                atol,
+                ("rule", "calling f"),
+            )
     args64 = [_upcast(a) for a in saved_args]
     t64 = [_upcast(unthunk(t)) for t in saved_tangents]
     want = _fd_jvp(lambda *a: f(*a, **kwargs), args64, t64)
