@@ -311,7 +311,7 @@ def check_rrule(
     if res is None:
         raise AssertionError(f"{name} has no reverse rule (register one with @register_rrule)")
     y, pullback = res
-    y_ref = f(*saved_args, **kwargs) if not kwargs else f(*copy.deepcopy(args), **kwargs)
+    y_ref = f(*copy.deepcopy(saved_args), **kwargs)
     diff_values = [v for a in args for v in _leaves(a) if _is_diff_leaf(v)]
     rtol, atol = _tolerances(diff_values + _leaves(y), rtol, atol)
     for yl, rl in zip(_leaves(y), _leaves(y_ref), strict=True):

@@ -172,6 +172,8 @@ def iadd(dest: Any, x: Any) -> Any:
     if isinstance(x, AbstractZero):
         return dest
     if _is_numeric(x) and _fits(dest, x):
+        if not isinstance(x, np.ndarray | np.generic | numbers.Number):
+            x = np.asarray(x)  # a lazy array need not support ufunc out=
         np.add(dest, x, out=dest)
         return dest
     return add(dest, x)
