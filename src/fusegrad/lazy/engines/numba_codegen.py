@@ -223,6 +223,16 @@ def _logaddexp2(x, y):
         return y + 1.4426950408889634 * math.log1p(np.exp2(t))
     return t
 """,
+    "_radd": """
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _radd(a, b):
+    return a + b
+""",
+    "_rmul": """
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _rmul(a, b):
+    return a * b
+""",
     "_logit": """
 @njit(cache=True, error_model="numpy")
 def _logit(x):
@@ -400,12 +410,20 @@ def _ident_src(reduce: str, dt: np.dtype) -> str:
     return f"{ctor(dt)}({int(v)})"
 
 
-def combine(reduce: str, acc: str, v: str, dt: np.dtype) -> str:
-    """Source of one accumulation step ``acc (+) v`` in dtype ``dt`` (NaN-propagating max/min)."""
-    if reduce == "sum":
-        return cast(f"{acc} + {v}", None, dt)
-    if reduce == "prod":
-        return cast(f"{acc} * {v}", None, dt)
+def combine(reduce: str, acc: str, v: str, dt: np.dtype, plan: Plan | None = None) -> str:
+    """Source of one accumulation step ``acc (+) v`` in dtype ``dt`` (NaN-propagating max/min).
+
+    Float sums and products go through ``_radd``/``_rmul``, compiled with
+    ``fastmath={'reassoc', 'nsz'}``: once LLVM inlines them only the accumulation carries those
+    flags, so the reduction vectorises while the elementwise program keeps strict IEEE order.
+    """
+    if reduce in ("sum", "prod"):
+        sym = "+" if reduce == "sum" else "*"
+        if dt.kind == "f" and plan is not None:
+            h = "_radd" if reduce == "sum" else "_rmul"
+            plan.helpers.add(h)
+            return cast(f"{h}({acc}, {v})", None, dt)
+        return cast(f"{acc} {sym} {v}", None, dt)
     op = ">=" if reduce == "max" else "<="
     return f"({acc} if ({acc} {op} {v} or {acc} != {acc}) else {v})"
 
@@ -454,7 +472,8 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
     if op == "reciprocal":
         return f"({T}(1) / {x})"
     if op in ("maximum", "minimum", "fmax", "fmin"):
-        cmp = ">=" if op in ("maximum", "fmax") else "<="
+        # strict compare: equal values (+0/-0) give b, as NumPy's SIMD loops do
+        cmp = ">" if op in ("maximum", "fmax") else "<"
         nan = x if op in ("maximum", "minimum") else y
         if not fl:
             return f"({x} if {x} {cmp} {y} else {y})"
@@ -585,15 +604,15 @@ def generate_source(plan: Plan) -> str:
             acc = f"acc{j}"
             level_init[s].append(f"{acc} = {ident}")
             if plan.prefilled[j] and not (part and s == 0):
-                level_fin[s].append(f"{t} = {combine(o.reduce, t, acc, o.dtype)}")
+                level_fin[s].append(f"{t} = {combine(o.reduce, t, acc, o.dtype, plan)}")
             else:
                 level_fin[s].append(f"{t} = {acc}")
             cacc = f"cacc{j}"
             chunk_init.append(f"{cacc} = {ident}")
-            chunk_fin.append(f"{acc} = {combine(o.reduce, acc, cacc, o.dtype)}")
-            inner.append(f"{cacc} = {combine(o.reduce, cacc, vcast, o.dtype)}")
+            chunk_fin.append(f"{acc} = {combine(o.reduce, acc, cacc, o.dtype, plan)}")
+            inner.append(f"{cacc} = {combine(o.reduce, cacc, vcast, o.dtype, plan)}")
         else:
-            inner.append(f"{t} = {combine(o.reduce, t, vcast, o.dtype)}")
+            inner.append(f"{t} = {combine(o.reduce, t, vcast, o.dtype, plan)}")
 
     def body(parallel: bool) -> list[str]:
         L: list[str] = []
@@ -658,7 +677,7 @@ def generate_source(plan: Plan) -> str:
     params += [f"a{k}" for k in range(nin)] + [f"c{j}" for j in range(ncon)]
     params += [f"o{j}" for j in range(len(outs))]
     params += [f"p{j}" for j in range(len(outs)) if plan.needs_partial[j]]
-    fm = ", fastmath={'reassoc', 'nsz'}" if plan.has_reduction else ""
+    fm = ""  # reassociation only inside _radd/_rmul, see combine()
     src = ["import math", "", "import numpy as np", "from numba import njit, prange", ""]
     for h in sorted(plan.helpers):
         src.append(HELPERS[h].rstrip() + "\n")

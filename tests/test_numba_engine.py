@@ -1,0 +1,402 @@
+"""The numba engine against a plain NumPy evaluation of the same kernel (and numpy_blocked).
+
+Random programs come from hypothesis; each is evaluated eagerly with NumPy on broadcast views
+(the oracle) and by the numba engine. Compile time dominates, so example counts are small and
+the op/dtype space is drawn so that signatures repeat.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+os.environ.setdefault("FUSEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="fusegrad-test-cache-"))
+
+from fusegrad.lazy import ops  # noqa: E402
+from fusegrad.lazy.engines import numba_engine as ne  # noqa: E402
+from fusegrad.lazy.kernel import Instr, Kernel, Output  # noqa: E402
+
+try:
+    from fusegrad.lazy.engines import numpy_blocked
+except Exception:  # pragma: no cover - the reference engine may be in flux
+    numpy_blocked = None
+
+pytestmark = pytest.mark.skipif(not ne.available(), reason="numba not importable")
+
+F8, F4, I8, B1 = (np.dtype(c) for c in ("f8", "f4", "i8", "?"))
+REDUCERS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+
+
+def reference(k: Kernel) -> list[np.ndarray]:
+    """Evaluate ``k`` eagerly: broadcast inputs to the domain, apply each ufunc, reduce."""
+    vals: list = [np.broadcast_to(a, k.domain) for a in k.inputs]
+    vals += list(k.constants)
+    with np.errstate(all="ignore"):
+        for ins in k.program:
+            args = [vals[a] for a in ins.args]
+            if ins.op == "cast":
+                r = np.asarray(args[0]).astype(ins.dtype)
+            elif ins.op == "where":
+                r = np.where(args[0], args[1], args[2])
+            else:
+                r = ops.OPS[ins.op].ufunc(*args)
+            vals.append(np.broadcast_to(np.asarray(r).astype(ins.dtype, copy=False), k.domain))
+        outs = []
+        for o in k.outputs:
+            v = np.broadcast_to(vals[o.value], k.domain)
+            if o.reduce is None or not o.axes:
+                outs.append(np.asarray(v, dtype=o.dtype).copy())
+            else:
+                r = REDUCERS[o.reduce](v, axis=o.axes, keepdims=True)
+                outs.append(np.asarray(r).astype(o.dtype))
+    return outs
+
+
+def _scale(k: Kernel, o: Output) -> np.ndarray | None:
+    """Sum of |terms| for sums: the bound a sum's rounding error is relative to."""
+    if o.reduce != "sum" or not o.axes:
+        return None
+    refk = Kernel(
+        k.domain,
+        k.inputs,
+        k.constants,
+        k.program + (Instr("absolute", (o.value,), o.dtype),),
+        (Output(len(k.inputs) + len(k.constants) + len(k.program), "sum", o.axes, o.dtype),),
+    )
+    with np.errstate(all="ignore"):
+        return reference(refk)[0]
+
+
+def assert_close(k: Kernel, got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for o, g, w in zip(k.outputs, got, want):
+        assert g.shape == k.output_shape(o), (g.shape, o)
+        assert g.dtype == o.dtype, (g.dtype, o)
+        if o.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w)
+            continue
+        gnan, wnan = np.isnan(g), np.isnan(w)
+        np.testing.assert_array_equal(gnan, wnan, err_msg="NaN positions differ")
+        finite = np.isfinite(w)
+        np.testing.assert_array_equal(g[~finite & ~wnan], w[~finite & ~wnan])
+        eps = np.finfo(o.dtype).eps
+        depth = max(1, len(k.program))
+        rtol = 64 * depth * eps
+        scale = _scale(k, o)
+        mag = np.abs(w) if scale is None else np.maximum(np.abs(w), scale)
+        with np.errstate(all="ignore"):
+            err = np.abs(g.astype(F8) - w.astype(F8))
+        bad = finite & ~(err <= rtol * mag + 1e3 * np.finfo(o.dtype).tiny)
+        assert not bad.any(), f"{o}: got {g[bad][:5]} want {w[bad][:5]}"
+
+
+def kernel(domain, inputs, consts, program, outputs) -> Kernel:
+    return Kernel(tuple(domain), tuple(inputs), tuple(consts), tuple(program), tuple(outputs))
+
+
+def check(k: Kernel) -> list[np.ndarray]:
+    assert ne.supports(k)
+    got = ne.run(k)
+    assert_close(k, got, reference(k))
+    if numpy_blocked is not None:
+        try:
+            nb = numpy_blocked.run(k)
+        except Exception:  # pragma: no cover - reference engine problems are not ours
+            nb = None
+        if nb is not None:
+            assert_close(k, got, nb)
+    return got
+
+
+# ---------------------------------------------------------------- hand-written cases
+
+
+def test_row_sum_tanh_and_multi_output():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(37), rng.standard_normal(53)
+    prog = (
+        Instr("subtract", (0, 1), F8),  # 2
+        Instr("tanh", (2,), F8),  # 3
+        Instr("square", (2,), F8),  # 4
+        Instr("negative", (4,), F8),  # 5
+        Instr("exp", (5,), F8),  # 6
+    )
+    outs = (
+        Output(3, "sum", (1,), F8),
+        Output(6, "sum", (1,), F8),
+        Output(6, "sum", (0,), F8),
+        Output(6, None, (), F8),
+        Output(6, "sum", (0, 1), F8),
+        Output(3, "max", (0,), F8),
+    )
+    k = kernel((37, 53), (x[:, None], y[None, :]), (), prog, outs)
+    check(k)
+
+
+def test_big_parallel_with_column_and_full_reductions():
+    rng = np.random.default_rng(1)
+    n = 700
+    x, y = rng.standard_normal(n), rng.standard_normal(n + 3)
+    prog = (Instr("subtract", (0, 1), F8), Instr("multiply", (3, 2), F8))
+    outs = (
+        Output(4, "sum", (1,), F8),
+        Output(4, "sum", (0,), F8),
+        Output(4, "sum", (0, 1), F8),
+        Output(4, "min", (0,), F8),
+    )
+    k = kernel((n, n + 3), (x[:, None], y[None, :]), (0.5,), prog, outs)
+    assert k.size >= ne.PARALLEL_MIN_SIZE
+    check(k)
+
+
+def test_float32_weak_constant_stays_float32():
+    x = np.linspace(-1, 1, 11, dtype=F4)
+    k = kernel((11,), (x,), (0.1,), (Instr("multiply", (0, 1), F4),), (Output(2, None, (), F4),))
+    (got,) = check(k)
+    np.testing.assert_array_equal(got, x * 0.1)
+
+
+def test_zero_d_and_empty_domains():
+    k0 = kernel((), (np.array(2.0),), (3,), (Instr("power", (0, 1), F8),), (Output(2, None, (), F8),))
+    assert check(k0)[0] == 8.0
+    x = np.ones((0, 3))
+    ke = kernel((0, 3), (x,), (), (Instr("exp", (0,), F8),), (Output(1, "sum", (0,), F8),))
+    np.testing.assert_array_equal(check(ke)[0], np.zeros((1, 3)))
+    km = kernel((0, 3), (x,), (), (Instr("exp", (0,), F8),), (Output(1, "max", (0,), F8),))
+    assert not ne.supports(km)  # NumPy raises: max of nothing
+
+
+@pytest.mark.parametrize(
+    "op", ["floor_divide", "remainder", "fmod", "maximum", "minimum", "fmax", "fmin"]
+)
+def test_binary_special_values(op):
+    vals = np.array([-np.inf, -3.5, -2.0, -0.0, 0.0, 1.0, 2.5, 7.0, np.inf, np.nan])
+    a, b = vals[:, None], vals[None, :]
+    n = len(vals)
+    k = kernel((n, n), (a, b), (), (Instr(op, (0, 1), F8),), (Output(2, None, (), F8),))
+    got = check(k)[0]
+    with np.errstate(all="ignore"):
+        want = getattr(np, op)(a, b)
+    if op in ("floor_divide", "remainder", "fmod"):  # max/min of +0/-0 is unspecified
+        fin = np.isfinite(want)
+        np.testing.assert_array_equal(np.signbit(got[fin]), np.signbit(want[fin]))
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder", "fmod"])
+def test_integer_division_corners(op):
+    v = np.array([np.iinfo(np.int64).min, -7, -1, 0, 1, 3, 7], dtype=I8)
+    n = len(v)
+    k = kernel((n, n), (v[:, None], v[None, :]), (), (Instr(op, (0, 1), I8),), (Output(2, None, (), I8),))
+    check(k)
+
+
+def test_unary_table_and_scipy():
+    x = np.array([-3.0, -1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 0.7, 1.0, 2.0, 30.0, np.inf, -np.inf, np.nan])
+    n = len(x)
+    unary = [name for name, op in ops.OPS.items() if op.nin == 1]
+    prog = tuple(Instr(u, (0,), np.asarray(ops.OPS[u].ufunc(x[:1])).dtype) for u in unary)
+    outs = tuple(Output(1 + j, None, (), prog[j].dtype) for j in range(len(prog)))
+    k = kernel((n,), (x,), (), prog, outs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(k)
+
+
+def test_binary_table_float_and_int():
+    rng = np.random.default_rng(3)
+    binary = [name for name, op in ops.OPS.items() if op.nin == 2]
+    for dt in (F8, F4, I8):
+        if dt.kind == "f":
+            a = rng.standard_normal(9).astype(dt) * 3
+            a[:3] = [0, np.nan, np.inf]
+            b = rng.standard_normal(7).astype(dt) * 3
+            b[:2] = [0, -np.inf]
+        else:
+            a = rng.integers(-9, 9, 9).astype(dt)
+            b = rng.integers(0, 5, 7).astype(dt)
+        prog, outs = [], []
+        for name in binary:
+            with np.errstate(all="ignore"):
+                rdt = np.asarray(ops.OPS[name].ufunc(a[:1], b[:1])).dtype
+            ins = Instr(name, (0, 1), rdt)
+            probe = kernel((9, 7), (a[:, None], b[None, :]), (), (ins,), (Output(2, None, (), rdt),))
+            if not ne.supports(probe):
+                assert dt.kind == "i", name
+                continue
+            prog.append(ins)
+            outs.append(Output(2 + len(prog) - 1, None, (), rdt))
+        k = kernel((9, 7), (a[:, None], b[None, :]), (), prog, outs)
+        check(k)
+
+
+def test_where_cast_comparison_mixed_dtypes():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 1)).astype(F4)
+    y = rng.integers(-3, 3, (1, 6))
+    prog = (
+        Instr("greater", (0, 1), B1),  # 3
+        Instr("add", (0, 1), F8),  # 4: f4 + i8 -> f8
+        Instr("cast", (0,), F8),  # 5
+        Instr("where", (3, 4, 5), F8),  # 6
+        Instr("less", (0, 2), B1),  # 7: f4 < weak 0.5 in float32
+    )
+    outs = (
+        Output(6, "sum", (0,), F8),
+        Output(7, "sum", (1,), I8),
+        Output(3, "max", (1,), B1),
+    )
+    check(kernel((5, 6), (x, y), (0.5,), prog, outs))
+
+
+def test_unsupported_falls_back():
+    z = np.ones(3, dtype=np.complex128)
+    k = kernel((3,), (z,), (), (Instr("exp", (0,), z.dtype),), (Output(1, None, (), z.dtype),))
+    assert not ne.supports(k)
+    assert not ne.prefers(k)
+    h = np.ones(3, dtype=np.float16)
+    k = kernel((3,), (h,), (), (Instr("exp", (0,), h.dtype),), (Output(1, None, (), h.dtype),))
+    assert not ne.supports(k)
+    i = np.arange(3)
+    k = kernel((3,), (i, i), (), (Instr("power", (0, 1), I8),), (Output(2, None, (), I8),))
+    assert ne.supports(k)
+    k = kernel((3,), (i, i - 2), (), (Instr("power", (0, 1), I8),), (Output(2, None, (), I8),))
+    assert not ne.supports(k)
+
+
+def test_compiled_once_per_process():
+    x = np.arange(6.0).reshape(2, 3)
+    k1 = kernel((2, 3), (x,), (2.0,), (Instr("add", (0, 1), F8),), (Output(2, "sum", (0,), F8),))
+    ne.run(k1)
+    before = dict(ne.STATS)
+    k2 = kernel((2, 3), (x + 1,), (5.0,), (Instr("add", (0, 1), F8),), (Output(2, "sum", (0,), F8),))
+    ne.run(k2)
+    assert ne.STATS == before
+    assert ne.is_compiled(k2)
+
+
+def test_non_contiguous_views():
+    base = np.arange(60.0).reshape(6, 10)
+    a = base[::2, ::3]  # (3, 4) strided
+    b = base.T[:4, :3].T  # (3, 4) transposed view
+    k = kernel((3, 4), (a, b), (), (Instr("multiply", (0, 1), F8),), (Output(2, "sum", (0,), F8),))
+    check(k)
+
+
+def test_prefers_rule():
+    n = 400
+    x = np.ones((n, 1))
+    y = np.ones((1, n))
+    arith = kernel((n, n), (x, y), (), (Instr("subtract", (0, 1), F8),), (Output(2, "sum", (1,), F8),))
+    trans = kernel((n, n), (x, y), (), (Instr("subtract", (0, 1), F8), Instr("tanh", (2,), F8)),
+                   (Output(3, "sum", (1,), F8),))
+    assert ne.prefers(arith)
+    assert not ne.prefers(trans)
+    small = kernel((3,), (np.ones(3),), (), (Instr("negative", (0,), F8),), (Output(1, None, (), F8),))
+    assert not ne.prefers(small)
+
+
+# ---------------------------------------------------------------- random programs
+
+UNARY_F = [n for n, o in ops.OPS.items() if o.nin == 1 and n not in ("arccosh",)]
+BINARY = [n for n, o in ops.OPS.items() if o.nin == 2]
+SIZES = st.sampled_from([0, 1, 2, 3, 5])
+
+
+@st.composite
+def programs(draw):
+    ndim = draw(st.integers(0, 4))
+    domain = tuple(draw(SIZES) for _ in range(ndim))
+    assume(int(np.prod(domain)) <= 300)
+    nin = draw(st.integers(1, 3))
+    inputs = []
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    for _ in range(nin):
+        dt = draw(st.sampled_from([F8, F8, F4, I8]))
+        shape = tuple(n if draw(st.booleans()) else 1 for n in domain)
+        if dt.kind == "f":
+            a = (rng.standard_normal(shape) * 2).astype(dt)
+        else:
+            a = rng.integers(-5, 6, shape).astype(dt)
+        inputs.append(a)
+    consts = draw(st.lists(st.sampled_from([0.5, 2, -1.5, np.float32(1.25), 3]), max_size=2))
+    # operand sample values of each operand's dtype (weak scalars stay Python scalars)
+    samples: list = [a.reshape(-1)[:1] if a.size else np.ones(1, a.dtype) for a in inputs]
+    samples += consts
+    dtypes: list = [a.dtype for a in inputs] + [None] * len(consts)
+    program = []
+    for _ in range(draw(st.integers(1, 6))):
+        n = len(samples)
+        kind = draw(st.sampled_from(["u", "b", "b", "where", "cast"]))
+        if kind == "cast":
+            a = draw(st.integers(0, n - 1))
+            src = dtypes[a]
+            if src is None or src == F8:
+                continue
+            ins = Instr("cast", (a,), F8)
+            sample = np.asarray(samples[a]).astype(F8)
+        elif kind == "where":
+            c, p, q = (draw(st.integers(0, n - 1)) for _ in range(3))
+            dt = np.result_type(samples[p], samples[q])
+            ins = Instr("where", (c, p, q), dt)
+            sample = np.asarray(np.where(samples[c], samples[p], samples[q]))
+        else:
+            name = draw(st.sampled_from(UNARY_F if kind == "u" else BINARY))
+            args = tuple(draw(st.integers(0, n - 1)) for _ in range(ops.OPS[name].nin))
+            if all(dtypes[a] is None for a in args):
+                continue  # a constant-only op is folded by the IR, never fused
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    sample = np.asarray(ops.OPS[name].ufunc(*(samples[a] for a in args)))
+            except (TypeError, ValueError):
+                continue
+            dt = sample.dtype
+            if dt.kind not in "biuf" or dt == np.float16:
+                continue
+            if dt.kind in "iu" and name in ("power", "reciprocal"):
+                continue  # NumPy raises for negative integer powers
+            ins = Instr(name, args, dt)
+        if ins.dtype.kind not in "bif" and ins.dtype != np.dtype("u1"):
+            continue
+        program.append(ins)
+        samples.append(np.atleast_1d(sample))
+        dtypes.append(ins.dtype)
+    assume(program)
+    nvals = len(samples)
+    outputs = []
+    for _ in range(draw(st.integers(1, 3))):
+        v = draw(st.integers(len(inputs), nvals - 1))
+        if dtypes[v] is None:
+            continue
+        red = draw(st.sampled_from([None, "sum", "sum", "max", "min", "prod"]))
+        axes = tuple(sorted(draw(st.sets(st.integers(0, max(0, ndim - 1)), max_size=ndim)))) if ndim else ()
+        if red is None:
+            axes = ()
+        if red in ("max", "min") and any(domain[a] == 0 for a in axes):
+            red = "sum"
+        vd = dtypes[v]
+        if red in ("sum", "prod"):
+            od = REDUCERS[red](np.ones(1, vd)).dtype
+        else:
+            od = vd
+        if red == "prod" and vd.kind in "iu":
+            red = "sum"
+        outputs.append(Output(v, red, axes, od))
+    assume(outputs)
+    return kernel(domain, inputs, consts, program, outputs)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs())
+def test_random_programs(k):
+    if not ne.supports(k):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(k)
