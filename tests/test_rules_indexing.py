@@ -1,0 +1,219 @@
+"""Reverse rules of fusegrad.rules.indexing: x[index], scatter_add, take, diag, diagonal."""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusegrad.rules.indexing  # noqa: F401  (registers the rules)
+from fusegrad.rules.indexing import getitem, is_basic_index, scatter_add
+from fusegrad.rules.registry import RRULES, rrule
+from fusegrad.tangents import NoTangent, Thunk
+from fusegrad.testing import check_rrule
+
+DTYPES = [np.float64, np.float32]
+
+
+def rand(rng, shape, dtype=np.float64):
+    return np.asarray(rng.standard_normal(shape), dtype=dtype)
+
+
+X = np.arange(24.0).reshape(2, 3, 4)
+MASK = np.array([[True, False, True], [False, False, True]])
+
+INDEXES = [
+    # basic
+    1,
+    -1,
+    (1, 2),
+    (slice(None), 0),
+    (Ellipsis, 1),
+    (None, 1),
+    (slice(None), None, slice(1, 3)),
+    (slice(None, None, -1), slice(0, 3, 2)),
+    (0, slice(None), slice(3, 0, -2)),
+    (Ellipsis, None),
+    (),
+    # advanced
+    np.array([1, 0, 1]),
+    [0, 0],
+    (slice(None), np.array([0, 2, 2, 0])),
+    (np.array([0, 1]), np.array([2, 0])),
+    (np.array([[0, 1], [1, 1]]), slice(None), np.array([0, 3])),
+    (slice(None), np.array([0, 0]), 1),
+    (0, np.array([1, 1, 1]), None),
+    # boolean
+    MASK,
+    (MASK, 0),
+    (slice(None), np.array([True, False, True]), slice(1, 3)),
+    (Ellipsis, np.array([False, True, True, False])),
+    X > 10,
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index", INDEXES, ids=repr)
+def test_getitem(index, dtype):
+    rng = np.random.default_rng(0)
+    check_rrule(operator.getitem, rand(rng, (2, 3, 4), dtype), index)
+
+
+def test_getitem_is_registered_lazy_under_operator_getitem():
+    assert RRULES[operator.getitem] == (getitem, True)
+
+
+def test_repeated_indices_scatter_add():
+    x = np.zeros(4)
+    y, pb = rrule(operator.getitem, x, np.array([0, 0, 2, 0]))
+    g, idx = pb(np.array([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(g, [7.0, 0.0, 3.0, 0.0])
+    assert isinstance(idx, NoTangent)
+
+
+def test_repeated_indices_2d():
+    x = np.zeros((3, 2))
+    y, pb = rrule(operator.getitem, x, (np.array([1, 1, 2]), np.array([0, 0, 1])))
+    g, _ = pb(np.ones(3))
+    np.testing.assert_array_equal(g, [[0, 0], [2, 0], [0, 1]])
+
+
+def test_lazy_embed_matches_scatter():
+    """A non-ndarray dy with an int/None/full-slice index takes the where() path."""
+
+    class Wrapped:  # stands in for a lazy array: speaks NumPy, is not an ndarray
+        def __init__(self, a):
+            self.a = a
+            self.shape = a.shape
+            self.dtype = a.dtype
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    for index in [1, (slice(None), 2), (None, 0, Ellipsis, -1), (Ellipsis, 1, slice(None))]:
+        x = X
+        y, pb = rrule(operator.getitem, x, index)
+        dy = np.arange(np.size(y), dtype=float).reshape(np.shape(y)) + 1
+        g_lazy, _ = pb(Wrapped(dy))
+        g_eager, _ = pb(dy)
+        np.testing.assert_array_equal(np.asarray(g_lazy), g_eager)
+
+
+def test_thunk_cotangent():
+    x = np.ones((3, 2))
+    _, pb = rrule(operator.getitem, x, (slice(1, None), 0))
+    g, _ = pb(Thunk(lambda: np.array([2.0, 3.0])))
+    np.testing.assert_array_equal(g, [[0, 0], [2, 0], [3, 0]])
+
+
+def test_is_basic_index():
+    assert is_basic_index((1, slice(None), None, Ellipsis))
+    assert not is_basic_index([0, 1])
+    assert not is_basic_index((np.array([0]),))
+    assert not is_basic_index(np.True_)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(1, 5),
+    idx=st.lists(st.integers(-5, 4), min_size=1, max_size=8),
+)
+def test_advanced_repeated_hypothesis(n, idx):
+    idx = np.array([i % n for i in idx])
+    rng = np.random.default_rng(1)
+    check_rrule(operator.getitem, rand(rng, (n, 2)), idx)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    start=st.integers(-4, 4) | st.none(),
+    stop=st.integers(-4, 4) | st.none(),
+    step=st.sampled_from([None, 1, 2, -1, -3]),
+)
+def test_slice_hypothesis(start, stop, step):
+    rng = np.random.default_rng(2)
+    check_rrule(operator.getitem, rand(rng, (4, 3)), (slice(None), slice(start, stop, step)))
+
+
+# ---------------------------------------------------------------------------- scatter_add
+
+
+def test_scatter_add_rule():
+    rng = np.random.default_rng(3)
+    check_rrule(scatter_add, rand(rng, (5,)), np.array([0, 2, 2, 1, 0]), (3,))
+    check_rrule(scatter_add, rand(rng, (2, 2)), (slice(None), np.array([1, 1])), (2, 3))
+    check_rrule(scatter_add, rand(rng, (2,)), (slice(1, 3),), (4,))
+
+
+def test_scatter_add_does_not_mutate():
+    dy = np.ones(3)
+    out = scatter_add(dy, np.array([0, 0, 1]), (2,))
+    np.testing.assert_array_equal(out, [2, 1])
+    np.testing.assert_array_equal(dy, 1)
+
+
+# ------------------------------------------------------------------ take, take_along_axis
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [
+        ((5,), ([0, 0, 3, 4],), {}),
+        ((2, 3), ([5, 0, 5],), {}),  # axis=None: flattened
+        ((2, 3), ([[0, 2], [2, 2]], 1), {}),
+        ((2, 3), (np.array([1, 1, 0]),), {"axis": 0}),
+        ((2, 3), (np.array([-1, 4]),), {"axis": 1, "mode": "wrap"}),
+        ((2, 3), (np.array([-1, 7]),), {"axis": 1, "mode": "clip"}),
+        ((2, 3), (1,), {"axis": 1}),
+    ],
+)
+def test_take(shape, args, kw, dtype):
+    rng = np.random.default_rng(4)
+    check_rrule(np.take, rand(rng, shape, dtype), *args, **kw)
+
+
+@pytest.mark.parametrize(
+    "shape,idx,axis",
+    [
+        ((3, 4), np.array([[0, 0, 3], [1, 1, 1], [2, 3, 0]]), 1),
+        ((3, 4), np.array([[2, 0, 2, 1]]), 0),  # broadcasts along axis 0's partner
+        ((3, 4), np.array([[1], [0], [3]]), -1),
+        ((6,), np.array([5, 5, 0]), None),
+    ],
+)
+def test_take_along_axis(shape, idx, axis):
+    rng = np.random.default_rng(5)
+    check_rrule(np.take_along_axis, rand(rng, shape), idx, axis)
+
+
+# ----------------------------------------------------------------------- diag, diagonal
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args",
+    [((3,), ()), ((3,), (1,)), ((3,), (-2,)), ((3, 3), ()), ((3, 4), (1,)), ((4, 3), (-1,)),
+     ((2, 3), (5,))],
+)  # fmt: skip
+def test_diag(shape, args, dtype):
+    rng = np.random.default_rng(6)
+    check_rrule(np.diag, rand(rng, shape, dtype), *args)
+
+
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [
+        ((3, 3), (), {}),
+        ((3, 4), (1,), {}),
+        ((2, 3, 4), (), {"axis1": 1, "axis2": 2}),
+        ((3, 2, 4), (-1, 0, 2), {}),
+        ((3, 2, 4), (), {"offset": 1, "axis1": 2, "axis2": 0}),
+    ],
+)
+def test_diagonal(shape, args, kw):
+    rng = np.random.default_rng(7)
+    check_rrule(np.diagonal, rand(rng, shape), *args, **kw)
