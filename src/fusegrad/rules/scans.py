@@ -178,9 +178,9 @@ if _sp is not None:
         b_positional = len(args) >= 2
 
         def pullback(dy):
-            ndim = (
-                np.ndim(a) if b is None else np.ndim(np.broadcast_shapes(np.shape(a), np.shape(b)))
-            )
+            ndim = np.ndim(a)
+            if b is not None:
+                ndim = len(np.broadcast_shapes(np.shape(a), np.shape(b)))
             yk = _keep(y, axis, ndim, keepdims)
             dyk = _keep(dy, axis, ndim, keepdims)
             w = np.exp(a - yk)

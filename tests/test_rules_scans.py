@@ -1,0 +1,216 @@
+"""Reverse rules of fusegrad.rules.scans: cumsum, cumprod, diff, sort, logsumexp, linalg.norm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusegrad.rules.scans  # noqa: F401  (registers the rules)
+from fusegrad.rules.registry import rrule
+from fusegrad.tangents import NoTangent, ZeroTangent
+from fusegrad.testing import check_rrule
+
+DTYPES = [np.float64, np.float32]
+
+
+def rand(rng, shape, dtype=np.float64):
+    return np.asarray(rng.standard_normal(shape), dtype=dtype)
+
+
+# ------------------------------------------------------------------------------ cumsum
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [((5,), (), {}), ((2, 3), (), {}), ((2, 3), (1,), {}), ((2, 3, 2), (), {"axis": -2})],
+)
+def test_cumsum(shape, args, kw, dtype):
+    rng = np.random.default_rng(0)
+    check_rrule(np.cumsum, rand(rng, shape, dtype), *args, **kw)
+
+
+# ----------------------------------------------------------------------------- cumprod
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [((5,), (), {}), ((2, 3), (), {}), ((3, 4), (1,), {}), ((3, 4), (), {"axis": 0})],
+)
+def test_cumprod(shape, args, kw, dtype):
+    rng = np.random.default_rng(1)
+    x = np.asarray(rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape), dtype)
+    check_rrule(np.cumprod, x, *args, **kw)
+
+
+@pytest.mark.parametrize(
+    "x,axis",
+    [
+        (np.array([2.0, 0.0, 3.0, 4.0]), None),
+        (np.array([0.0, 0.0, 3.0]), None),
+        (np.array([[1.5, 0.0, 2.0], [0.0, 3.0, -1.0]]), 1),
+        (np.array([[1.5, 0.0, 2.0], [0.0, 3.0, -1.0]]), 0),
+    ],
+)
+def test_cumprod_with_zeros(x, axis):
+    check_rrule(np.cumprod, x, axis=axis)
+
+
+# -------------------------------------------------------------------------------- diff
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [
+        ((5,), (), {}),
+        ((5,), (2,), {}),
+        ((3, 4), (), {"axis": 0}),
+        ((3, 4), (3, 1), {}),
+        ((4,), (), {"prepend": 1.0}),
+        ((4,), (), {"append": np.array([1.0, 2.0])}),
+        ((2, 3), (), {"prepend": np.zeros((2, 1)), "append": 3.0}),
+    ],
+)
+def test_diff(shape, args, kw, dtype):
+    rng = np.random.default_rng(2)
+    check_rrule(np.diff, rand(rng, shape, dtype), *args, **kw)
+
+
+# -------------------------------------------------------------------------------- sort
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [((6,), (), {}), ((3, 4), (), {}), ((3, 4), (0,), {}), ((3, 4), (), {"axis": None})],
+)
+def test_sort(shape, args, kw, dtype):
+    rng = np.random.default_rng(3)
+    check_rrule(np.sort, rand(rng, shape, dtype), *args, **kw)
+
+
+def test_sort_is_a_permutation_of_dy():
+    x = np.array([3.0, 1.0, 2.0])
+    y, pb = rrule(np.sort, x)
+    (g,) = pb(np.array([10.0, 20.0, 30.0]))
+    np.testing.assert_array_equal(g, [30.0, 10.0, 20.0])
+
+
+def test_sort_ties_give_a_permutation():
+    x = np.array([1.0, 1.0, 0.0])
+    _, pb = rrule(np.sort, x)
+    (g,) = pb(np.array([1.0, 2.0, 3.0]))
+    assert sorted(g.tolist()) == [1.0, 2.0, 3.0]
+
+
+@settings(max_examples=15, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data())
+def test_sort_hypothesis(shape, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    rng = np.random.default_rng(4)
+    check_rrule(np.sort, rand(rng, tuple(shape)), axis=axis)
+
+
+# --------------------------------------------------------------------------- logsumexp
+
+sp = pytest.importorskip("scipy.special")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [
+        ((5,), (), {}),
+        ((3, 4), (), {}),
+        ((3, 4), (1,), {}),
+        ((3, 4), (), {"axis": 0, "keepdims": True}),
+        ((2, 3, 4), (), {"axis": (0, 2)}),
+        ((3, 4), (-1,), {"keepdims": True}),
+    ],
+)
+def test_logsumexp(shape, args, kw, dtype):
+    rng = np.random.default_rng(5)
+    check_rrule(sp.logsumexp, rand(rng, shape, dtype), *args, **kw)
+
+
+def test_logsumexp_b():
+    rng = np.random.default_rng(6)
+    a = rand(rng, (3, 4))
+    b = rng.uniform(0.5, 2.0, (4,))
+    check_rrule(sp.logsumexp, a, 1, b)  # b positional: it gets a cotangent
+    check_rrule(sp.logsumexp, a, axis=1, b=b)  # b keyword: no cotangent
+    check_rrule(sp.logsumexp, a, None, rng.uniform(0.5, 2.0, (3, 1)))
+
+
+def test_logsumexp_softmax_hand_derived():
+    x = np.array([1.0, 2.0, 3.0])
+    _, pb = rrule(sp.logsumexp, x)
+    (g,) = pb(1.0)
+    np.testing.assert_allclose(g, np.exp(x) / np.exp(x).sum())
+
+
+def test_logsumexp_return_sign_has_no_rule():
+    assert rrule(sp.logsumexp, np.ones(3), return_sign=True) is None
+
+
+# -------------------------------------------------------------------------------- norm
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,args,kw",
+    [
+        ((5,), (), {}),
+        ((3, 4), (), {}),  # Frobenius of the whole array
+        ((2, 3, 2), (), {}),  # 2-norm of the flattened array
+        ((5,), (1,), {}),
+        ((5,), (2,), {}),
+        ((5,), (), {"ord": np.inf}),
+        ((5,), (), {"ord": -np.inf}),
+        ((5,), (3,), {}),
+        ((5,), (3.0,), {}),  # a float ord gets d norm / d ord
+        ((5,), (0.5,), {}),
+        ((3, 4), (None, 1), {}),
+        ((3, 4), (1,), {"axis": 0, "keepdims": True}),
+        ((3, 4), (), {"ord": np.inf, "axis": 1}),
+        ((3, 4), ("fro",), {}),
+        ((2, 3, 4), ("fro", (0, 2)), {}),
+        ((3, 4), ("nuc",), {}),
+        ((3, 4), (2,), {}),
+        ((2, 3, 4), (), {"ord": "nuc", "axis": (2, 1), "keepdims": True}),
+        ((2, 3, 4), (2, (1, 2)), {}),
+    ],
+)
+def test_norm(shape, args, kw, dtype):
+    rng = np.random.default_rng(7)
+    # Keep |x| away from 0 (kinks of ord 1/inf, singular |x|^(p-1)) and from ties.
+    x = rng.uniform(0.3, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    check_rrule(np.linalg.norm, np.asarray(x, dtype), *args, **kw)
+
+
+def test_norm_at_zero_is_zero():
+    _, pb = rrule(np.linalg.norm, np.zeros(3))
+    (g,) = pb(1.0)
+    np.testing.assert_array_equal(g, 0.0)
+
+
+def test_norm_inf_ties_split_evenly():
+    x = np.array([3.0, -3.0, 1.0])
+    _, pb = rrule(np.linalg.norm, x, np.inf)
+    g, dord = pb(1.0)
+    np.testing.assert_allclose(g, [0.5, -0.5, 0.0])
+    assert isinstance(dord, ZeroTangent)
+
+
+def test_norm_int_ord_gets_no_tangent():
+    _, pb = rrule(np.linalg.norm, np.ones(3), 1)
+    assert isinstance(pb(1.0)[1], NoTangent)
+
+
+def test_norm_unsupported_orders_have_no_rule():
+    assert rrule(np.linalg.norm, np.ones((2, 2)), 1) is None  # matrix 1-norm
+    assert rrule(np.linalg.norm, np.ones(3), "fro") is None
