@@ -148,14 +148,18 @@ def test_join_mixed_dtypes_and_positional_axis():
     assert isinstance(ax, NoTangent)
 
 
-@pytest.mark.xfail(
-    reason="registry.is_differentiable treats a list argument as non-differentiable and replaces "
-    "its (list) cotangent with NoTangent(); needs container support in the registry",
-    strict=False,
-)
-def test_concatenate_through_registry():
+@pytest.mark.parametrize("f,shapes,kw", CONCAT_CASES)
+def test_join_through_registry(f, shapes, kw):
+    """Through ``rrule``: the sequence argument's cotangent is a list (needs the registry's
+    container support in ``is_differentiable``)."""
     rng = np.random.default_rng(3)
-    check_rrule(np.concatenate, [rand(rng, (2,)), rand(rng, (3,))])
+    check_rrule(f, [rand(rng, s) for s in shapes], **kw)
+
+
+def test_join_through_registry_float32_mixed():
+    rng = np.random.default_rng(3)
+    check_rrule(np.concatenate, [rand(rng, (2,), np.float32), rand(rng, (3,), np.float32)])
+    check_rrule(np.stack, (rand(rng, (2,)), rand(rng, (2,))), 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
