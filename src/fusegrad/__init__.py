@@ -1,3 +1,58 @@
-"""fusegrad: reverse-mode AD for NumPy code that keeps elementwise and broadcast work lazy and fused."""
+"""fusegrad: reverse-mode AD for NumPy code that keeps elementwise and broadcast work lazy and fused.
+
+>>> import numpy as np, fusegrad as fg
+>>> fg.grad(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])))(np.zeros(3))
+array([0., 0., 0.])
+"""
+
+from . import rules as _rules  # noqa: F401  (registers every rule family)
+from .ad import tracer as _tracer  # noqa: F401  (attaches NumPy protocols to Tracer)
+from .api import elementwise_grad, grad, jacobian, value_and_grad, vjp
+from .lazy import use_engine
+from .rules import frule, opt_out, register_frule, register_rrule, rrule
+from .rules.elementwise import scalar_rule
+from .tangents import (
+    AbstractThunk,
+    BroadcastThunk,
+    InplaceThunk,
+    NoTangent,
+    ProjectTo,
+    Tangent,
+    Thunk,
+    ZeroTangent,
+    add,
+    iadd,
+    mark_owned,
+    owned,
+    unthunk,
+)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "AbstractThunk",
+    "BroadcastThunk",
+    "InplaceThunk",
+    "NoTangent",
+    "ProjectTo",
+    "Tangent",
+    "Thunk",
+    "ZeroTangent",
+    "add",
+    "elementwise_grad",
+    "frule",
+    "grad",
+    "iadd",
+    "jacobian",
+    "mark_owned",
+    "opt_out",
+    "owned",
+    "register_frule",
+    "register_rrule",
+    "rrule",
+    "scalar_rule",
+    "unthunk",
+    "use_engine",
+    "value_and_grad",
+    "vjp",
+]

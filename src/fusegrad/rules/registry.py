@@ -68,6 +68,11 @@ def opt_out(f: Any) -> Any:
     return f
 
 
+def rule_is_lazy(f: Any) -> bool:
+    """Whether ``f``'s reverse rule takes lazy arguments and cotangents (``lazy=True``)."""
+    return RRULES[f][1]
+
+
 def has_rrule(f: Any) -> bool:
     """True when ``f`` has a reverse rule that has not been opted out of."""
     return f in RRULES and f not in OPTED_OUT
@@ -77,6 +82,8 @@ def is_differentiable(x: Any) -> bool:
     """Whether ``x`` can carry a derivative: real or complex floating values (and containers)."""
     if isinstance(x, bool | np.bool_):
         return False
+    if isinstance(x, list | tuple):
+        return any(is_differentiable(v) for v in x)
     if isinstance(x, float | complex | np.floating | np.complexfloating):
         return True
     dtype = getattr(x, "dtype", None)

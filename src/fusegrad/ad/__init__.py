@@ -1,0 +1,1 @@
+"""The AD engine: tracer, tape, backward pass, pytrees."""

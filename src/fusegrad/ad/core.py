@@ -1,0 +1,257 @@
+"""The tracer core: trace levels, boxing, the tape and the backward pass.
+
+A ``Tracer`` boxes a value (an array, a number or a lazy node) during one trace. Every NumPy call
+on a tracer comes here through NumPy's protocols (``tracer.py``) as ``apply(f, args, kwargs)``:
+the arguments of the innermost trace are unboxed, ``f``'s reverse rule runs on them, and the
+result is boxed with a tape node holding the pullback. Nested traces (``grad(grad(f))``) carry
+levels: the highest level is unboxed first, and the rule's own NumPy calls on lower-level tracers
+are recorded on the lower tapes, which keeps perturbations apart.
+
+``backward`` walks the tape in reverse topological order, accumulates cotangents with
+``add``/``iadd`` (lazy thunks stay lazy) and frees each cotangent once consumed.
+
+Example::
+
+    >>> trace = Trace()
+    >>> x = trace.input(np.ones(3))
+    >>> y = apply(np.sum, (apply(np.tanh, (x,), {}),), {})
+    >>> grads = backward([(y, 1.0)], [x])
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from ..lazy import LazyArray, materialize
+from ..rules.registry import RRULES, has_rrule, is_differentiable, rrule
+from ..tangents import AbstractZero, NoTangent, ZeroTangent, add, iadd
+
+_levels = itertools.count(1)
+
+
+class Trace:
+    """One differentiation: a level above every trace alive when it starts."""
+
+    __slots__ = ("level",)
+
+    def __init__(self) -> None:
+        self.level = next(_levels)
+
+    def input(self, value: Any) -> Tracer:
+        """Box an input of this trace."""
+        return Tracer(value, self, InputNode(), None)
+
+
+class InputNode:
+    """The tape node of an input: the backward pass collects its cotangent."""
+
+    __slots__ = ()
+
+
+class TapeNode:
+    """One primitive on the tape: its pullback and, per positional argument, the parent tracers."""
+
+    __slots__ = ("pullback", "parents", "n_out", "name")
+
+    def __init__(self, pullback: Any, parents: list, n_out: int | None, name: str) -> None:
+        self.pullback = pullback
+        self.parents = parents
+        self.n_out = n_out
+        self.name = name
+
+
+class Tracer:
+    """A boxed value of one trace; NumPy protocols and operators live in ``tracer.py``."""
+
+    __slots__ = ("value", "trace", "node", "index", "__weakref__")
+    __array_priority__ = 200.0
+
+    def __init__(self, value: Any, trace: Trace, node: Any, index: int | None) -> None:
+        self.value = value
+        self.trace = trace
+        self.node = node
+        self.index = index
+
+
+def _max_level(xs: Any, best: int = 0) -> int:
+    for x in xs:
+        if isinstance(x, Tracer):
+            best = max(best, x.trace.level)
+        elif isinstance(x, list | tuple):
+            best = _max_level(x, best)
+    return best
+
+
+def _unbox(x: Any, level: int) -> Any:
+    if isinstance(x, Tracer):
+        return x.value if x.trace.level == level else x
+    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+        return type(x)(_unbox(v, level) for v in x)
+    return x
+
+
+def _parents(x: Any, level: int) -> Any:
+    if isinstance(x, Tracer):
+        return x if x.trace.level == level else None
+    if isinstance(x, list | tuple):
+        ps = [_parents(v, level) for v in x]
+        return ps if any(p is not None for p in ps) else None
+    return None
+
+
+def _concrete(x: Any) -> Any:
+    """Materialise lazy values for a rule that needs arrays (policy rule 1)."""
+    if isinstance(x, LazyArray):
+        return materialize(x)
+    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+        return type(x)(_concrete(v) for v in x)
+    return x
+
+
+class NoRuleError(TypeError):
+    """A NumPy function was called on a traced value and has no reverse rule."""
+
+
+def _name(f: Any) -> str:
+    mod = getattr(f, "__module__", None) or ""
+    name = getattr(f, "__name__", repr(f))
+    if isinstance(f, np.ufunc):
+        return f"np.{name}"
+    if mod.startswith("numpy"):
+        mod = "np" + mod[5:].replace(".linalg._linalg", ".linalg").replace("._core", "")
+        mod = mod.split(".")[0] if ".fromnumeric" in mod or "._" in mod else mod
+    return f"{mod}.{name}" if mod else name
+
+
+def apply(f: Any, args: tuple, kwargs: dict) -> Any:
+    """Call ``f(*args, **kwargs)`` on traced arguments: run its rule and record its pullback."""
+    level = _max_level(args)
+    level = _max_level(kwargs.values(), level)
+    if level == 0:
+        return f(*args, **kwargs)
+    if not has_rrule(f):
+        raise NoRuleError(
+            f"fusegrad has no reverse rule for {_name(f)}, called on a traced value. Register one:"
+            f"\n\n    @fusegrad.register_rrule({_name(f)})\n    def _(*args):\n"
+            "        y = ...\n        def pullback(dy): return (dx1, dx2, ...)\n"
+            "        return y, pullback\n\nor write the function with operations that have rules."
+        )
+    uargs = tuple(_unbox(a, level) for a in args)
+    ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()}
+    if not RRULES[f][1]:
+        uargs = tuple(_concrete(a) for a in uargs)
+        ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
+    y, pullback = rrule(f, *uargs, **ukwargs)
+    parents = [_parents(a, level) for a in args]
+    if all(p is None for p in parents):
+        return y
+    trace = _trace_of(args, level)
+    if isinstance(y, tuple | list):
+        node = TapeNode(pullback, parents, len(y), _name(f))
+        boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
+        return type(y)(*boxed) if hasattr(type(y), "_fields") else type(y)(boxed)
+    return _box(y, trace, TapeNode(pullback, parents, None, _name(f)), None)
+
+
+def _trace_of(args: Any, level: int) -> Trace:
+    for a in args:
+        if isinstance(a, Tracer) and a.trace.level == level:
+            return a.trace
+        if isinstance(a, list | tuple):
+            for v in a:
+                if isinstance(v, Tracer) and v.trace.level == level:
+                    return v.trace
+    raise AssertionError("no tracer at the traced level")
+
+
+def _box(v: Any, trace: Trace, node: TapeNode, index: int | None) -> Any:
+    if isinstance(v, Tracer) or is_differentiable(v):
+        return Tracer(v, trace, node, index)
+    return v
+
+
+def _accumulate(cts: dict, fresh: set, tracer: Tracer, g: Any) -> None:
+    if isinstance(g, AbstractZero) or g is None:
+        return
+    key = (id(tracer.node), tracer.index)
+    old = cts.get(key)
+    if old is None:
+        cts[key] = g
+    elif key in fresh:
+        cts[key] = iadd(old, g)
+    else:
+        new = add(old, g)
+        cts[key] = new
+        if isinstance(new, np.ndarray):
+            fresh.add(key)  # only this slot holds it: later contributions may add in place
+
+
+def _toposort(roots: list) -> list:
+    order: list = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(r, False) for r in roots]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if isinstance(node, TapeNode):
+            for p in node.parents:
+                for t in p if isinstance(p, list) else [p]:
+                    if t is not None and id(t.node) not in seen:
+                        stack.append((t.node, False))
+    return order  # parents before children
+
+
+def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[Any]:
+    """Cotangents of ``inputs`` given ``(output tracer, output cotangent)`` pairs.
+
+    Inputs that the outputs do not depend on get ``ZeroTangent()``.
+    """
+    cts: dict = {}
+    fresh: set = set()
+    for t, ct in outputs:
+        if isinstance(t, Tracer):
+            _accumulate(cts, fresh, t, ct)
+    input_nodes = {id(t.node) for t in inputs}
+    results: dict = {}
+    for node in reversed(_toposort([t.node for t, _ in outputs if isinstance(t, Tracer)])):
+        if isinstance(node, InputNode):
+            if id(node) in input_nodes:
+                results[id(node)] = cts.pop((id(node), None), ZeroTangent())
+            continue
+        if node.n_out is None:
+            ct = cts.pop((id(node), None), None)
+            fresh.discard((id(node), None))
+            if ct is None:
+                continue
+        else:
+            parts = [cts.pop((id(node), i), None) for i in range(node.n_out)]
+            for i in range(node.n_out):
+                fresh.discard((id(node), i))
+            if all(p is None for p in parts):
+                continue
+            ct = tuple(ZeroTangent() if p is None else p for p in parts)
+        grads = node.pullback(ct)
+        for parent, g in zip(node.parents, grads):
+            if parent is None:
+                continue
+            if isinstance(parent, list):
+                if isinstance(g, AbstractZero):
+                    continue
+                for p, gi in zip(parent, g):
+                    if p is not None:
+                        _accumulate(cts, fresh, p, gi)
+            else:
+                _accumulate(cts, fresh, parent, g)
+    return [results.get(id(t.node), ZeroTangent()) for t in inputs]
+
+
+__all__ = ["NoTangent", "Trace", "Tracer", "apply", "backward"]

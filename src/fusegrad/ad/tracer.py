@@ -1,0 +1,242 @@
+"""How a ``Tracer`` speaks NumPy: every ufunc and array function becomes ``apply(f, ...)``.
+
+User code keeps ``import numpy as np``. Escapes are errors that name the fix: converting a traced
+value to a NumPy array or a Python number, ``np.array([...])`` of traced values, assigning into a
+traced array.
+
+Example::
+
+    >>> from .core import Trace
+    >>> x = Trace().input(np.ones(2))
+    >>> type(np.tanh(x) * 2).__name__
+    'Tracer'
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ..rules.elementwise import astype
+from .core import Tracer, apply
+
+# Functions that only look at a value's shape or type: run on the primal, never traced.
+_STRUCTURAL = {
+    np.shape: lambda a: np.shape(_primal(a)),
+    np.ndim: lambda a: np.ndim(_primal(a)),
+    np.size: lambda a, axis=None: np.size(_primal(a), axis),
+    np.result_type: lambda *a: np.result_type(*(_primal(x) for x in a)),
+    np.iscomplexobj: lambda a: np.iscomplexobj(_primal(a)),
+    np.isrealobj: lambda a: np.isrealobj(_primal(a)),
+    np.zeros_like: lambda a, dtype=None, **k: np.zeros(np.shape(_primal(a)), dtype or a.dtype),
+    np.ones_like: lambda a, dtype=None, **k: np.ones(np.shape(_primal(a)), dtype or a.dtype),
+    np.empty_like: lambda a, dtype=None, **k: np.empty(np.shape(_primal(a)), dtype or a.dtype),
+    np.full_like: lambda a, v, dtype=None, **k: np.full(np.shape(_primal(a)), v, dtype or a.dtype),
+    np.broadcast_shapes: np.broadcast_shapes,
+}
+
+# Ufunc methods that are other functions in disguise.
+_UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
+_UFUNC_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod}
+
+
+def _primal(x: Any) -> Any:
+    while isinstance(x, Tracer):
+        x = x.value
+    return x
+
+
+def _has_out(kwargs: dict) -> bool:
+    out = kwargs.get("out")
+    return out is not None and out != (None,) * len(out if isinstance(out, tuple) else ())
+
+
+def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    if _has_out(kwargs):
+        raise TypeError(
+            f"np.{ufunc.__name__}(..., out=...) writes into an array in place, which fusegrad "
+            "cannot differentiate: drop out= and use the returned value"
+        )
+    kwargs.pop("out", None)
+    if method == "__call__":
+        return apply(ufunc, inputs, kwargs)
+    if method == "reduce" and ufunc in _UFUNC_REDUCE:
+        kwargs.setdefault("axis", 0)
+        return apply(_UFUNC_REDUCE[ufunc], inputs, kwargs)
+    if method == "accumulate" and ufunc in _UFUNC_ACCUMULATE:
+        kwargs.setdefault("axis", 0)
+        return apply(_UFUNC_ACCUMULATE[ufunc], inputs, kwargs)
+    if method == "outer" and len(inputs) == 2:
+        a, b = inputs
+        nb = np.ndim(_primal(b))
+        return apply(ufunc, (np.reshape(a, np.shape(_primal(a)) + (1,) * nb), b), kwargs)
+    raise TypeError(
+        f"np.{ufunc.__name__}.{method} on a traced value is not differentiable by fusegrad; "
+        f"write it with np.{ufunc.__name__}(...) calls or register a rule for a function doing it"
+    )
+
+
+def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+    structural = _STRUCTURAL.get(func)
+    if structural is not None:
+        return structural(*args, **kwargs)
+    composite = COMPOSITES.get(func)
+    if composite is not None:
+        return composite(*args, **kwargs)
+    return apply(func, args, kwargs)
+
+
+def _no_array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
+    raise TypeError(
+        "a traced value was converted to a NumPy array (np.asarray, np.array or a function "
+        "without a rule that calls it), so its gradient would be lost. Keep it in NumPy "
+        "operations; to build an array from traced values use fusegrad.numpy.array([...]) or "
+        "np.stack([...]); to use it as a constant, wrap it with fusegrad.stop_gradient(x)"
+    )
+
+
+def _no_scalar(kind: str):
+    def convert(self: Tracer) -> Any:
+        raise TypeError(
+            f"{kind}() of a traced value cuts its gradient: the derivative cannot flow through a "
+            "Python number. Keep it as an array (np.* operations), or wrap it with "
+            "fusegrad.stop_gradient(x) if it is meant as a constant"
+        )
+
+    return convert
+
+
+def _bool(self: Tracer) -> bool:
+    # Control flow on a value: allowed, it does not need a derivative.
+    return bool(np.asarray(_primal(self)))
+
+
+def _no_setitem(self: Tracer, index: Any, value: Any) -> None:
+    raise TypeError(
+        "in-place assignment into a traced array (x[i] = v) cannot be differentiated. Build a "
+        "new array instead: np.where(mask, v, x) for masks, or fusegrad.numpy.index_update"
+        "(x, i, v) for indices"
+    )
+
+
+def _power(self: Any, other: Any) -> Any:
+    # As ndarray.__pow__: small constant exponents use the cheaper exact ufunc.
+    if isinstance(other, int | float) and not isinstance(other, bool):
+        fast = {2: np.square, 0.5: np.sqrt, 1: np.positive}.get(other)
+        if fast is not None:
+            return fast(self)
+    return np.power(self, other)
+
+
+def _install() -> None:
+    cls = Tracer
+    cls.__array_ufunc__ = _array_ufunc
+    cls.__array_function__ = _array_function
+    cls.__array__ = _no_array
+    cls.__float__ = _no_scalar("float")
+    cls.__int__ = _no_scalar("int")
+    cls.__complex__ = _no_scalar("complex")
+    cls.__index__ = _no_scalar("operator.index")
+    cls.__bool__ = _bool
+    cls.__setitem__ = _no_setitem
+    cls.__hash__ = lambda self: id(self)
+    for name, uf in [
+        ("add", np.add),
+        ("sub", np.subtract),
+        ("mul", np.multiply),
+        ("truediv", np.divide),
+        ("floordiv", np.floor_divide),
+        ("mod", np.remainder),
+        ("matmul", np.matmul),
+    ]:
+        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _u(self, o))
+        setattr(cls, f"__r{name}__", lambda self, o, _u=uf: _u(o, self))
+    for name, uf in [
+        ("lt", np.less),
+        ("le", np.less_equal),
+        ("gt", np.greater),
+        ("ge", np.greater_equal),
+        ("eq", np.equal),
+        ("ne", np.not_equal),
+    ]:
+        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _u(self, o))
+    cls.__pow__ = _power
+    cls.__rpow__ = lambda self, o: np.power(o, self)
+    cls.__neg__ = lambda self: np.negative(self)
+    cls.__pos__ = lambda self: self
+    cls.__abs__ = lambda self: np.absolute(self)
+    cls.__getitem__ = lambda self, index: apply(operator.getitem, (self, index), {})
+    cls.__len__ = lambda self: len(_primal(self))
+    cls.__iter__ = lambda self: (self[i] for i in range(len(self)))
+    cls.__repr__ = lambda self: f"Tracer({_primal(self)!r}, level={self.trace.level})"
+    cls.shape = property(lambda self: np.shape(_primal(self)))
+    cls.dtype = property(lambda self: _dtype(_primal(self)))
+    cls.ndim = property(lambda self: np.ndim(_primal(self)))
+    cls.size = property(lambda self: int(np.size(_primal(self))))
+    cls.T = property(lambda self: np.transpose(self))
+    cls.mT = property(lambda self: np.swapaxes(self, -1, -2))
+    cls.real = property(lambda self: np.real(self))
+    cls.imag = property(lambda self: np.imag(self))
+    cls.conj = lambda self: np.conjugate(self)
+    cls.conjugate = cls.conj
+    cls.dot = lambda self, other: np.dot(self, other)
+    cls.astype = lambda self, dtype, **k: _astype(self, dtype)
+    for name in (
+        "sum",
+        "prod",
+        "max",
+        "min",
+        "mean",
+        "var",
+        "std",
+        "clip",
+        "transpose",
+        "swapaxes",
+        "squeeze",
+        "ravel",
+        "cumsum",
+        "cumprod",
+        "repeat",
+        "flatten",
+        "diagonal",
+        "take",
+        "sort",
+    ):
+        fn = getattr(np, name, None) or np.ravel
+        setattr(cls, name, lambda self, *a, _fn=fn, **k: _fn(self, *a, **k))
+    cls.reshape = lambda self, *shape, **k: np.reshape(
+        self, shape[0] if len(shape) == 1 else shape, **k
+    )
+
+
+def _dtype(v: Any) -> np.dtype:
+    if isinstance(v, float):
+        return np.dtype(np.float64)
+    if isinstance(v, complex):
+        return np.dtype(np.complex128)
+    return np.result_type(v)
+
+
+def _astype(self: Tracer, dtype: Any) -> Any:
+    return apply(astype, (self, np.dtype(dtype)), {})
+
+
+def _clip(a: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
+    # As jnp.clip: maximum then minimum, so a value at a bound splits its derivative evenly.
+    if a_min is not None:
+        a = np.maximum(a, a_min)
+    if a_max is not None:
+        a = np.minimum(a, a_max)
+    return a
+
+
+# Functions traced through their definition in terms of other NumPy functions.
+COMPOSITES: dict[Any, Any] = {
+    np.clip: _clip,
+    np.amax: lambda a, axis=None, keepdims=False: np.max(a, axis=axis, keepdims=keepdims),
+    np.amin: lambda a, axis=None, keepdims=False: np.min(a, axis=axis, keepdims=keepdims),
+}
+
+_install()

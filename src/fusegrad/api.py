@@ -1,0 +1,288 @@
+"""The user API: ``grad``, ``value_and_grad``, ``vjp``, ``elementwise_grad``, ``jacobian``.
+
+Inputs and gradients may be pytrees (tuples, lists, dicts, namedtuples, dataclasses of arrays
+and floats); a gradient has its input's structure and dtype.
+
+Example::
+
+    >>> import numpy as np, fusegrad as fg
+    >>> fg.grad(lambda x: np.sum(np.tanh(x)))(np.zeros(3))
+    array([1., 1., 1.])
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .ad.core import Trace, Tracer, backward
+from .ad.pytree import flatten
+from .lazy import LazyArray, Leaf, materialize_many
+from .rules.registry import is_differentiable
+from .tangents import AbstractZero, BroadcastThunk, ProjectTo, ownership_scope, unthunk
+
+
+def _normalize_argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for n in nums:
+        if not isinstance(n, int) or not -nargs <= n < nargs:
+            raise ValueError(
+                f"argnums={argnums!r} is out of range for a function called with {nargs} "
+                f"positional argument(s); use indices from 0 to {nargs - 1}"
+            )
+    return tuple(n % nargs for n in nums)
+
+
+def _check_differentiable(leaves: list, where: str) -> None:
+    for leaf in leaves:
+        v = leaf.value if isinstance(leaf, Tracer) else leaf
+        if not is_differentiable(v) and not isinstance(v, Tracer):
+            dtype = getattr(v, "dtype", type(v).__name__)
+            raise TypeError(
+                f"{where} has dtype {dtype}, which has no derivative: gradients are only defined "
+                "for float or complex inputs. Convert it (x.astype(float)), or leave it out of "
+                "argnums"
+            )
+
+
+def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list]:
+    leaves, rebuild = flatten(tree)
+    boxed = []
+    for leaf in leaves:
+        if isinstance(leaf, Tracer) or is_differentiable(leaf):
+            boxed.append(trace.input(leaf))
+        else:
+            boxed.append(leaf)
+    return rebuild(boxed), [b for b in boxed if isinstance(b, Tracer) and b.trace is trace]
+
+
+def _unbox_output(out: Any, trace: Trace) -> tuple[Any, list]:
+    """The output's value (lazy parts materialised together) and its tracers of ``trace``."""
+    leaves, rebuild = flatten(out)
+    tracers, values = [], []
+    for leaf in leaves:
+        if isinstance(leaf, Tracer) and leaf.trace is trace:
+            tracers.append(leaf)
+            values.append(leaf.value)
+        else:
+            tracers.append(None)
+            values.append(leaf)
+    values = materialize_many(values)
+    return rebuild(values), list(zip(tracers, values))
+
+
+def _finish(grads: list, inputs: list) -> list:
+    """Project cotangents on their inputs and materialise them together, in one planning step."""
+    projected = []
+    for g, x in zip(grads, inputs):
+        primal = x.value
+        if isinstance(g, AbstractZero):
+            g = np.zeros_like(_concrete_primal(primal), dtype=_float_dtype(primal))
+        projected.append(ProjectTo(_concrete_primal(primal))(g))
+    nodes = [g.node if isinstance(g, BroadcastThunk) else g for g in projected]
+    fresh = [
+        isinstance(n, LazyArray) and not isinstance(n, Leaf) and n.cached is None for n in nodes
+    ]
+    values = materialize_many(nodes)
+    out = []
+    for v, g, x, new in zip(values, projected, inputs, fresh):
+        if isinstance(g, BroadcastThunk):
+            v = v if new else np.array(v)  # never hand out a view or a value the tape shares
+            v = ProjectTo(_concrete_primal(x.value))(v)
+        else:
+            v = unthunk(v)
+        out.append(v)
+    return out
+
+
+def _concrete_primal(v: Any) -> Any:
+    while isinstance(v, Tracer):
+        v = v.value
+    return v
+
+
+def _float_dtype(v: Any) -> Any:
+    v = _concrete_primal(v)
+    dt = getattr(v, "dtype", np.dtype(float))
+    return dt if np.issubdtype(dt, np.inexact) else np.float64
+
+
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """``(out, vjp_fn)``: ``vjp_fn(ct)`` gives one cotangent per primal (same structure).
+
+    >>> out, f_vjp = vjp(np.sin, np.zeros(2))
+    >>> f_vjp(np.ones(2))
+    (array([1., 1.]),)
+    """
+    trace = Trace()
+    boxed, inputs_per_arg = zip(*(_box_tree(p, trace) for p in primals)) if primals else ((), ())
+    result = fun(*boxed)
+    aux = None
+    if has_aux:
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
+        result, aux = result
+        aux, _ = _unbox_output(aux, trace)
+    out, pairs = _unbox_output(result, trace)
+
+    def vjp_fn(ct: Any) -> tuple:
+        ct_leaves, _ = flatten(ct)
+        if len(ct_leaves) != len(pairs):
+            raise ValueError(
+                f"the cotangent has {len(ct_leaves)} leaves but the output has {len(pairs)}: "
+                "give one cotangent per output leaf, with the output's structure"
+            )
+        seeds = []
+        for (t, v), c in zip(pairs, ct_leaves):
+            if t is None:
+                continue
+            if np.shape(c) != np.shape(v):
+                raise ValueError(
+                    f"the cotangent has shape {np.shape(c)} but the output has shape "
+                    f"{np.shape(v)}: they must match"
+                )
+            seeds.append((t, c))
+        all_inputs = [t for ins in inputs_per_arg for t in ins]
+        with ownership_scope():
+            grads = _finish(backward(seeds, all_inputs), all_inputs)
+        it = iter(grads)
+        result = []
+        for p in primals:
+            leaves, rebuild = flatten(p)
+            result.append(rebuild([next(it) if _boxable(x) else None for x in leaves]))
+        return tuple(result)
+
+    if has_aux:
+        return out, vjp_fn, aux
+    return out, vjp_fn
+
+
+def _boxable(x: Any) -> bool:
+    return isinstance(x, Tracer) or is_differentiable(x)
+
+
+def value_and_grad(
+    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable:
+    """A function returning ``(fun(*args), gradient)``; see ``grad``.
+
+    >>> value_and_grad(lambda x: np.sum(x * x))(np.ones(2))
+    (2.0, array([2., 2.]))
+    """
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums = _normalize_argnums(argnums, len(args))
+        for n in nums:
+            leaves, _ = flatten(args[n])
+            _check_differentiable(leaves, f"argument {n} of {getattr(fun, '__name__', 'fun')}")
+
+        def partial_fun(*selected: Any) -> Any:
+            full = list(args)
+            for n, v in zip(nums, selected):
+                full[n] = v
+            return fun(*full, **kwargs)
+
+        res = vjp(partial_fun, *(args[n] for n in nums), has_aux=has_aux)
+        out, f_vjp = res[0], res[1]
+        if np.shape(out) != () and np.size(out) != 1 or isinstance(out, tuple | list | dict):
+            raise TypeError(
+                f"grad needs a scalar output, but the function returned shape {np.shape(out)}: "
+                "use fusegrad.vjp for a vector-Jacobian product, fusegrad.elementwise_grad for "
+                "the sum of the outputs' gradients, or fusegrad.jacobian for all of them"
+            )
+        ct = np.ones_like(out) if isinstance(out, np.ndarray) else 1.0
+        grads = f_vjp(ct)
+        g = grads[0] if isinstance(argnums, int) else grads
+        if has_aux:
+            return (out, res[2]), g
+        return out, g
+
+    return wrapped
+
+
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar function, as a function of the same arguments.
+
+    ``argnums`` picks the arguments to differentiate (an int, or a tuple for a tuple of
+    gradients); with ``has_aux`` the function returns ``(output, aux)`` and so does ``grad``.
+
+    >>> grad(lambda x, y: np.sum(x * y), argnums=(0, 1))(np.ones(2), np.full(2, 3.0))
+    (array([3., 3.]), array([1., 1.]))
+    """
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        (out, g) = vg(*args, **kwargs)
+        if has_aux:
+            return g, out[1]
+        return g
+
+    return wrapped
+
+
+def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The vector-Jacobian product with a cotangent of ones: for elementwise ``fun``, its derivative
+    at every point.
+
+    >>> elementwise_grad(np.sin)(np.zeros(3))
+    array([1., 1., 1.])
+    """
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums = _normalize_argnums(argnums, len(args))
+
+        def partial_fun(*selected: Any) -> Any:
+            full = list(args)
+            for n, v in zip(nums, selected):
+                full[n] = v
+            return fun(*full, **kwargs)
+
+        out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
+        ones = np.broadcast_to(np.ones((), dtype=_float_dtype(out)), np.shape(out))
+        grads = f_vjp(ones)
+        return grads[0] if isinstance(argnums, int) else grads
+
+    return wrapped
+
+
+def jacobian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The full Jacobian, of shape ``out.shape + x.shape``, one vjp per output element.
+
+    >>> jacobian(lambda x: x * 2)(np.ones(2))
+    array([[2., 0.],
+           [0., 2.]])
+    """
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums = _normalize_argnums(argnums, len(args))
+
+        def partial_fun(*selected: Any) -> Any:
+            full = list(args)
+            for n, v in zip(nums, selected):
+                full[n] = v
+            return fun(*full, **kwargs)
+
+        out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
+        oshape = np.shape(out)
+        rows = []
+        for i in range(int(np.prod(oshape, dtype=np.int64))):
+            e = np.zeros(int(np.prod(oshape, dtype=np.int64)), dtype=_float_dtype(out))
+            e[i] = 1.0
+            rows.append(f_vjp(e.reshape(oshape) if oshape else float(e[0])))
+        results = []
+        for k, n in enumerate(nums):
+            xshape = np.shape(args[n])
+            stacked = (
+                np.stack([np.asarray(r[k]) for r in rows]) if rows else np.zeros((0,) + xshape)
+            )
+            results.append(stacked.reshape(oshape + xshape))
+        return results[0] if isinstance(argnums, int) else tuple(results)
+
+    return wrapped

@@ -1,0 +1,183 @@
+"""Reduction rules: ``sum``, ``mean``, ``prod``, ``max``, ``min``, ``var``, ``std``.
+
+Every pullback is lazy: the cotangent of a reduction is ``ȳ`` broadcast back over the reduced
+axes (a stride-0 view inside a ``BroadcastThunk``), so it fuses into the next consumer and the
+gradient of ``sum(f(x))`` never allocates more than the gradient itself.
+
+- ``sum``: ``x̄ = broadcast(ȳ)``; ``mean``: ``broadcast(ȳ) / n``.
+- ``max``/``min``: ``ȳ`` shared evenly between the elements that attain the extremum.
+- ``prod``: ``ȳ · y / x`` when ``x`` has no zero; otherwise the product of all other elements,
+  computed exactly with exclusive cumulative products.
+- ``var``: ``ȳ · 2 (x - mean) / (n - ddof)``; ``std``: ``ȳ · (x - mean) / ((n - ddof) · y)``.
+
+Example::
+
+    >>> from fusegrad.rules import rrule
+    >>> y, pb = rrule(np.sum, np.ones((2, 3)), axis=1)
+    >>> np.asarray(pb(np.ones(2))[0]).shape
+    (2, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..lazy import LazyArray, asarray, materialize
+from ..lazy.reductions import normalize_axes
+from ..tangents import BroadcastThunk, unthunk
+from ..tangents.thunks import AbstractThunk
+from .registry import register_rrule
+
+
+def _lazy(x: Any) -> Any:
+    return asarray(x) if isinstance(x, np.ndarray | np.generic | float | int) else x
+
+
+def _operand(dy: Any) -> Any:
+    if isinstance(dy, BroadcastThunk):
+        return dy.node
+    if isinstance(dy, AbstractThunk):
+        dy = unthunk(dy)
+    return _lazy(dy)
+
+
+def _wrap(g: Any) -> Any:
+    return BroadcastThunk(g) if isinstance(g, LazyArray) else g
+
+
+def _count(shape: tuple, axes: tuple) -> int:
+    return int(np.prod([shape[a] for a in axes])) if axes else 1
+
+
+def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
+    """``dy`` of a reduction over ``axes`` broadcast back to the argument's ``shape``, lazily."""
+    d = _operand(dy)
+    if not keepdims and axes:
+        d = np.expand_dims(d, axes)
+    return np.broadcast_to(d, shape)
+
+
+def _ndim(x: Any) -> int:
+    return np.ndim(x) if not isinstance(x, LazyArray) else x.ndim
+
+
+@register_rrule(np.sum, lazy=True)
+def _sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    """``x̄ = broadcast(ȳ)``."""
+    shape = tuple(np.shape(a))
+    axes = normalize_axes(axis, len(shape))
+    y = np.sum(_lazy(a), axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def pullback(dy: Any) -> tuple:
+        return (_wrap(expand_back(dy, shape, axes, keepdims)),)
+
+    return y, pullback
+
+
+@register_rrule(np.mean, lazy=True)
+def _mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    """``x̄ = broadcast(ȳ) / n``."""
+    shape = tuple(np.shape(a))
+    axes = normalize_axes(axis, len(shape))
+    n = _count(shape, axes)
+    y = np.mean(_lazy(a), axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def pullback(dy: Any) -> tuple:
+        return (_wrap(expand_back(dy, shape, axes, keepdims) / n),)
+
+    return y, pullback
+
+
+def _extremum(fn: Callable) -> Callable:
+    def rule(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        """Ties share ``ȳ`` evenly."""
+        shape = tuple(np.shape(a))
+        axes = normalize_axes(axis, len(shape))
+        la = _lazy(a)
+        y = fn(la, axis=axis, keepdims=keepdims)
+
+        def pullback(dy: Any) -> tuple:
+            yk = y if keepdims or not axes else np.expand_dims(y, axes)
+            mask = np.equal(la, yk)
+            count = np.sum(mask, axis=axes, keepdims=True)
+            return (_wrap(expand_back(dy, shape, axes, keepdims) * mask / count),)
+
+        return y, pullback
+
+    return rule
+
+
+register_rrule(np.max, lazy=True)(_extremum(np.max))
+register_rrule(np.min, lazy=True)(_extremum(np.min))
+register_rrule(np.amax, lazy=True)(_extremum(np.max))
+register_rrule(np.amin, lazy=True)(_extremum(np.min))
+
+
+@register_rrule(np.prod, lazy=True)
+def _prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    """``x̄ = ȳ · ∏_{j≠i} x_j``, exact even where ``x`` has zeros."""
+    shape = tuple(np.shape(a))
+    axes = normalize_axes(axis, len(shape))
+    la = _lazy(a)
+    y = np.prod(la, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def pullback(dy: Any) -> tuple:
+        d = expand_back(dy, shape, axes, keepdims)
+        x = materialize(la) if isinstance(la, LazyArray) else la
+        if isinstance(x, np.ndarray) and not np.any(x == 0):
+            yk = y if keepdims or not axes else np.expand_dims(y, axes)
+            return (_wrap(d * yk / la),)
+        return (_wrap(d * _prod_of_others(x, axes)),)
+
+    return y, pullback
+
+
+def _prod_of_others(x: Any, axes: tuple) -> Any:
+    """``∏_{j≠i} x_j`` over ``axes`` for every ``i``, by exclusive cumulative products."""
+    nd = np.ndim(x)
+    rest = [a for a in range(nd) if a not in axes]
+    moved = np.transpose(x, rest + list(axes))
+    flat = np.reshape(moved, moved.shape[: len(rest)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.flip(
+        np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1
+    )
+    others = np.reshape(left * right, moved.shape)
+    return np.transpose(others, np.argsort(rest + list(axes)))
+
+
+def _moments(a: Any, axis: Any, ddof: int) -> tuple:
+    shape = tuple(np.shape(a))
+    axes = normalize_axes(axis, len(shape))
+    la = _lazy(a)
+    centered = la - np.mean(la, axis=axes, keepdims=True)
+    return shape, axes, la, centered, _count(shape, axes) - ddof
+
+
+@register_rrule(np.var, lazy=True)
+def _var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+    """``x̄ = ȳ · 2 (x - mean) / (n - ddof)``."""
+    shape, axes, la, centered, n = _moments(a, axis, ddof)
+    y = np.var(la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+    def pullback(dy: Any) -> tuple:
+        return (_wrap(expand_back(dy, shape, axes, keepdims) * centered * (2.0 / n)),)
+
+    return y, pullback
+
+
+@register_rrule(np.std, lazy=True)
+def _std(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+    """``x̄ = ȳ · (x - mean) / ((n - ddof) · y)``."""
+    shape, axes, la, centered, n = _moments(a, axis, ddof)
+    y = np.std(la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+    def pullback(dy: Any) -> tuple:
+        yk = y if keepdims or not axes else np.expand_dims(y, axes)
+        return (_wrap(expand_back(dy, shape, axes, keepdims) * centered / (n * yk)),)
+
+    return y, pullback
