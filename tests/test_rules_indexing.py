@@ -217,3 +217,20 @@ def test_diag(shape, args, dtype):
 def test_diagonal(shape, args, kw):
     rng = np.random.default_rng(7)
     check_rrule(np.diagonal, rand(rng, shape), *args, **kw)
+
+
+@pytest.mark.parametrize("index", [(slice(None), 0), (None, 1), -1, (Ellipsis, 2)], ids=repr)
+def test_basic_getitem_keeps_broadcast_thunk_lazy(index):
+    from fusegrad import tangents
+
+    BroadcastThunk = getattr(tangents, "BroadcastThunk", None)
+    if BroadcastThunk is None:
+        pytest.skip("BroadcastThunk not available")
+    import fusegrad.lazy as fl
+
+    x = np.arange(6.0).reshape(2, 3)
+    y, pb = rrule(operator.getitem, x, index)
+    dy = np.cos(np.arange(np.size(y), dtype=float).reshape(np.shape(y)))
+    g = pb(BroadcastThunk(np.cos(fl.asarray(dy.copy()))))[0]
+    assert isinstance(g, BroadcastThunk)
+    np.testing.assert_allclose(np.asarray(tangents.unthunk(g)), pb(np.cos(dy))[0])

@@ -234,3 +234,34 @@ def test_pad_other_modes_have_no_rule():
 def test_tile_hypothesis(shape, reps):
     rng = np.random.default_rng(6)
     check_rrule(np.tile, rand(rng, tuple(shape)), tuple(reps))
+
+
+# ------------------------------------------------------------------ laziness of movement rules
+
+
+@pytest.mark.parametrize(
+    "f,args",
+    [
+        (np.reshape, ((3, 2),)),
+        (np.transpose, ()),
+        (np.moveaxis, (0, 1)),
+        (np.swapaxes, (0, 1)),
+        (np.expand_dims, (1,)),
+        (np.broadcast_to, ((4, 2, 3),)),
+    ],
+)
+def test_movement_keeps_broadcast_thunk_lazy(f, args):
+    tangents = pytest.importorskip("fusegrad.tangents")
+    BroadcastThunk = getattr(tangents, "BroadcastThunk", None)
+    if BroadcastThunk is None:
+        pytest.skip("BroadcastThunk not available")
+    import fusegrad.lazy as fl
+
+    x = np.arange(6.0).reshape(2, 3)
+    y, pb = rrule(f, x, *args)
+    base = np.cos(np.arange(np.size(y), dtype=float).reshape(np.shape(y)))
+    g = pb(BroadcastThunk(np.cos(fl.asarray(np.arange(np.size(y), dtype=float)).reshape(y.shape))))[
+        0
+    ]
+    assert isinstance(g, BroadcastThunk)
+    np.testing.assert_allclose(np.asarray(tangents.unthunk(g)), pb(base)[0])
