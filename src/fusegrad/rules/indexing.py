@@ -39,6 +39,11 @@ from ..tangents import NoTangent, unthunk
 from .registry import register_rrule
 from .shapes import lazy_ct, no_tangents, params, project
 
+try:  # the lazy IR may be absent while it is being written; then nothing is lazy
+    from ..lazy import LazyArray as _LAZY_TYPES
+except ImportError:  # pragma: no cover - depends on the checkout
+    _LAZY_TYPES = ()
+
 # --------------------------------------------------------------------------------------------------
 # Index normalisation
 # --------------------------------------------------------------------------------------------------
@@ -82,11 +87,12 @@ def _scatter_index(index: Any) -> tuple[tuple, bool]:
 
 
 def _materialize(v: Any) -> Any:
-    """A lazy value (anything that is not an ndarray or a scalar) as an ndarray."""
+    """A thunk unthunked and a fusegrad lazy array materialised; anything else (ndarrays,
+    scalars, tracers of a higher-order pass) is returned as is."""
     v = unthunk(v)
-    if isinstance(v, np.ndarray | np.generic | int | float | complex):
-        return v
-    return np.asarray(v)
+    if isinstance(v, _LAZY_TYPES):
+        return np.asarray(v)
+    return v
 
 
 # --------------------------------------------------------------------------------------------------
