@@ -1,4 +1,4 @@
-"""fusegrad: reverse-mode AD for NumPy code that keeps elementwise and broadcast work lazy and fused.
+"""fusegrad: reverse-mode AD for NumPy code that keeps elementwise and broadcast work lazy.
 
 >>> import numpy as np, fusegrad as fg
 >>> fg.grad(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])))(np.zeros(3))

@@ -59,8 +59,9 @@ def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list]:
     return rebuild(boxed), [b for b in boxed if isinstance(b, Tracer) and b.trace is trace]
 
 
-def _unbox_output(out: Any, trace: Trace) -> tuple[Any, list]:
-    """The output's value (lazy parts materialised together) and its tracers of ``trace``."""
+def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, list]:
+    """The output's value (lazy parts materialised together, when ``evaluate``) and its tracers
+    of ``trace``."""
     leaves, rebuild = flatten(out)
     tracers, values = [], []
     for leaf in leaves:
@@ -70,7 +71,8 @@ def _unbox_output(out: Any, trace: Trace) -> tuple[Any, list]:
         else:
             tracers.append(None)
             values.append(leaf)
-    values = materialize_many(values)
+    if evaluate:
+        values = materialize_many(values)
     return rebuild(values), list(zip(tracers, values))
 
 
@@ -117,6 +119,14 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     >>> f_vjp(np.ones(2))
     (array([1., 1.]),)
     """
+    return _vjp(fun, primals, has_aux, evaluate=True)
+
+
+def _vjp(fun: Callable, primals: tuple, has_aux: bool, evaluate: bool) -> tuple:
+    # evaluate=False leaves a lazy output unevaluated: grad does not return it, and the backward
+    # kernels recompute whatever part of it they need, fused (so a gradient whose adjoint does
+    # not depend on the forward value, like that of sum((v[:, None] - v[None, :]) / 2), costs
+    # O(N) where the value itself costs O(N^2)).
     trace = Trace()
     boxed, inputs_per_arg = zip(*(_box_tree(p, trace) for p in primals)) if primals else ((), ())
     result = fun(*boxed)
@@ -126,7 +136,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
             raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
         result, aux = result
         aux, _ = _unbox_output(aux, trace)
-    out, pairs = _unbox_output(result, trace)
+    out, pairs = _unbox_output(result, trace, evaluate)
 
     def vjp_fn(ct: Any) -> tuple:
         ct_leaves, _ = flatten(ct)
@@ -172,6 +182,10 @@ def value_and_grad(
     >>> value_and_grad(lambda x: np.sum(x * x))(np.ones(2))
     (2.0, array([2., 2.]))
     """
+    return _value_and_grad(fun, argnums, has_aux, with_value=True)
+
+
+def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool) -> Callable:
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -186,7 +200,8 @@ def value_and_grad(
                 full[n] = v
             return fun(*full, **kwargs)
 
-        res = vjp(partial_fun, *(args[n] for n in nums), has_aux=has_aux)
+        primals = tuple(args[n] for n in nums)
+        res = _vjp(partial_fun, primals, has_aux, evaluate=with_value)
         out, f_vjp = res[0], res[1]
         if np.shape(out) != () and np.size(out) != 1 or isinstance(out, tuple | list | dict):
             raise TypeError(
@@ -194,8 +209,10 @@ def value_and_grad(
                 "use fusegrad.vjp for a vector-Jacobian product, fusegrad.elementwise_grad for "
                 "the sum of the outputs' gradients, or fusegrad.jacobian for all of them"
             )
-        ct = np.ones_like(out) if isinstance(out, np.ndarray) else 1.0
+        ct = np.ones(np.shape(out), _float_dtype(out)) if np.shape(out) else 1.0
         grads = f_vjp(ct)
+        if with_value and isinstance(out, np.ndarray) and out.shape == ():
+            out = out[()]
         g = grads[0] if isinstance(argnums, int) else grads
         if has_aux:
             return (out, res[2]), g
@@ -213,7 +230,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     >>> grad(lambda x, y: np.sum(x * y), argnums=(0, 1))(np.ones(2), np.full(2, 3.0))
     (array([3., 3.]), array([1., 1.]))
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = _value_and_grad(fun, argnums, has_aux, with_value=False)
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
