@@ -234,3 +234,38 @@ def test_basic_getitem_keeps_broadcast_thunk_lazy(index):
     g = pb(BroadcastThunk(np.cos(fl.asarray(dy.copy()))))[0]
     assert isinstance(g, BroadcastThunk)
     np.testing.assert_allclose(np.asarray(tangents.unthunk(g)), pb(np.cos(dy))[0])
+
+
+def test_scalar_cotangent_for_scalar_result():
+    _, pb = rrule(operator.getitem, np.arange(3.0), 1)
+    g, _ = pb(2.0)  # a Python float ȳ for a 0-d result
+    np.testing.assert_array_equal(g, [0.0, 2.0, 0.0])
+
+
+def test_end_to_end_grad_through_these_rules():
+    fg = pytest.importorskip("fusegrad")
+    if not hasattr(fg, "grad"):
+        pytest.skip("fusegrad.grad not available")
+    from fusegrad.testing import check_grads
+
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    x = rng.standard_normal(3)
+    w = rng.standard_normal((4, 3))
+
+    def f(a, x, w):
+        _, ld = np.linalg.slogdet(a)
+        z = np.linalg.solve(a, x)
+        c = np.concatenate([np.tanh(w @ z), z[[0, 0, 2]]])
+        return (
+            ld
+            + np.sum(np.cumsum(c) ** 2)
+            + np.linalg.norm(w[:, 1:])
+            + np.einsum("ij,j->", w, x)
+            + 3 * np.sort(c)[0]
+            + np.trace(np.linalg.inv(a))
+            + np.sum(np.stack([x, 2 * x])[1])
+            + np.sum(np.pad(w, 1)[0:2] ** 2)
+        )
+
+    check_grads(f)(a, x, w)

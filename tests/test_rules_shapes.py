@@ -51,6 +51,7 @@ def test_unbroadcast_to():
     np.testing.assert_allclose(unbroadcast_to(g, (2, 1)), 12.0)
     np.testing.assert_allclose(unbroadcast_to(g, ()), 24.0)
     assert unbroadcast_to(g, (4, 2, 3)) is g
+    assert unbroadcast_to(2.5, ()) == 2.5  # Python scalars have no .shape
 
 
 # ----------------------------------------------------------------------- movement (lazy)

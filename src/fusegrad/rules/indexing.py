@@ -153,7 +153,7 @@ def _lazy_embed(dy: Any, index: tuple, shape: tuple[int, ...], dtype: Any) -> An
     expanded: list[int] = []
     mask = None
     ax = 0
-    dy_shape = tuple(dy.shape)
+    dy_shape = tuple(dy.shape) if hasattr(dy, "shape") else np.shape(dy)
     d = 0
     for i in full:
         if i is None:
@@ -188,7 +188,7 @@ def getitem(x, index):
 
     def pullback(dy):
         dy = lazy_ct(dy)
-        if basic and not isinstance(dy, np.ndarray | np.generic):
+        if basic and not isinstance(dy, np.ndarray | np.generic | float | int | complex):
             g = _lazy_embed(dy, _as_tuple(index), shape, dtype)
             if g is not None:
                 return g, NoTangent()

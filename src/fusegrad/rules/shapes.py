@@ -66,7 +66,8 @@ def unbroadcast_to(g: Any, shape: tuple[int, ...]) -> Any:
     [[12.0], [12.0]]
     """
     shape = tuple(shape)
-    gshape = tuple(g.shape)
+    gshape = getattr(g, "shape", None)
+    gshape = tuple(np.shape(g) if gshape is None else gshape)  # Python scalars have no .shape
     if gshape == shape:
         return g
     lead = len(gshape) - len(shape)
