@@ -201,3 +201,22 @@ def test_jax_jit_case_runs():
         runner.Case("jax-jit", "LJ", 27), threads=1, timeout_s=120, budget_s=0.01, min_samples=5
     )
     assert r["status"] == "ok", r
+
+
+def test_wrong_gradient_is_reported_as_wrong(monkeypatch):
+    import fusegrad
+
+    def fake_grad(fun, argnums=0):
+        def g(*args):
+            zeros = tuple(np.zeros_like(args[i]) for i in np.atleast_1d(argnums))
+            return zeros if isinstance(argnums, tuple) else zeros[0]
+
+        return g
+
+    monkeypatch.setattr(fusegrad, "grad", fake_grad, raising=False)
+    r = run_case({"lib": "fusegrad", "workload": "W1", "n": 100, "budget_s": 0.01})
+    assert r["status"] == "wrong" and r["rel_err"] == 1.0
+    r = run_case({"lib": "fusegrad", "workload": "W3", "n": 20, "budget_s": 0.01})
+    assert r["status"] == "wrong"
+    cells = report.table_rows([{**r, "thp": False}], thp=False)
+    assert cells[0][1] == "–" and cells[0][-1].startswith("wrong ")

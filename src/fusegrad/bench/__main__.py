@@ -15,7 +15,7 @@ import time
 from . import libs, plots, report, runner
 from .workloads import WORKLOADS
 
-QUICK = {"timeout_s": 120.0, "budget_s": 0.3, "min_samples": 5, "case_limit_s": 12.0}
+QUICK = {"timeout_s": 120.0, "budget_s": 0.2, "min_samples": 5, "case_limit_s": 12.0}
 FULL = {"timeout_s": 600.0, "budget_s": 2.0, "min_samples": 7, "case_limit_s": 300.0}
 
 

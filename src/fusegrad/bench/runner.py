@@ -26,6 +26,18 @@ THP_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "THP_MEM_ALLOC_ENABLE": "
 _BIG_ARRAY_FACTOR = {"autograd": 1.0, "jax": 1.0, "torch": 1.0, "jax-jit": 0.5}
 # Memory the estimate must leave free for everything else on a shared machine.
 MEMORY_HEADROOM = 0.8
+# Peers' children get a bare `fusegrad` package: importing the real one (rules, scipy) would cost
+# every peer case a quarter second and its memory for nothing.
+_LAUNCH = """\
+import sys, types
+if sys.argv[2]:
+    pkg = types.ModuleType("fusegrad")
+    pkg.__path__ = [sys.argv[2]]
+    sys.modules["fusegrad"] = pkg
+from fusegrad.bench._child import main
+main(sys.argv[1:2])
+"""
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass(frozen=True)
@@ -148,7 +160,7 @@ def child_env(lib: str, threads: int | None, thp: bool) -> dict:
     if thp:
         env.update(THP_ENV)
     # Run the package the parent imported, installed or not.
-    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = os.path.dirname(_PKG_DIR)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [src, env.get("PYTHONPATH", "")] if p)
     return env
 
@@ -171,10 +183,11 @@ def run_subprocess(case: Case, *, threads, timeout_s, budget_s, min_samples) -> 
         "min_samples": min_samples,
     }
     base = {"lib": case.lib, "workload": case.workload, "n": case.n, "thp": case.thp}
+    bare = "" if case.lib.startswith("fusegrad") else _PKG_DIR
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "fusegrad.bench._child", json.dumps(spec)],
+            [sys.executable, "-c", _LAUNCH, json.dumps(spec), bare],
             env=child_env(case.lib, threads, case.thp),
             capture_output=True,
             text=True,
