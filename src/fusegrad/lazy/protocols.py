@@ -52,7 +52,17 @@ def eager(func: Callable, *args: Any, **kwargs: Any) -> Any:
     return func(*_concrete(args), **_concrete(kwargs))
 
 
+def _foreign(values: Any) -> bool:
+    """Whether another library's array type (a tracer) takes part: then it handles the call."""
+    return any(
+        not isinstance(x, (LazyArray, np.ndarray, *_SCALARS)) and hasattr(x, "__array_ufunc__")
+        for x in values
+    )
+
+
 def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    if _foreign(inputs):
+        return NotImplemented
     op = op_for(uf)
     if method == "__call__" and op is not None and not kwargs and len(inputs) == op.nin:
         args = tuple(_lazy_arg(x) for x in inputs)
@@ -218,6 +228,8 @@ FUNCTIONS: dict[Callable, Callable] = {
 
 
 def array_function(self: LazyArray, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+    if any(not issubclass(t, LazyArray | np.ndarray) for t in types):
+        return NotImplemented
     impl = FUNCTIONS.get(func)
     if impl is not None:
         out = impl(*args, **kwargs)
