@@ -7,7 +7,18 @@ array([0., 0., 0.])
 
 from . import rules as _rules  # noqa: F401  (registers every rule family)
 from .ad import tracer as _tracer  # noqa: F401  (attaches NumPy protocols to Tracer)
-from .api import elementwise_grad, grad, jacobian, value_and_grad, vjp
+from .api import (
+    checkpoint,
+    deriv,
+    elementwise_grad,
+    grad,
+    hessian,
+    hvp,
+    jacobian,
+    jvp,
+    value_and_grad,
+    vjp,
+)
 from .lazy import use_engine
 from .rules import frule, opt_out, register_frule, register_rrule, rrule
 from .rules.elementwise import scalar_rule
@@ -39,11 +50,16 @@ __all__ = [
     "Thunk",
     "ZeroTangent",
     "add",
+    "checkpoint",
+    "deriv",
     "elementwise_grad",
     "frule",
     "grad",
+    "hessian",
+    "hvp",
     "iadd",
     "jacobian",
+    "jvp",
     "mark_owned",
     "opt_out",
     "owned",

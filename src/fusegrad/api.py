@@ -83,7 +83,11 @@ def _finish(grads: list, inputs: list) -> list:
         primal = x.value
         if isinstance(g, AbstractZero):
             g = np.zeros_like(_concrete_primal(primal), dtype=_float_dtype(primal))
-        projected.append(ProjectTo(_concrete_primal(primal))(g))
+        project = ProjectTo(_concrete_primal(primal))
+        if isinstance(g, BroadcastThunk) and project.kind in ("pyscalar", "npscalar"):
+            projected.append(g)  # projected once materialised, together with the others
+        else:
+            projected.append(project(g))
     nodes = [g.node if isinstance(g, BroadcastThunk) else g for g in projected]
     fresh = [
         isinstance(n, LazyArray) and not isinstance(n, Leaf) and n.cached is None for n in nodes
@@ -303,3 +307,98 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         return results[0] if isinstance(argnums, int) else tuple(results)
 
     return wrapped
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """``(fun(*primals), J · tangents)``: the Jacobian-vector product (forward derivative).
+
+    Computed by transposing the vector-Jacobian product: ``u ↦ vjp(u)`` is linear, and its own
+    vjp along the tangents is ``J · tangents``. Pullbacks are differentiable and lazy, so the
+    result is exact and stays fused.
+
+    >>> jvp(np.sin, (np.zeros(2),), (np.ones(2),))
+    (array([0., 0.]), array([1., 1.]))
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(
+            f"jvp got {len(primals)} primals and {len(tangents)} tangents: give one tangent per "
+            "primal, with the primal's structure"
+        )
+    out, f_vjp = vjp(fun, *primals)
+    leaves, rebuild = flatten(out)
+    zeros = rebuild([np.zeros(np.shape(v), _float_dtype(v)) for v in leaves])
+    _, lin_vjp = vjp(lambda u: f_vjp(u), zeros)
+    (tangent_out,) = lin_vjp(tangents)
+    return out, tangent_out
+
+
+def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+    """The Hessian-vector product ``H · v`` of a scalar function, without forming ``H``.
+
+    >>> hvp(lambda x: np.sum(x ** 3), (np.ones(2),), (np.ones(2),))
+    array([6., 6.])
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    nums = tuple(range(len(primals)))
+
+    def directional(*xs: Any) -> Any:
+        gs = grad(fun, argnums=nums)(*xs)
+        total = 0.0
+        for g, t in zip(gs, tangents):
+            g_leaves, _ = flatten(g)
+            t_leaves, _ = flatten(t)
+            for gl, tl in zip(g_leaves, t_leaves):
+                total = total + np.sum(gl * tl)
+        return total
+
+    out = grad(directional, argnums=nums)(*primals)
+    return out[0] if len(primals) == 1 else out
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Hessian of a scalar function: ``jacobian(grad(fun))``.
+
+    >>> hessian(lambda x: np.sum(x ** 3))(np.ones(2))
+    array([[6., 0.],
+           [0., 6.]])
+    """
+    return jacobian(grad(fun, argnums), argnums)
+
+
+def deriv(fun: Callable) -> Callable:
+    """The derivative of a scalar function of one scalar variable.
+
+    >>> deriv(np.sin)(0.0)
+    1.0
+    """
+    return grad(fun)
+
+
+def checkpoint(fun: Callable) -> Callable:
+    """``fun`` whose forward values are recomputed in the backward pass instead of stored.
+
+    The tape keeps only ``fun``'s inputs; its pullback re-runs ``fun`` under ``vjp``.
+
+    >>> f = checkpoint(lambda x: np.sum(np.exp(x)))
+    >>> grad(f)(np.zeros(2))
+    array([1., 1.])
+    """
+    from .ad.core import apply
+    from .rules.registry import register_rrule
+
+    @functools.wraps(fun)
+    def checkpointed(*args: Any) -> Any:
+        return apply(checkpointed, args, {})
+
+    @register_rrule(checkpointed)
+    def _rule(*args: Any) -> tuple:
+        y = fun(*args)
+
+        def pullback(dy: Any) -> tuple:
+            _, f_vjp = vjp(fun, *args)
+            return f_vjp(unthunk(dy))
+
+        return y, pullback
+
+    return checkpointed

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, materialize
+from ..rules import registry
 from ..rules.registry import RRULES, has_rrule, is_differentiable, rrule
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, add, iadd
 
@@ -68,6 +69,7 @@ class Tracer:
 
     __slots__ = ("value", "trace", "node", "index", "__weakref__")
     __array_priority__ = 200.0
+    __fusegrad_traced__ = True
 
     def __init__(self, value: Any, trace: Trace, node: Any, index: int | None) -> None:
         self.value = value
@@ -253,5 +255,7 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
                 _accumulate(cts, fresh, parent, g)
     return [results.get(id(t.node), ZeroTangent()) for t in inputs]
 
+
+registry._trace_dispatch[0] = apply
 
 __all__ = ["NoTangent", "Trace", "Tracer", "apply", "backward"]

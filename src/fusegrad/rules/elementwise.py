@@ -24,7 +24,7 @@ import numpy as np
 from ..lazy import LazyArray, asarray
 from ..tangents import BroadcastThunk, NoTangent, ZeroTangent, unthunk
 from ..tangents.thunks import AbstractThunk
-from .registry import is_differentiable, register_rrule
+from .registry import is_differentiable, primitive, register_rrule
 from .shapes import unbroadcast_to
 
 PARTIALS: dict[np.ufunc, tuple] = {}
@@ -190,6 +190,7 @@ def _where(condition: Any, x: Any, y: Any) -> tuple[Any, Callable]:
     return out, pullback
 
 
+@primitive
 def astype(x: Any, dtype: Any) -> Any:
     """``x.astype(dtype)`` as a function, so that the tracer can record it.
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..tangents import NoTangent, unthunk
-from .registry import register_rrule
+from .registry import primitive, register_rrule
 from .shapes import lazy_ct, no_tangents, params, project
 
 try:  # the lazy IR may be absent while it is being written; then nothing is lazy
@@ -100,6 +100,7 @@ def _materialize(v: Any) -> Any:
 # --------------------------------------------------------------------------------------------------
 
 
+@primitive
 def scatter_add(dy: Any, index: Any, shape: tuple[int, ...]) -> np.ndarray:
     """Zeros of ``shape`` (``dy``'s dtype) with ``dy`` added at ``index``; repeated integer
     indices accumulate. The adjoint of the gather ``x[index]``.

@@ -21,6 +21,7 @@ Rules are registered with decorators::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,40 @@ def register_frule(f: Any) -> Callable[[Callable], Callable]:
         return rule
 
     return decorate
+
+
+# Set by the AD engine (``fusegrad.ad.core``) so that primitives called on traced values are
+# recorded; rules sit below the AD engine and cannot import it.
+_trace_dispatch: list[Callable | None] = [None]
+
+
+def _traced(x: Any) -> bool:
+    if getattr(type(x), "__fusegrad_traced__", False):
+        return True
+    return isinstance(x, list | tuple) and any(_traced(v) for v in x)
+
+
+def primitive(fn: Callable) -> Callable:
+    """Make ``fn`` (your own function with a registered rule) dispatch on traced values.
+
+    NumPy functions dispatch through NumPy's protocols; a plain Python function needs this so
+    that calling it on a traced value records it on the tape (with its rule) instead of running
+    its body, which may not be differentiable (in-place updates, ``np.add.at``).
+
+    >>> @primitive
+    ... def scatter_add(dy, index, shape): ...
+    >>> @register_rrule(scatter_add)
+    ... def _(dy, index, shape): ...
+    """
+
+    @functools.wraps(fn)
+    def dispatching(*args: Any, **kwargs: Any) -> Any:
+        dispatch = _trace_dispatch[0]
+        if dispatch is not None and (_traced(args) or _traced(tuple(kwargs.values()))):
+            return dispatch(dispatching, args, kwargs)
+        return fn(*args, **kwargs)
+
+    return dispatching
 
 
 def opt_out(f: Any) -> Any:
