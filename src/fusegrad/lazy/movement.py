@@ -107,6 +107,33 @@ def moveaxis(node: LazyArray, source: Any, destination: Any) -> LazyArray:
     return move(node, lambda v: np.moveaxis(v, source, destination))
 
 
+def _resolve_shape(shape: Any, size: int) -> tuple[int, ...]:
+    """The target shape of a reshape of ``size`` elements with ``-1`` resolved; NumPy's error.
+
+    Computed by hand: probing NumPy with a size-0 array would make ``-1`` ambiguous.
+
+    >>> _resolve_shape((-1, 2), 6)
+    (3, 2)
+    """
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    shape = tuple(int(n) for n in shape)
+    known = int(np.prod([n for n in shape if n != -1], dtype=np.int64))
+    bad = shape.count(-1) > 1 or any(n < -1 for n in shape)
+    if not bad and -1 in shape:
+        bad = known == 0 or size % known != 0
+        if not bad:
+            shape = tuple(size // known if n == -1 else n for n in shape)
+    elif not bad:
+        bad = known != size
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    if bad:
+        text = ",".join("newaxis" if n == -1 else str(n) for n in shape)
+        text += "," if len(shape) == 1 else ""
+        raise ValueError(f"cannot reshape array of size {size} into shape ({text})")
+    return shape
+
+
 def reshape(node: LazyArray, shape: Any) -> LazyArray:
     """``np.reshape`` when every leaf allows it as a view; otherwise the value is materialised.
 
@@ -114,8 +141,7 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
     >>> reshape(asarray(np.ones((2, 3))), (3, 2)).shape
     (3, 2)
     """
-    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-    new_shape = np.empty(0, np.int8).reshape((0,) + node.shape).reshape((0,) + shape).shape[1:]
+    new_shape = _resolve_shape(shape, node.size)
     if new_shape == node.shape:
         return node
     only_ones = _strip_ones(new_shape) == _strip_ones(node.shape)
