@@ -212,6 +212,9 @@ def _install() -> None:
 
 
 def _dtype(v: Any) -> np.dtype:
+    dt = getattr(v, "dtype", None)
+    if dt is not None:
+        return np.dtype(dt)
     if isinstance(v, float):
         return np.dtype(np.float64)
     if isinstance(v, complex):

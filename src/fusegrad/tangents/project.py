@@ -171,6 +171,11 @@ class ProjectTo:
         return arr
 
     def _lazy(self, dx: Any, real_target: bool) -> Any:
+        if getattr(type(dx), "__fusegrad_traced__", False):
+            # A traced cotangent (higher-order AD) cannot become a number: reshape it, lazily.
+            if self.needs_reshape(tuple(dx.shape)):
+                dx = np.reshape(dx, self.shape)
+            return dx
         if self.kind != "array" or self.needs_reshape(tuple(dx.shape)):
             return self._numeric(np.asarray(dx))
         if real_target and np.issubdtype(dx.dtype, np.complexfloating):
