@@ -7,7 +7,7 @@ lazy map, each cotangent a ``BroadcastThunk`` that fuses into whatever consumes 
 partial means the derivative is zero everywhere it exists (``floor``, ``sign``).
 
 Kinks and ties follow JAX: ``maximum``/``minimum`` split the derivative evenly at ties (so
-``clip`` at a bound gives ½), ``abs`` has derivative ``sign(x)`` (0 at 0).
+``clip`` at a bound gives ½), ``abs`` has derivative 1 at 0 (and at -0.0), as ``jax.grad(jnp.abs)``.
 
 Example::
 
@@ -89,6 +89,13 @@ def _balanced_eq(x: Any, y: Any, z: Any) -> Any:
     return np.where(np.equal(x, y), np.where(np.equal(y, z), 0.5, 1.0), 0.0)
 
 
+def _abs_partial(x: Any) -> Any:
+    """``d|x|/dx``: ``sign(x)`` except 1 at ±0 (JAX's ``select(x >= 0, 1, -1)``), dtype kept."""
+    if np.issubdtype(np.result_type(x.dtype if hasattr(x, "dtype") else x), np.complexfloating):
+        return np.sign(x)
+    return np.sign(x) + np.equal(x, 0)
+
+
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))
 
@@ -103,8 +110,8 @@ scalar_rule(np.float_power, lambda a, b, y: b * np.float_power(a, b - 1),
                             lambda a, b, y: np.where(np.equal(a, 0), 0.0, y * np.log(np.where(np.equal(a, 0), 1.0, a))))  # noqa: E501
 scalar_rule(np.negative,    lambda x, y: -1)
 scalar_rule(np.positive,    lambda x, y: 1)
-scalar_rule(np.absolute,    lambda x, y: np.sign(x))
-scalar_rule(np.fabs,        lambda x, y: np.sign(x))
+scalar_rule(np.absolute,    lambda x, y: _abs_partial(x))
+scalar_rule(np.fabs,        lambda x, y: _abs_partial(x))
 scalar_rule(np.square,      lambda x, y: 2 * x)
 scalar_rule(np.sqrt,        lambda x, y: 0.5 / y)
 scalar_rule(np.cbrt,        lambda x, y: 1 / (3 * y * y))

@@ -1,0 +1,252 @@
+"""Every elementwise rule of ``PARTIALS`` (and ``where``/``clip``) against finite differences.
+
+Each op gets inputs from a domain where it is smooth (away from kinks, poles and jumps); kinks and
+ties are tested separately against JAX's choices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.rules.elementwise import PARTIALS
+from fusegrad.tangents import AbstractZero, NoTangent, unthunk
+from fusegrad.testing import check_grads, check_rrule
+
+sp = pytest.importorskip("scipy.special")
+
+
+def _normal(rng, shape):
+    return rng.standard_normal(shape)
+
+
+def _uniform(lo, hi):
+    return lambda rng, shape: rng.uniform(lo, hi, shape)
+
+
+def _away_from_zero(rng, shape):
+    return rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def _between_integers(lo, hi):
+    # x = k + u with u in (lo, hi): far from the jumps of floor/ceil/trunc/rint
+    return lambda rng, shape: rng.integers(-3, 4, shape) + rng.uniform(lo, hi, shape)
+
+
+_POS = _uniform(0.5, 2.0)
+
+# One domain per input. Ops missing here take standard normal inputs.
+DOMAINS = {
+    "divide": (_normal, _away_from_zero),
+    "power": (_POS, _normal),
+    "float_power": (_POS, _normal),
+    "absolute": (_away_from_zero,),
+    "fabs": (_away_from_zero,),
+    "sqrt": (_POS,),
+    "cbrt": (_away_from_zero,),
+    "reciprocal": (_away_from_zero,),
+    "log": (_POS,),
+    "log2": (_POS,),
+    "log10": (_POS,),
+    "log1p": (_uniform(-0.5, 2.0),),
+    "tan": (_uniform(-1.2, 1.2),),
+    "arcsin": (_uniform(-0.8, 0.8),),
+    "arccos": (_uniform(-0.8, 0.8),),
+    "arctanh": (_uniform(-0.8, 0.8),),
+    "arccosh": (_uniform(1.5, 3.0),),
+    "arctan2": (_away_from_zero, _away_from_zero),
+    "hypot": (_away_from_zero, _away_from_zero),
+    "copysign": (_away_from_zero, _away_from_zero),
+    "floor_divide": (_uniform(2.3, 2.7), _uniform(1.05, 1.1)),
+    "remainder": (_uniform(2.3, 2.7), _uniform(1.05, 1.1)),
+    "fmod": (_uniform(2.3, 2.7), _uniform(1.05, 1.1)),
+    "floor": (_between_integers(0.2, 0.8),),
+    "ceil": (_between_integers(0.2, 0.8),),
+    "trunc": (_between_integers(0.2, 0.8),),
+    "rint": (_between_integers(0.1, 0.4),),
+    "sign": (_away_from_zero,),
+    "signbit": (_away_from_zero,),
+    "heaviside": (_away_from_zero, _normal),
+    "logit": (_uniform(0.1, 0.9),),
+    "xlogy": (_normal, _POS),
+    "xlog1py": (_normal, _uniform(-0.5, 2.0)),
+}
+
+UNARY_SHAPES = [(), (5,), (2, 3, 4)]
+# Broadcasting patterns; a shape of None is a Python float.
+BINARY_SHAPES = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((3, 1), (1, 4)),
+    ((), (2, 3)),
+    ((2, 3), None),
+    (None, (2, 3)),
+]
+
+UFUNCS = sorted(PARTIALS, key=lambda u: u.__name__)
+
+
+def _input(u, i, shape, dtype, rng):
+    gen = DOMAINS.get(u.__name__, (_normal,) * u.nin)[i]
+    if shape is None:
+        return float(gen(rng, ()))
+    return np.asarray(gen(rng, shape), dtype)
+
+
+def _cases():
+    for u in UFUNCS:
+        shapes = [(s,) for s in UNARY_SHAPES] if u.nin == 1 else BINARY_SHAPES
+        for shp in shapes:
+            for dtype in (np.float64, np.float32):
+                yield pytest.param(u, shp, dtype, id=f"{u.__name__}-{shp}-{np.dtype(dtype).name}")
+
+
+@pytest.mark.parametrize("ufunc, shapes, dtype", list(_cases()))
+def test_check_rrule_every_elementwise_op(ufunc, shapes, dtype):
+    rng = np.random.default_rng(abs(hash((ufunc.__name__, shapes))) % 2**32)
+    args = [_input(ufunc, i, s, dtype, rng) for i, s in enumerate(shapes)]
+    check_rrule(ufunc, *args)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    "cshape, xshape, yshape", [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), ()), ((4,), (3, 4), (1,))]
+)
+def test_where(cshape, xshape, yshape, dtype):
+    rng = np.random.default_rng(1)
+    c = rng.standard_normal(cshape) > 0
+    x = rng.standard_normal(xshape).astype(dtype)
+    y = rng.standard_normal(yshape).astype(dtype)
+    check_rrule(np.where, c, x, y)
+    check_grads(lambda x, y: np.where(c, np.sin(x), y * y))(x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_where_scalar_branch_and_integer_branch(dtype):
+    x = np.linspace(-1, 1, 7).astype(dtype)
+    g = fg.grad(lambda x: np.sum(np.where(x > 0, x * x, 0.0)))(x)
+    np.testing.assert_allclose(g, np.where(x > 0, 2 * x, 0.0), rtol=1e-6)
+    assert g.dtype == dtype
+    check_rrule(np.where, x > 0, x, np.arange(7))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("lo, hi", [(-0.5, 0.5), (None, 0.3), (-0.3, None)])
+def test_clip_through_the_tracer(lo, hi, dtype):
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-1, 1, (4, 5)).astype(dtype)
+    x = np.where(np.abs(x - (lo or 0)) < 0.02, x + 0.05, x).astype(dtype)
+    x = np.where(np.abs(x - (hi or 0)) < 0.02, x + 0.05, x).astype(dtype)
+    check_grads(lambda x: np.clip(x, lo, hi) ** 2)(x)
+    check_grads(lambda x: x.clip(lo, hi) * 3.0)(x)
+    g = fg.grad(lambda x: np.sum(np.clip(x, lo, hi)))(x)
+    inside = np.ones_like(x, dtype=bool)
+    if lo is not None:
+        inside &= x > lo
+    if hi is not None:
+        inside &= x < hi
+    np.testing.assert_array_equal(g, inside.astype(dtype))
+    assert g.dtype == dtype
+
+
+def test_clip_with_array_bounds():
+    rng = np.random.default_rng(3)
+    x, lo, hi = rng.standard_normal((3, 4)), rng.uniform(-2, -1, (4,)), rng.uniform(1, 2, (3, 1))
+    check_grads(lambda x, lo, hi: np.clip(x * 2, lo, hi))(x, lo, hi)
+
+
+# ------------------------------------------------------------------ kinks and ties, vs JAX
+
+
+@pytest.fixture(scope="module")
+def jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+KINKS = np.array([-1.0, 0.0, 0.0, 1.0, 2.0, -0.0])
+OTHER = np.array([-1.0, 0.0, 1.0, 1.0, 3.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    "name, fun",
+    [
+        ("maximum", lambda m, x, y: m.sum(m.maximum(x, y) * m.arange(1.0, 7.0))),
+        ("minimum", lambda m, x, y: m.sum(m.minimum(x, y) * m.arange(1.0, 7.0))),
+        ("maximum_scalar", lambda m, x, y: m.sum(m.maximum(x, 0.0) + m.maximum(1.0, y))),
+        ("abs", lambda m, x, y: m.sum(m.abs(x) * y)),
+        ("clip", lambda m, x, y: m.sum(m.clip(x, 0.0, 1.0) + m.clip(y, -1.0, 1.0))),
+        ("relu", lambda m, x, y: m.sum(m.maximum(x, 0.0) * m.maximum(y, 0.0))),
+    ],
+)
+def test_kinks_and_ties_match_jax(jax, name, fun):
+    jnp = jax.numpy
+    got = fg.grad(lambda x, y: fun(np, x, y), argnums=(0, 1))(KINKS, OTHER)
+    want = jax.grad(lambda x, y: fun(jnp, x, y), argnums=(0, 1))(KINKS, OTHER)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, np.asarray(w), err_msg=name)
+
+
+def test_documented_kink_choices():
+    # maximum/minimum share a tie evenly; abs' derivative at ±0 is 1 (as JAX); clip at a bound: 1/2
+    x = np.array([1.0, 2.0])
+    y = np.array([1.0, 3.0])
+    gx, gy = fg.grad(lambda x, y: np.sum(np.maximum(x, y)), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(gx, [0.5, 0.0])
+    np.testing.assert_array_equal(gy, [0.5, 1.0])
+    x = np.array([-2.0, 0.0, -0.0, 3.0], np.float32)
+    g = fg.elementwise_grad(np.abs)(x)
+    np.testing.assert_array_equal(g, [-1, 1, 1, 1])
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(
+        fg.elementwise_grad(lambda x: np.clip(x, 0.0, 1.0))(np.array([0.0, 0.5, 1.0, 2.0])),
+        [0.5, 1.0, 0.5, 0.0],
+    )
+
+
+# ------------------------------------------------------------------ non-differentiable ops
+
+
+@pytest.mark.parametrize("u", [np.floor, np.ceil, np.rint, np.trunc, np.sign])
+def test_piecewise_constant_ops_have_zero_gradient(u):
+    x = np.array([-1.7, -0.2, 0.4, 2.6])
+    y, pb = fg.rrule(u, x)
+    (g,) = pb(np.ones(4))
+    g = unthunk(g)
+    assert isinstance(g, AbstractZero) and not isinstance(g, NoTangent)
+    np.testing.assert_array_equal(fg.grad(lambda x: np.sum(u(x) * x))(x), u(x))
+    np.testing.assert_array_equal(fg.elementwise_grad(u)(x), np.zeros(4))
+
+
+@pytest.mark.parametrize(
+    "u", [np.greater, np.less_equal, np.equal, np.not_equal, np.logical_and, np.heaviside]
+)
+def test_comparisons_have_zero_gradient_and_noTangent_for_non_float(u):
+    x, y = np.array([0.5, -1.0, 2.0]), np.array([1.0, -1.0, 0.0])
+    _, pb = fg.rrule(u, x, y)
+    gx, gy = (unthunk(g) for g in pb(np.ones(3)))
+    assert isinstance(gx, AbstractZero) and not isinstance(gx, NoTangent)
+    assert isinstance(gy, AbstractZero) and not isinstance(gy, NoTangent)
+    _, pb = fg.rrule(np.add, x, np.arange(3))
+    gx, gi = pb(np.ones(3))
+    assert isinstance(gi, NoTangent)
+    np.testing.assert_array_equal(unthunk(gx), np.ones(3))
+    # a comparison inside a differentiated function contributes nothing, and nothing breaks
+    g = fg.grad(lambda x: np.sum(u(x, y) * x))(x)
+    np.testing.assert_array_equal(g, u(x, y).astype(float))
+
+
+def test_every_ufunc_of_the_table_is_reachable_through_the_tracer():
+    rng = np.random.default_rng(5)
+    for u in UFUNCS:
+        args = [_input(u, i, (3,), np.float64, rng) for i in range(u.nin)]
+        out = u(*args)
+        if not np.issubdtype(np.result_type(out), np.inexact):
+            continue
+
+        def f(*xs, u=u):
+            return np.sum(u(*xs) * np.arange(1.0, 4.0))
+
+        check_grads(f)(*args)
