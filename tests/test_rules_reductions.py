@@ -1,0 +1,159 @@
+"""Reduction rules (sum, mean, prod, max, min, var, std) against finite differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.testing import check_grads, check_rrule
+
+SHAPE_AXES = [
+    ((5,), None),
+    ((5,), 0),
+    ((5,), -1),
+    ((3, 4), None),
+    ((3, 4), 0),
+    ((3, 4), 1),
+    ((3, 4), -1),
+    ((3, 4), (0, 1)),
+    ((2, 3, 4), (0, 2)),
+    ((2, 3, 4), (-1, -3)),
+    ((2, 3, 4), 1),
+    ((2, 3, 4), (1,)),
+]
+DTYPES = [np.float64, np.float32]
+REDUCTIONS = [np.sum, np.mean, np.max, np.min, np.var, np.std, np.prod]
+
+
+def _distinct(rng, shape, dtype):
+    # distinct values (no ties) away from zero, so every rule is smooth there
+    n = int(np.prod(shape))
+    vals = (rng.permutation(n) + 1.0) / n + 0.5
+    vals *= rng.choice([-1.0, 1.0], n)
+    return vals.reshape(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("shape, axis", SHAPE_AXES)
+@pytest.mark.parametrize("f", REDUCTIONS, ids=lambda f: f.__name__)
+def test_check_rrule(f, shape, axis, keepdims, dtype):
+    rng = np.random.default_rng(0)
+    x = _distinct(rng, shape, dtype)
+    check_rrule(f, x, axis=axis, keepdims=keepdims)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("f", [np.var, np.std])
+@pytest.mark.parametrize("ddof", [0, 1])
+def test_var_std_ddof(f, ddof, dtype):
+    x = _distinct(np.random.default_rng(1), (4, 5), dtype)
+    check_rrule(f, x, axis=1, ddof=ddof)
+    check_rrule(f, x, ddof=ddof)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, axis", SHAPE_AXES)
+def test_prod_with_zeros(shape, axis, dtype):
+    rng = np.random.default_rng(2)
+    x = _distinct(rng, shape, dtype)
+    flat = x.reshape(-1)
+    flat[0] = 0.0
+    if flat.size > 3:
+        flat[3] = 0.0  # two zeros: in slices that hold both, every derivative is 0
+    check_rrule(np.prod, x, axis=axis)
+    want = np.empty(x.shape)
+    for idx in np.ndindex(x.shape):
+        # hand-derived: product of the other elements of the reduced slice
+        sl = list(idx)
+        axes = range(x.ndim) if axis is None else np.atleast_1d(axis) % x.ndim
+        for a in axes:
+            sl[a] = slice(None)
+        block = x[tuple(sl)].astype(np.float64).copy()
+        own = tuple(idx[a] for a in sorted(axes))
+        block[own] = 1.0
+        want[idx] = np.prod(block)
+    got = fg.grad(lambda x: np.sum(np.prod(x, axis=axis)))(x)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float64 else 1e-3)
+
+
+def test_prod_single_zero_exact():
+    x = np.array([2.0, 0.0, 3.0, 4.0])
+    np.testing.assert_array_equal(fg.grad(np.prod)(x), [0.0, 24.0, 0.0, 0.0])
+    x = np.array([[0.0, 0.0], [2.0, 5.0]])
+    np.testing.assert_array_equal(
+        fg.grad(lambda x: np.sum(np.prod(x, axis=1)))(x), [[0.0, 0.0], [5.0, 2.0]]
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("f, pick", [(np.max, np.argmax), (np.min, np.argmin)])
+def test_extremum_ties_split_evenly(f, pick, dtype):
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, -1.0], [5.0, 4.0, 5.0, 5.0]], dtype)
+    if f is np.min:
+        x = -x
+    g = fg.grad(lambda x: np.sum(f(x, axis=1) * np.array([1.0, 2.0, 3.0], dtype)))(x)
+    want = np.array(
+        [[0, 0.5, 0.5, 0], [2 / 3, 2 / 3, 2 / 3, 0], [1, 0, 1, 1]], dtype
+    )  # 3 split over three ties in the last row
+    want[2] = [1.0, 0.0, 1.0, 1.0]
+    np.testing.assert_allclose(g, want, rtol=1e-6)
+    assert g.dtype == dtype
+    g = fg.grad(lambda x: f(x))(x)
+    assert g.sum() == pytest.approx(1.0)
+    # keepdims and negative axes
+    g = fg.grad(lambda x: np.sum(f(x, axis=-2, keepdims=True)))(x)
+    assert g.shape == x.shape and np.allclose(g.sum(axis=0), 1.0)
+
+
+def test_max_min_method_and_amax():
+    x = np.array([[1.0, 4.0], [4.0, 2.0]])
+    np.testing.assert_allclose(fg.grad(lambda x: x.max())(x), [[0, 0.5], [0.5, 0]])
+    np.testing.assert_allclose(fg.grad(lambda x: np.amin(x))(x), [[1, 0], [0, 0]])
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(x.min(axis=0)))(x), [[1, 0], [0, 1]])
+
+
+@pytest.mark.parametrize("f", REDUCTIONS, ids=lambda f: f.__name__)
+def test_method_forms_through_the_tracer(f):
+    x = _distinct(np.random.default_rng(3), (3, 4), np.float64)
+    name = f.__name__
+
+    def fun(x):
+        return getattr(np.tanh(x), name)(axis=0) * 2.0
+
+    check_grads(fun)(x)
+    check_grads(lambda x: getattr(x, name)())(x)
+
+
+def test_mean_var_std_hand_derived():
+    x = np.array([[1.0, 2.0, 4.0], [0.0, -1.0, 3.0]])
+    n = 3
+    np.testing.assert_allclose(
+        fg.grad(lambda x: np.sum(np.mean(x, axis=1)))(x), np.full((2, 3), 1 / n)
+    )
+    c = x - x.mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(np.var(x, axis=1)))(x), 2 * c / n)
+    s = x.std(axis=1, keepdims=True)
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(np.std(x, axis=1)))(x), c / (n * s))
+
+
+def test_sum_dtype_and_integer_input():
+    x = np.ones((2, 3), np.float32)
+    g = fg.grad(lambda x: np.sum(x, dtype=np.float64))(x)
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, np.ones((2, 3)))
+    _, pb = fg.rrule(np.sum, np.arange(6).reshape(2, 3), axis=0)
+    assert isinstance(pb(np.ones(3))[0], fg.NoTangent)
+
+
+def test_reductions_in_broadcast_expressions():
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal(5), rng.standard_normal(4)
+
+    def f(x, y):
+        d = np.tanh(x[:, None] - y[None, :])
+        return np.sum(np.max(d, axis=1)) + np.mean(np.var(d, axis=0)) + np.std(d)
+
+    check_grads(f)(x, y)
