@@ -44,9 +44,11 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
 
 
 def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, memo: dict) -> Any:
+    # The memo maps id(node) -> (node, result): holding the node keeps its id from being reused
+    # by a temporary (the broadcast of an argument below dies as soon as it has been moved).
     done = memo.get(id(node))
-    if done is not None:
-        return done
+    if done is not None and done[0] is node:
+        return done[1]
     if node.cached is not None or isinstance(node, Leaf):
         base = node.cached if node.cached is not None else node.array
         out = leaf(view(base))
@@ -67,7 +69,7 @@ def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, mem
         from .plan import materialize
 
         out = leaf(view(materialize(node)))
-    memo[id(node)] = out
+    memo[id(node)] = (node, out)
     return out
 
 
