@@ -50,7 +50,9 @@ def _primal(x: Any) -> Any:
 
 def _has_out(kwargs: dict) -> bool:
     out = kwargs.get("out")
-    return out is not None and out != (None,) * len(out if isinstance(out, tuple) else ())
+    if isinstance(out, tuple):
+        return any(o is not None for o in out)
+    return out is not None
 
 
 def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -93,7 +95,7 @@ def _no_array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
         "a traced value was converted to a NumPy array (np.asarray, np.array or a function "
         "without a rule that calls it), so its gradient would be lost. Keep it in NumPy "
         "operations; to build an array from traced values use fusegrad.numpy.array([...]) or "
-        "np.stack([...]); to use it as a constant, wrap it with fusegrad.stop_gradient(x)"
+        "np.stack([...]); to use it as a constant, wrap it with fusegrad.numpy.stop_gradient(x)"
     )
 
 
@@ -102,7 +104,7 @@ def _no_scalar(kind: str):
         raise TypeError(
             f"{kind}() of a traced value cuts its gradient: the derivative cannot flow through a "
             "Python number. Keep it as an array (np.* operations), or wrap it with "
-            "fusegrad.stop_gradient(x) if it is meant as a constant"
+            "fusegrad.numpy.stop_gradient(x) if it is meant as a constant"
         )
 
     return convert
@@ -116,8 +118,8 @@ def _bool(self: Tracer) -> bool:
 def _no_setitem(self: Tracer, index: Any, value: Any) -> None:
     raise TypeError(
         "in-place assignment into a traced array (x[i] = v) cannot be differentiated. Build a "
-        "new array instead: np.where(mask, v, x) for masks, or fusegrad.numpy.index_update"
-        "(x, i, v) for indices"
+        "new array instead: np.where(mask, v, x) for masks, np.concatenate/np.stack of the "
+        "pieces, or fusegrad.numpy.array([...]) of the elements"
     )
 
 
