@@ -169,9 +169,31 @@ def _compute(outputs: list[LazyArray]) -> None:
 
     pending = [p for p in prereqs.values() if p.cached is None]
     if pending:
-        _compute(pending)
+        # Outputs that need no prerequisite join the prerequisites' planning, so that a nested
+        # reduction shares one pass with them when its domain is theirs (the x, y and s
+        # gradients of sum(exp(-(x[:, None] - y[None, :])**2 / (2 * s**2))) come from one pass).
+        targets = {id(p) for p in pending}
+        free = [o for outs in groups.values() for o in outs if not _reaches(_body(o), targets)]
+        _compute(list({id(n): n for n in pending + free}.values()))
     for domain, outs in groups.items():
         _run_group(domain, [o for o in outs if o.cached is None])
+
+
+def _reaches(root: Any, targets: set[int]) -> bool:
+    """Whether computing ``root`` needs one of the nodes with ids in ``targets`` first."""
+    stack, seen = [root], set()
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, LazyArray) or n.cached is not None or id(n) in seen:
+            continue
+        if id(n) in targets:
+            return True
+        seen.add(id(n))
+        if isinstance(n, Map):
+            stack.extend(n.args)
+        elif isinstance(n, Reduce):
+            stack.append(n.arg)
+    return False
 
 
 def _ids_in(root: Any, nodes_by_id: dict) -> set[int]:
