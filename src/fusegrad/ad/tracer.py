@@ -37,6 +37,30 @@ _STRUCTURAL = {
     np.broadcast_shapes: np.broadcast_shapes,
 }
 
+# Functions whose result has no derivative (indices, booleans): run on the primal values.
+_NONDIFF = {
+    np.argmax,
+    np.argmin,
+    np.argsort,
+    np.argwhere,
+    np.nonzero,
+    np.flatnonzero,
+    np.count_nonzero,
+    np.searchsorted,
+    np.isclose,
+    np.allclose,
+    np.array_equal,
+    np.any,
+    np.all,
+}
+
+
+def _primal_tree(x: Any) -> Any:
+    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+        return type(x)(_primal_tree(v) for v in x)
+    return _primal(x)
+
+
 # Ufunc methods that are other functions in disguise.
 _UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
 _UFUNC_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod}
@@ -84,6 +108,9 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
     structural = _STRUCTURAL.get(func)
     if structural is not None:
         return structural(*args, **kwargs)
+    if func in _NONDIFF:
+        args = tuple(_primal_tree(a) for a in args)
+        return func(*args, **{k: _primal_tree(v) for k, v in kwargs.items()})
     composite = COMPOSITES.get(func)
     if composite is not None:
         return composite(*args, **kwargs)
@@ -142,6 +169,9 @@ def _install() -> None:
     cls.__complex__ = _no_scalar("complex")
     cls.__index__ = _no_scalar("operator.index")
     cls.__bool__ = _bool
+    cls.item = _no_scalar("item")
+    cls.tolist = _no_scalar("tolist")
+    cls.copy = lambda self, order="K": self  # tracers are immutable: a copy is the same value
     cls.__setitem__ = _no_setitem
     cls.__hash__ = lambda self: id(self)
     for name, uf in [
@@ -205,6 +235,12 @@ def _install() -> None:
         "diagonal",
         "take",
         "sort",
+        "argmax",
+        "argmin",
+        "argsort",
+        "nonzero",
+        "any",
+        "all",
     ):
         fn = getattr(np, name, None) or np.ravel
         setattr(cls, name, lambda self, *a, _fn=fn, **k: _fn(self, *a, **k))
@@ -240,6 +276,7 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
 # Functions traced through their definition in terms of other NumPy functions.
 COMPOSITES: dict[Any, Any] = {
     np.clip: _clip,
+    np.copy: lambda a, order="K", subok=False: a,
     np.amax: lambda a, axis=None, keepdims=False: np.max(a, axis=axis, keepdims=keepdims),
     np.amin: lambda a, axis=None, keepdims=False: np.min(a, axis=axis, keepdims=keepdims),
 }

@@ -1,0 +1,210 @@
+"""Every error of the AD engine names the operation and the fix; control flow on values works."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.numpy as fnp
+from fusegrad.ad.core import NoRuleError
+from fusegrad.testing import check_grads
+
+X = np.array([0.5, -1.0, 2.0])
+
+
+def test_asarray_of_a_traced_value():
+    with pytest.raises(TypeError, match=r"converted to a NumPy array.*gradient would be lost"):
+        fg.grad(lambda x: np.sum(np.asarray(x) * 2))(X)
+    with pytest.raises(TypeError, match=r"fusegrad\.numpy\.stop_gradient"):
+        fg.grad(lambda x: np.sum(np.asarray(x) * 2))(X)
+
+
+@pytest.mark.parametrize("conv", [float, int, complex])
+def test_python_number_of_a_traced_value(conv):
+    with pytest.raises(
+        TypeError, match=rf"{conv.__name__}\(\) of a traced value cuts its gradient"
+    ):
+        fg.grad(lambda x: np.sum(x) * conv(x[0]))(X)
+    with pytest.raises(TypeError, match=r"fusegrad\.numpy\.stop_gradient\(x\)"):
+        fg.grad(lambda x: conv(np.sum(x)))(X)
+
+
+def test_stop_gradient_is_the_fix_for_conversions():
+    g = fg.grad(lambda x: np.sum(x) * float(fnp.stop_gradient(x[0])))(X)
+    np.testing.assert_allclose(g, np.full(3, 0.5))
+    g = fg.grad(lambda x: np.sum(x * np.asarray(fnp.stop_gradient(x))))(X)
+    np.testing.assert_allclose(g, X)
+    # all levels: nested traces
+    gg = fg.grad(lambda x: fg.grad(lambda y: y * fnp.stop_gradient(x) * y)(x))(3.0)
+    assert gg == pytest.approx(6.0)  # d/dx (2 * x * c) with c held constant
+    assert fnp.stop_gradient(X) is X and fnp.stop_gradient(2.0) == 2.0
+
+
+@pytest.mark.parametrize(
+    "fun, name",
+    [
+        (lambda x: np.sum(np.fft.fft(x).real), "np.fft.fft"),
+        (lambda x: np.sum(np.unwrap(x)), "np.unwrap"),
+    ],
+)
+def test_function_without_a_rule(fun, name):
+    with pytest.raises(NoRuleError) as info:
+        fg.grad(fun)(X)
+    msg = str(info.value)
+    assert f"no reverse rule for {name}" in msg
+    assert f"@fusegrad.register_rrule({name})" in msg
+    assert "pullback" in msg
+    assert isinstance(info.value, TypeError)
+
+
+def test_registering_a_rule_fixes_it():
+    def my_double(x):
+        return np.asarray(x) * 2.0
+
+    with pytest.raises(TypeError):
+        fg.grad(lambda x: np.sum(my_double(x)))(X)
+
+    @fg.register_rrule(my_double)
+    def _(x):
+        return my_double(x), lambda dy: (2.0 * dy,)
+
+    np.testing.assert_allclose(
+        fg.grad(lambda x: np.sum(fg.ad.core.apply(my_double, (x,), {})))(X), np.full(3, 2.0)
+    )
+
+
+def test_in_place_assignment():
+    def f(x):
+        x[0] = 1.0
+        return np.sum(x)
+
+    with pytest.raises(TypeError, match=r"in-place assignment into a traced array.*np\.where"):
+        fg.grad(f)(X)
+
+
+def test_ufunc_out_argument():
+    with pytest.raises(TypeError, match=r"np\.sin\(\.\.\., out=\.\.\.\).*drop out="):
+        fg.grad(lambda x: np.sum(np.sin(x, out=np.empty(3))))(X)
+
+
+def test_grad_of_a_non_scalar_output():
+    with pytest.raises(TypeError, match=r"grad needs a scalar output.*shape \(3,\)") as info:
+        fg.grad(lambda x: x * 2)(X)
+    for name in ("fusegrad.vjp", "fusegrad.elementwise_grad", "fusegrad.jacobian"):
+        assert name in str(info.value)
+    with pytest.raises(TypeError, match="scalar output"):
+        fg.value_and_grad(lambda x: (np.sum(x), np.sum(x)))(X)
+    # a one-element output is accepted, as a scalar
+    np.testing.assert_allclose(fg.grad(lambda x: x[:1] * 3.0)(X), [3.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    "value, dtype",
+    [(np.arange(3), "int64"), (np.ones(3, bool), "bool"), (3, "int"), (True, "bool")],
+)
+def test_gradient_of_an_integer_or_bool_input(value, dtype):
+    with pytest.raises(TypeError, match=rf"argument 0 of .* has dtype {dtype}.*no derivative"):
+        fg.grad(lambda x: np.sum(x * 2.0))(value)
+    with pytest.raises(TypeError, match=r"leave it out of argnums"):
+        fg.grad(lambda y, x: np.sum(x * y), argnums=(0, 1))(X, value)
+    # not differentiated: fine
+    fg.grad(lambda y, x: np.sum(x * y))(X, value)
+
+
+def test_integer_leaf_inside_a_pytree():
+    with pytest.raises(TypeError, match=r"has dtype int"):
+        fg.grad(lambda p: p["w"] * 2.0)({"w": 1.0, "n": 3})
+
+
+@pytest.mark.parametrize("argnums", [1, -2, (0, 1), (3,)])
+def test_argnums_out_of_range(argnums):
+    with pytest.raises(ValueError, match=r"argnums=.* is out of range .* 1 positional argument"):
+        fg.grad(lambda x: np.sum(x), argnums=argnums)(X)
+    with pytest.raises(ValueError, match="out of range"):
+        fg.value_and_grad(lambda x: np.sum(x), argnums=argnums)(X)
+    with pytest.raises(ValueError, match="out of range"):
+        fg.elementwise_grad(lambda x: x, argnums=argnums)(X)
+    with pytest.raises(ValueError, match="out of range"):
+        fg.jacobian(lambda x: x, argnums=argnums)(X)
+
+
+def test_np_array_of_traced_values_points_to_the_fix():
+    with pytest.raises(TypeError) as info:
+        fg.grad(lambda x: np.sum(np.array([x[0], x[1] * 2])))(X)
+    msg = str(info.value)
+    assert "fusegrad.numpy.array" in msg and "np.stack" in msg
+    g = fg.grad(lambda x: np.sum(fnp.array([x[0], x[1] * 2])))(X)
+    np.testing.assert_allclose(g, [1.0, 2.0, 0.0])
+    g = fg.grad(lambda x: np.sum(np.stack([x[0], x[1] * 2])))(X)
+    np.testing.assert_allclose(g, [1.0, 2.0, 0.0])
+
+
+def test_fusegrad_numpy_array():
+    def f(x):
+        m = fnp.array([[x[0], 1.0], [x[1] * x[2], x[0] ** 2]])
+        return np.sum(m @ np.array([1.0, 2.0]))
+
+    np.testing.assert_allclose(fg.grad(f)(X), [1 + 4 * X[0], X[2], X[1]])
+    check_grads(f)(X)
+    x32 = X.astype(np.float32)
+    g = fg.grad(lambda x: np.sum(fnp.array([x[0], x[1]], dtype=np.float64)))(x32)
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(fnp.array([[1, 2]], dtype=float), np.array([[1.0, 2.0]]))
+
+
+def test_control_flow_on_concrete_values_works():
+    def f(x):
+        if x.sum() > 0:
+            return np.sum(x * x)
+        return np.sum(-x)
+
+    np.testing.assert_allclose(fg.grad(f)(X), 2 * X)
+    np.testing.assert_allclose(fg.grad(f)(-X), -np.ones(3))
+
+    def loop(x):
+        y = x
+        while np.max(np.abs(y)) > 0.1:
+            y = y / 2
+        return np.sum(y)
+
+    np.testing.assert_allclose(fg.grad(loop)(X), np.full(3, 1 / 32))
+
+    def branch(x):
+        return np.sum(x * 3 if np.any(x > 0) and not np.all(np.isnan(x)) else x)
+
+    np.testing.assert_allclose(fg.grad(branch)(X), np.full(3, 3.0))
+
+    # functions of indices and booleans run on the values
+    np.testing.assert_allclose(fg.grad(lambda x: x[np.argmax(x)] * 2)(X), [0.0, 0.0, 2.0])
+    np.testing.assert_allclose(fg.grad(lambda x: x[x.argmin()] + x[x.argsort()[1]])(X), [1, 1, 0])
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(x[np.nonzero(x > 0)]))(X), [1, 0, 1])
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(x) * (1 + np.any(x > 1)))(X), [2, 2, 2])
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(np.copy(x) * x.copy()))(X), 2 * X)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a comparison of traced values returns a bare fusegrad.lazy Map, which has no "
+    ".any()/.all()/.tolist() methods (lazy layer, fusegrad/lazy/protocols.py)",
+)
+def test_methods_of_a_comparison_result():
+    def f(x):
+        return np.sum(x * 3 if (x > 0).any() and (x > -5).all() else x)
+
+    np.testing.assert_allclose(fg.grad(f)(X), np.full(3, 3.0))
+
+
+def test_item_and_tolist_cut_the_gradient():
+    with pytest.raises(TypeError, match=r"item\(\) of a traced value"):
+        fg.grad(lambda x: x[0].item() * x[1])(X)
+    with pytest.raises(TypeError, match=r"tolist\(\) of a traced value"):
+        fg.grad(lambda x: np.sum(x.tolist()))(X)
+
+
+def test_bad_cotangents_and_has_aux():
+    _, f_vjp = fg.vjp(np.sin, X)
+    with pytest.raises(ValueError, match=r"cotangent has shape \(4,\) but the output has shape"):
+        f_vjp(np.ones(4))
+    with pytest.raises(TypeError, match=r"has_aux=True needs .* pair"):
+        fg.grad(lambda x: np.sum(x), has_aux=True)(X)
