@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = parse_args(argv)
     try:
-        lib_names = libs.parse_libs(args.libs)
+        lib_names = libs.parse_libs(args.libs, None if args.full else libs.QUICK_LIBS)
         workloads = parse_only(args.only)
         sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     except ValueError as e:
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = runner.plan_cases(workloads, lib_names, sizes_for, args.thp)
     missing = [n for n in lib_names if not libs.LIBS[n].installed()]
     print(
-        f"fusegrad bench: {len(cases)} cases ({'full' if args.full else 'quick'} sizes), "
+        f"fusegrad bench: {len(cases)} cases ({'full' if args.full else 'quick'} mode), "
         f"each in a fresh process" + (f"; not installed: {', '.join(missing)}" if missing else ""),
         file=sys.stderr,
         flush=True,

@@ -66,9 +66,12 @@ LIBS: dict[str, Lib] = {
 }
 
 DEFAULT_LIBS = list(LIBS)
+# The quick run must stay under 2 minutes on 2 cores: the engine-specific fusegrad runners (a
+# fresh numba compile each) come in with --full or when named.
+QUICK_LIBS = [n for n in LIBS if n not in ("fusegrad-numpy", "fusegrad-numba")]
 
 
-def parse_libs(spec: str | None) -> list[str]:
+def parse_libs(spec: str | None, default: list[str] | None = None) -> list[str]:
     """Parse ``--libs``; unknown names raise ``ValueError`` listing the known ones.
 
     ``numpy`` is the reference every ratio divides by, so it is always included.
@@ -78,7 +81,7 @@ def parse_libs(spec: str | None) -> list[str]:
         ['numpy', 'jax']
     """
     if not spec:
-        return list(DEFAULT_LIBS)
+        return list(default or DEFAULT_LIBS)
     names = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [s for s in names if s not in LIBS]
     if unknown:
