@@ -186,6 +186,11 @@ def result_dtype(op: str, args: tuple) -> np.dtype:
     return dt
 
 
+def _shape_text(shape: tuple[int, ...]) -> str:
+    """A shape as NumPy prints it in error messages: ``(3,)``, ``(2,4)``, ``()``."""
+    return "(" + ",".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
 def make_map(op: str, args: tuple, dtype: np.dtype | None = None) -> LazyArray:
     """The ``Map`` node ``op(*args)`` with NumPy broadcasting; raises NumPy's broadcasting error.
 
@@ -193,7 +198,14 @@ def make_map(op: str, args: tuple, dtype: np.dtype | None = None) -> LazyArray:
     (2, 3)
     """
     shapes = [a.shape for a in args if isinstance(a, LazyArray)]
-    shape = np.broadcast_shapes(*shapes) if shapes else ()
+    try:
+        shape = np.broadcast_shapes(*shapes) if shapes else ()
+    except ValueError:
+        # NumPy's own message for a ufunc (and np.where): every operand's shape, scalars as ().
+        text = " ".join(
+            _shape_text(np.shape(a) if not isinstance(a, LazyArray) else a.shape) for a in args
+        )
+        raise ValueError(f"operands could not be broadcast together with shapes {text} ") from None
     if dtype is None:
         dtype = result_dtype(op, args)
     key = ("map", op, dtype.str) + tuple(arg_key(a) for a in args)
