@@ -114,6 +114,7 @@ def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
     """Collect the nodes a kernel over a domain of ``domain_size`` must have computed first."""
     stack = [root]
     seen: set[int] = set()
+    memo: dict = {}
     while stack:
         n = stack.pop()
         if not isinstance(n, LazyArray) or id(n) in seen or n.cached is not None:
@@ -124,7 +125,13 @@ def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
         if isinstance(n, Reduce):
             prereqs[id(n)] = n
             continue
-        if n is not root and n.size < domain_size and is_expensive(n):
+        # A blow-up (larger than every leaf under it) is never stored (DESIGN, policy rule 2).
+        if (
+            n is not root
+            and n.size < domain_size
+            and is_expensive(n)
+            and n.size <= _largest_leaf(n, memo)
+        ):
             policy_store(n, "expensive, and broadcast over a larger domain")
             prereqs[id(n)] = n
             continue
