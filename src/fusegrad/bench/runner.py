@@ -260,7 +260,9 @@ def run_all(
         else:
             skip = memory_skip_reason(estimate_bytes(case.lib, wl, case.n), available)
             prev = last_ok.get(key)
-            if skip is None and prev is not None:
+            # Only pairwise work really grows as predicted; small linear cases are dominated by
+            # per-call overhead, and extrapolating it would skip cases that take a second.
+            if skip is None and prev is not None and wl.pairwise:
                 est = predict_seconds(prev, case.n, wl, min_samples)
                 if est > case_limit_s:
                     skip = f"skipped: would take ~{est:.0f} s (limit {case_limit_s:g} s; --full)"
