@@ -1,0 +1,303 @@
+"""Benchmark the numba engine against hand-written references and the numpy_blocked engine.
+
+Run::
+
+    python benchmarks/bench_kernels.py            # everything, N=8000, 7 interleaved rounds
+    python benchmarks/bench_kernels.py --quick    # N=2000, 5 rounds, smaller sweep
+
+Sections (each timing is the median of interleaved rounds in this one process; ratios are what
+count on a shared machine):
+
+1. issue-4 targets at N: the engine on hand-built ``Kernel``s vs ``reference_kernels``
+   (hand numba, hand NumPy blocked, NumPy eager where asked) and the numpy_blocked engine;
+2. the row+column Gaussian sums as one multi-output kernel vs two separate kernels;
+3. tracemalloc peak of the engine on the tanh row sum;
+4. the ``auto`` sweep: numba vs numpy_blocked on arithmetic-only and transcendental kernels
+   at domain sizes 10^3 .. 10^7 (what ``numba_engine.prefers`` encodes);
+5. first use of a new kernel (compile) and disk-cache hits, in fresh subprocesses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import tracemalloc
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import reference_kernels as ref  # noqa: E402
+
+from fusegrad.lazy.engines import numba_engine as ne  # noqa: E402
+from fusegrad.lazy.kernel import Instr, Kernel, Output  # noqa: E402
+
+try:
+    from fusegrad.lazy.engines import numpy_blocked
+except Exception:  # pragma: no cover
+    numpy_blocked = None
+
+F8 = np.dtype("f8")
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def k_tanh_rowsum(x, y):
+    """``sum(tanh(x[:, None] - y[None, :]), axis=1)`` as a Kernel."""
+    return Kernel(
+        (x.size, y.size),
+        (x[:, None], y[None, :]),
+        (),
+        (Instr("subtract", (0, 1), F8), Instr("tanh", (2,), F8)),
+        (Output(3, "sum", (1,), F8),),
+    )
+
+
+def k_half_rowsum(x, y):
+    """``sum((x[:, None] - y[None, :]) / 2, axis=1)`` as a Kernel."""
+    return Kernel(
+        (x.size, y.size),
+        (x[:, None], y[None, :]),
+        (2,),
+        (Instr("subtract", (0, 1), F8), Instr("divide", (3, 2), F8)),
+        (Output(4, "sum", (1,), F8),),
+    )
+
+
+def k_gauss(x, y, axes_list):
+    """Sums of ``exp(-(x[:, None] - y[None, :])**2)`` over each axes tuple in ``axes_list``."""
+    prog = (
+        Instr("subtract", (0, 1), F8),  # 3
+        Instr("power", (3, 2), F8),  # 4: ** 2 (weak int constant)
+        Instr("negative", (4,), F8),  # 5
+        Instr("exp", (5,), F8),  # 6
+    )
+    outs = tuple(Output(6, "sum", axes, F8) for axes in axes_list)
+    return Kernel((x.size, y.size), (x[:, None], y[None, :]), (2,), prog, outs)
+
+
+def k_half_elementwise(x, y):
+    """``(x[:, None] - y[None, :]) / 2`` written out (memory bound)."""
+    return Kernel(
+        (x.size, y.size),
+        (x[:, None], y[None, :]),
+        (2,),
+        (Instr("subtract", (0, 1), F8), Instr("divide", (3, 2), F8)),
+        (Output(4, None, (), F8),),
+    )
+
+
+def k_mixed_rowsum(x, y):
+    """Mostly arithmetic with one exp: ``sum(exp(x)[:, None] * (x - y)**2, axis=1)`` where the
+    exp is hoisted to the outer loop (one call per row)."""
+    prog = (
+        Instr("exp", (0,), F8),  # 2 (depends on axis 0 only)
+        Instr("subtract", (0, 1), F8),  # 3
+        Instr("multiply", (3, 3), F8),  # 4
+        Instr("multiply", (2, 4), F8),  # 5
+    )
+    return Kernel(
+        (x.size, y.size), (x[:, None], y[None, :]), (), prog, (Output(5, "sum", (1,), F8),)
+    )
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def bench(cases: dict, rounds: int, warm: int = 1) -> dict:
+    """Median seconds per case; each round runs every case once (interleaved)."""
+    for f in cases.values():
+        for _ in range(warm):
+            f()
+    times = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, f in cases.items():
+            t = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def fmt(s: float) -> str:
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def show(title: str, res: dict, base: str | None = None) -> None:
+    print(f"\n## {title}")
+    for k, v in res.items():
+        extra = f"  ({v / res[base]:.2f}x {base})" if base and k != base else ""
+        print(f"  {k:<28} {fmt(v):>10}{extra}")
+
+
+def nb_run(kern):
+    return lambda: ne.run(kern)
+
+
+def np_run(kern):
+    return lambda: numpy_blocked.run(kern)
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def targets(n: int, rounds: int, eager: bool) -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    kt, kh = k_tanh_rowsum(x, y), k_half_rowsum(x, y)
+    kg = k_gauss(x, y, [(1,), (0,)])
+    # correctness first
+    np.testing.assert_allclose(ne.run(kt)[0][:, 0], ref.tanh_rowsum_blocked(x, y), rtol=1e-9)
+    np.testing.assert_allclose(ne.run(kh)[0][:, 0], ref.half_rowsum_blocked(x, y), atol=1e-7)
+    r, c = ne.run(kg)
+    rr, cc = ref.gauss_rowcol_blocked(x, y)
+    np.testing.assert_allclose(r[:, 0], rr, rtol=1e-9)
+    np.testing.assert_allclose(c[0], cc, rtol=1e-9)
+
+    cases = {
+        "engine numba": nb_run(kt),
+        "hand numba (prange)": lambda: ref.tanh_rowsum_numba(x, y),
+        "hand numpy blocked": lambda: ref.tanh_rowsum_blocked(x, y),
+    }
+    if numpy_blocked:
+        cases["engine numpy_blocked"] = np_run(kt)
+    if eager:
+        cases["numpy eager"] = lambda: ref.tanh_rowsum_eager(x, y)
+    show(f"sum(tanh(x[:,None]-y[None,:]), axis=1), N={n}", bench(cases, rounds), "engine numba")
+
+    cases = {
+        "engine numba": nb_run(kh),
+        "hand numba (prange)": lambda: ref.half_rowsum_numba(x, y),
+        "hand numpy blocked": lambda: ref.half_rowsum_blocked(x, y),
+        "numpy eager": lambda: ref.half_rowsum_eager(x, y),
+    }
+    if numpy_blocked:
+        cases["engine numpy_blocked"] = np_run(kh)
+    show(f"sum((x[:,None]-y[None,:])/2, axis=1), N={n}", bench(cases, rounds), "engine numba")
+
+    krow, kcol = k_gauss(x, y, [(1,)]), k_gauss(x, y, [(0,)])
+    cases = {
+        "engine numba, one pass": nb_run(kg),
+        "engine numba, two kernels": lambda: (ne.run(krow), ne.run(kcol)),
+        "hand numba (prange)": lambda: ref.gauss_rowcol_numba(x, y),
+        "hand numpy blocked": lambda: ref.gauss_rowcol_blocked(x, y),
+    }
+    if numpy_blocked:
+        cases["engine numpy_blocked"] = np_run(kg)
+    if eager:
+        cases["numpy eager"] = lambda: ref.gauss_rowcol_eager(x, y)
+    show(
+        f"row+col sums of exp(-(x[:,None]-y[None,:])**2), N={n}",
+        bench(cases, rounds),
+        "engine numba, one pass",
+    )
+
+    tracemalloc.start()
+    ne.run(kt)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(f"\n  tracemalloc peak, engine numba tanh row sum N={n}: {peak / 2**20:.3f} MiB")
+
+
+def sweep(sizes: list[int], rounds: int) -> None:
+    if numpy_blocked is None:
+        print("\n(numpy_blocked not importable: sweep skipped)")
+        return
+    print("\n## auto sweep: numba engine time / numpy_blocked engine time (<1: numba faster)")
+    builders = {
+        "arith rowsum": k_half_rowsum,
+        "arith elementwise": k_half_elementwise,
+        "gauss row+col (exp)": lambda x, y: k_gauss(x, y, [(1,), (0,)]),
+        "tanh rowsum": k_tanh_rowsum,
+        "1 exp/row + arith": k_mixed_rowsum,
+    }
+    print("  " + "points".rjust(10) + "".join(f"{b:>22}" for b in builders))
+    rng = np.random.default_rng(1)
+    for n in sizes:
+        x, y = rng.standard_normal(n), rng.standard_normal(n)
+        row = []
+        for build in builders.values():
+            k = build(x, y)
+            r = bench({"nb": nb_run(k), "np": np_run(k)}, rounds, warm=2)
+            row.append(f"{r['nb'] / r['np']:.2f} ({fmt(r['nb'])})")
+        print("  " + f"{n * n:>10}" + "".join(f"{c:>22}" for c in row))
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    t0 = time.perf_counter()
+    from fusegrad.lazy.engines import numba_engine as ne
+    from fusegrad.lazy.kernel import Instr, Kernel, Output
+    ne.available()
+    t_import = time.perf_counter() - t0
+    f8 = np.dtype("f8")
+    x, y = np.linspace(-1, 1, 300), np.linspace(0, 2, 200)
+    def k(op):
+        return Kernel((300, 200), (x[:, None], y[None, :]), (0.5,),
+                      (Instr(op, (0, 1), f8), Instr("multiply", (3, 2), f8)),
+                      (Output(4, "sum", (1,), f8), Output(4, "sum", (0,), f8)))
+    t = time.perf_counter(); ne.run(k("subtract")); first = time.perf_counter() - t
+    t = time.perf_counter(); ne.run(k(sys.argv[1])); second = time.perf_counter() - t
+    kk = k(sys.argv[1])
+    t = time.perf_counter(); ne.run(kk); third = time.perf_counter() - t
+    print(json.dumps({"import": t_import, "first kernel (cold process)": first,
+                      "new kernel, warm process": second, "same kernel again": third,
+                      "stats": ne.STATS}))
+    """
+)
+
+
+def compile_times() -> None:
+    print("\n## first use and disk-cache hits (fresh subprocesses, fresh cache dir)")
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, FUSEGRAD_CACHE_DIR=d)
+        for label in ("cold cache (compiles)", "warm cache (loads from disk)"):
+            r = subprocess.run(
+                [sys.executable, "-c", CHILD, "add"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            stats = res.pop("stats")
+            print(f"  {label}: " + ", ".join(f"{k} {fmt(v)}" for k, v in res.items()))
+            print(f"    STATS {stats}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=8000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--eager", action="store_true", help="also time NumPy eager on tanh/gauss")
+    ap.add_argument("--only", choices=["targets", "sweep", "compile"], default=None)
+    a = ap.parse_args()
+    n, rounds = (2000, 5) if a.quick else (a.n, a.rounds)
+    sizes = [32, 100, 316, 1000] if a.quick else [32, 100, 178, 316, 1000, 3162]
+    import numba
+
+    print(f"numba {numba.__version__}, numpy {np.__version__}, threads {numba.get_num_threads()}")
+    if a.only in (None, "compile"):
+        compile_times()
+    if a.only in (None, "targets"):
+        targets(n, rounds, a.eager)
+    if a.only in (None, "sweep"):
+        sweep(sizes, rounds)
+
+
+if __name__ == "__main__":
+    main()
