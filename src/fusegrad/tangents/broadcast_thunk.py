@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, asarray, materialize
+from .ownership import mark_owned
 from .thunks import AbstractThunk, unthunk
 from .zeros import AbstractZero
 
@@ -123,7 +124,26 @@ class BroadcastThunk(AbstractThunk):
 
     @property
     def imag(self) -> Any:
+        if self.dtype.kind != "c":  # zeros: a stride-0 view, so still lazy and O(1) in memory
+            return BroadcastThunk(np.broadcast_to(np.zeros((), self.dtype), self.shape))
         return _wrap(np.imag(self.node))
+
+    def __lt__(self, other: Any) -> Any:
+        return self._binary(other, np.less)
+
+    def __le__(self, other: Any) -> Any:
+        return self._binary(other, np.less_equal)
+
+    def __gt__(self, other: Any) -> Any:
+        return self._binary(other, np.greater)
+
+    def __ge__(self, other: Any) -> Any:
+        return self._binary(other, np.greater_equal)
+
+    def add_into(self, dest: np.ndarray) -> np.ndarray:
+        """``dest + self`` in one fused pass (``iadd`` calls this for an array it owns); the
+        result is a new owned array, so the thunk is never materialised on its own."""
+        return mark_owned(materialize(asarray(dest) + self.node))
 
     def project_to(self, projector: Any) -> Any:
         """``ProjectTo`` keeps the thunk lazy: a dtype change or a size-1 reshape is one more op."""
