@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tangents import NoTangent, ZeroTangent, unthunk
+from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
 from .registry import register_rrule
 from .shapes import is_zero, no_tangents, params, project, unbroadcast_to
 
@@ -82,9 +82,10 @@ def _matmul(a, b):
             dy2 = np.expand_dims(dy2, -2 if len(bshape) > 1 else -1)
         if len(bshape) == 1:
             dy2 = np.expand_dims(dy2, -1)
-        da = unbroadcast_to(np.matmul(dy2, _mT(b2)), np.shape(a2))
-        db = unbroadcast_to(np.matmul(_mT(a2), dy2), np.shape(b2))
-        return project(da, a), project(db, b)
+        # Thunks: the cotangent of a constant operand (the data X in X @ w) is never computed.
+        da = Thunk(lambda: project(unbroadcast_to(np.matmul(dy2, _mT(b2)), np.shape(a2)), a))
+        db = Thunk(lambda: project(unbroadcast_to(np.matmul(_mT(a2), dy2), np.shape(b2)), b))
+        return da, db
 
     return y, pullback
 
