@@ -293,6 +293,7 @@ def _install() -> None:
         ("and", np.logical_and),
         ("or", np.logical_or),
         ("xor", np.logical_xor),
+        ("matmul", np.matmul),  # not fusable: materialises its operands and runs eagerly
     ]:
         fwd, rev = _binary(uf)
         setattr(cls, f"__{name}__", fwd)
