@@ -74,7 +74,36 @@ def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) ->
         if r.dtype != want:
             r = make_map("cast", (r,), want)
         return movement.reshape(r, shape)
+    if int(np.prod([x.shape[a] for a in flat])) <= UNROLL and x.size > UNROLL:
+        return movement.reshape(_unrolled(kind, x, tuple(flat)), shape)
     return make_reduce(kind, x, tuple(flat), shape)
+
+
+UNROLL = 8  # reductions over at most this many elements become elementwise ops
+
+
+_COMBINE = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
+
+
+def _unrolled(kind: str, x: LazyArray, axes: tuple[int, ...]) -> LazyArray:
+    """A short reduction (the 3 coordinates of ``sum(d**2, axis=-1)``) as a chain of elementwise
+    ops over slices, keepdims: it stays lazy and fuses into its consumer's kernel instead of
+    being materialised at the consumer's size."""
+    want = reduce_dtype(kind, x.dtype)
+    if kind in ("sum", "prod") and x.dtype != want:
+        x = make_map("cast", (x,), want)
+    for a in axes:
+        parts = [
+            movement.getitem(
+                x, tuple(slice(k, k + 1) if i == a else slice(None) for i in range(x.ndim))
+            )
+            for k in range(x.shape[a])
+        ]
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = make_map(_COMBINE[kind], (acc, p))
+        x = acc
+    return x
 
 
 def mean(x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..lazy import LazyArray, asarray, materialize
 from ..lazy.reductions import normalize_axes
-from ..tangents import BroadcastThunk, unthunk
+from ..tangents import BroadcastThunk, NoTangent, unthunk
 from ..tangents.thunks import AbstractThunk
 from .registry import register_rrule
 
@@ -48,6 +48,19 @@ def _wrap(g: Any) -> Any:
     return BroadcastThunk(g) if isinstance(g, LazyArray) else g
 
 
+def _pad_positional(rule: Callable) -> Callable:
+    """Options passed positionally (``np.sum(x, -1)``) get ``NoTangent()`` cotangents."""
+
+    def padded(a: Any, *args: Any, **kwargs: Any) -> Any:
+        y, pullback = rule(a, *args, **kwargs)
+        if not args:
+            return y, pullback
+        return y, lambda dy: pullback(dy) + (NoTangent(),) * len(args)
+
+    padded.__doc__ = rule.__doc__
+    return padded
+
+
 def _count(shape: tuple, axes: tuple) -> int:
     return int(np.prod([shape[a] for a in axes])) if axes else 1
 
@@ -65,6 +78,7 @@ def _ndim(x: Any) -> int:
 
 
 @register_rrule(np.sum, lazy=True)
+@_pad_positional
 def _sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     """``x̄ = broadcast(ȳ)``."""
     shape = tuple(np.shape(a))
@@ -78,6 +92,7 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
 
 
 @register_rrule(np.mean, lazy=True)
+@_pad_positional
 def _mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     """``x̄ = broadcast(ȳ) / n``."""
     shape = tuple(np.shape(a))
@@ -110,13 +125,14 @@ def _extremum(fn: Callable) -> Callable:
     return rule
 
 
-register_rrule(np.max, lazy=True)(_extremum(np.max))
-register_rrule(np.min, lazy=True)(_extremum(np.min))
-register_rrule(np.amax, lazy=True)(_extremum(np.max))
-register_rrule(np.amin, lazy=True)(_extremum(np.min))
+register_rrule(np.max, lazy=True)(_pad_positional(_extremum(np.max)))
+register_rrule(np.min, lazy=True)(_pad_positional(_extremum(np.min)))
+register_rrule(np.amax, lazy=True)(_pad_positional(_extremum(np.max)))
+register_rrule(np.amin, lazy=True)(_pad_positional(_extremum(np.min)))
 
 
 @register_rrule(np.prod, lazy=True)
+@_pad_positional
 def _prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     """``x̄ = ȳ · ∏_{j≠i} x_j``, exact even where ``x`` has zeros."""
     shape = tuple(np.shape(a))
@@ -159,6 +175,7 @@ def _moments(a: Any, axis: Any, ddof: int) -> tuple:
 
 
 @register_rrule(np.var, lazy=True)
+@_pad_positional
 def _var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
     """``x̄ = ȳ · 2 (x - mean) / (n - ddof)``."""
     shape, axes, la, centered, n = _moments(a, axis, ddof)
@@ -171,6 +188,7 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: b
 
 
 @register_rrule(np.std, lazy=True)
+@_pad_positional
 def _std(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
     """``x̄ = ȳ · (x - mean) / ((n - ddof) · y)``."""
     shape, axes, la, centered, n = _moments(a, axis, ddof)
