@@ -115,6 +115,8 @@ def has_rrule(f: Any) -> bool:
 
 def is_differentiable(x: Any) -> bool:
     """Whether ``x`` can carry a derivative: real or complex floating values (and containers)."""
+    if type(x) is np.ndarray:  # the common case, first
+        return x.dtype.kind in "fc"
     if isinstance(x, bool | np.bool_):
         return False
     if isinstance(x, list | tuple):

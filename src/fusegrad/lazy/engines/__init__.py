@@ -73,10 +73,10 @@ def choose(kernel: Kernel) -> str:
         return "numpy"
     if name == "numba":
         return "numba"
-    prefers = getattr(nb, "prefers", None)
-    if nb.is_compiled(kernel) or (prefers(kernel) if prefers else kernel.size >= nb.AUTO_MIN_SIZE):
-        return "numba"
-    return "numpy"
+    # The measured rule (numba_engine.prefers): transcendental kernels stay on NumPy's SIMD
+    # ufuncs even when a numba build of them exists; arithmetic ones go to numba when large or
+    # already compiled.
+    return "numba" if nb.prefers(kernel) else "numpy"
 
 
 def run(kernel: Kernel) -> tuple[list[np.ndarray], str]:
