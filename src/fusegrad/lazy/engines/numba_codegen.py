@@ -456,7 +456,9 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
         return f"_ifmod({x}, {y})"
     if op in ("power", "float_power"):
         if fl:
-            return f"({x} ** {y})"
+            # NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when
+            # the exponent is a constant, so LLVM unswitches it out of the loop.
+            return f"({x} * {x} if {y} == 2 else {x} ** {y})"
         plan.helpers.add("_ipow")
         return f"_ipow({x}, {y})"
     if op == "negative":

@@ -7,7 +7,7 @@ Public interface (used by ``fusegrad.lazy.engines``)::
     prefers(kernel) -> bool      the measured ``auto`` choice (see its docstring)
     is_compiled(kernel) -> bool  this process already has the kernel's machine code
     run(kernel) -> list[ndarray] one array per output, keepdims shape
-    AUTO_MIN_SIZE, PARALLEL_MIN_SIZE, STATS
+    AUTO_MIN_SIZE, PARALLEL_MIN_NS, STATS, inner_expensive(kernel)
 
 Example::
 
@@ -47,15 +47,21 @@ from fusegrad.lazy.engines import numba_codegen as _cg
 # loaded machine code from its disk cache.
 STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, "rebuilt": 0}
 
-# Domain size from which the parallel variant runs (measured with benchmarks/bench_kernels.py:
-# below ~2e5 points the thread start-up of prange costs more than the second core saves).
-PARALLEL_MIN_SIZE = 200_000
+# Parallel (prange) variant when the estimated serial time exceeds PARALLEL_MIN_NS, estimated
+# as size * (ARITH_NS + EXPENSIVE_NS * per-point transcendental ops). Measured with
+# benchmarks/bench_kernels.py on the shared 2-core machine (load ~5): serial arithmetic row sum
+# ~0.15 ns/point, exp/tanh ~10 ns/point; one prange region costs ~18 ms there when the machine
+# is oversubscribed (OpenMP threads wait on descheduled peers), so only long kernels go parallel
+# (10M-point Gaussian row+col sums: serial 101 ms, parallel 88 ms; 10M arithmetic: 1.4 vs 19 ms).
+PARALLEL_MIN_NS = 5e7
+ARITH_NS = 0.15
+EXPENSIVE_NS = 10.0
 
-# `auto` thresholds, see prefers(): measured with benchmarks/bench_kernels.py.
-AUTO_MIN_SIZE = 20_000
-# Transcendental-heavy kernels: numba's scalar libm calls lose to NumPy's SIMD loops at any
-# size, so they go to numba only when mostly arithmetic (fraction of expensive instructions).
-AUTO_MAX_EXPENSIVE_FRACTION = 0.0
+# `auto` threshold, see prefers(): arithmetic kernels of at least this many points go to numba
+# even before they are compiled (numba ~0.15x numpy_blocked's time at 1e5 points, so the
+# ~0.4 s compile, once per machine thanks to the disk cache, pays back within a few thousand
+# calls; below it the lead's selector still picks numba once is_compiled()).
+AUTO_MIN_SIZE = 100_000
 
 _HEADER = "# fusegrad-kernel v1 key={key} body-sha256={digest}\n"
 _lock = threading.RLock()
@@ -177,15 +183,47 @@ def supports(kernel) -> bool:
     return True
 
 
+def inner_expensive(kernel) -> int:
+    """Number of transcendental ops evaluated at every point (those that depend on the
+    innermost domain axis; ones hoisted to outer loops run once per row and are not counted).
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> inner_expensive(Kernel((), (), (), (), ()))
+    0
+    """
+    sig = kernel.signature()
+    n = _INNER_EXP.get(sig)
+    if n is None:
+        d = len(kernel.domain)
+        inner = {d - 1} if d else set()
+        deps = [{ax for ax, b in enumerate(flags) if not b} & inner for _, flags in sig[1]] + [
+            set()
+        ] * len(kernel.constants)
+        n = 0
+        for ins in kernel.program:
+            dep = set().union(*(deps[a] for a in ins.args))
+            deps.append(dep)
+            op = _ops.OPS.get(ins.op)
+            if op is not None and op.expensive and (dep or d == 0):
+                n += 1
+        _INNER_EXP[sig] = n
+    return n
+
+
+_INNER_EXP: dict[tuple, int] = {}
+
+
 def prefers(kernel) -> bool:
     """The measured ``auto`` choice: True when this engine should run ``kernel``.
 
-    Rule (numbers from ``python benchmarks/bench_kernels.py``, 2 cores; see benchmarks/README.md):
-    numba for kernels without transcendental ops once the domain has ``AUTO_MIN_SIZE`` points
-    or more (arithmetic-only row sums over 8000x8000: numba ~10x faster than NumPy blocked), and
-    for an arithmetic kernel already compiled in this process at any size;
-    numpy_blocked for kernels with transcendental ops (``ops.OPS[...].expensive``), whose SIMD
-    ``exp``/``tanh`` beat numba's scalar libm calls 2-7x.
+    Rule (``python benchmarks/bench_kernels.py``, 2 shared cores; table in benchmarks/README.md):
+
+    - a transcendental op evaluated per point (``inner_expensive(kernel) > 0``) -> numpy_blocked
+      at every size: NumPy's SIMD ``exp``/``tanh`` beat numba's scalar libm 2-7x (tanh row sum
+      over 10^4..10^7 points: numba 2.4-6.9x slower; Gaussian row+col sums 1.9-5.3x);
+    - otherwise (arithmetic, compares, selects, transcendental ops hoisted out of the inner loop)
+      -> numba once ``kernel.size >= AUTO_MIN_SIZE`` (numba 0.08-0.18x numpy_blocked's time
+      from 3*10^4 points up; 0.4-0.6x at 10^3-10^4), or at any size once compiled.
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> prefers(Kernel((), (), (), (), ()))
@@ -193,9 +231,7 @@ def prefers(kernel) -> bool:
     """
     if not available() or not supports(kernel):
         return False
-    prog = kernel.program
-    n_exp = sum(1 for i in prog if i.op in _ops.OPS and _ops.OPS[i.op].expensive)
-    if prog and n_exp / len(prog) > AUTO_MAX_EXPENSIVE_FRACTION:
+    if inner_expensive(kernel) > 0:
         return False
     return kernel.size >= AUTO_MIN_SIZE or is_compiled(kernel)
 
@@ -384,7 +420,12 @@ def run(kernel) -> list[np.ndarray]:
     e = _entry(kernel)
     dom = kernel.domain
     outs = kernel.outputs
-    parallel = len(dom) > 0 and kernel.size >= PARALLEL_MIN_SIZE and dom[0] > 1
+    size = kernel.size
+    parallel = (
+        len(dom) > 0
+        and dom[0] > 1
+        and size * (ARITH_NS + EXPENSIVE_NS * inner_expensive(kernel)) >= PARALLEL_MIN_NS
+    )
     out_arrays = []
     for j, o in enumerate(outs):
         shape = kernel.output_shape(o)
