@@ -32,6 +32,9 @@ from ..kernel import Instr, Kernel, Output
 from ..ops import OPS
 
 TARGET = 1 << 16  # elements per block: 512 KiB per float64 buffer, inside L2 on these machines
+# Measured (benchmarks/bench_lazy.py --sweep, 2 cores, shared machine, median of 5 interleaved):
+# TARGET 2^14/2^15/2^16/2^17/2^18: row sum N=8000 486/451/470/458/464 ms; 6-op chain on 10^7
+# float64 348/353/341/338/353 ms. Flat within noise, so 2^16 stays (smaller buffers than 2^17+).
 SMALL = 1 << 14  # at most this many points: one block, no buffers to manage
 THREADED = 1 << 20  # at least this many points: blocks run on the thread pool
 
