@@ -310,49 +310,34 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
 
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
-    """``(fun(*primals), J · tangents)``: the Jacobian-vector product (forward derivative).
+    """``(fun(*primals), J · tangents)``: the Jacobian-vector product, by one forward pass.
 
-    Computed by transposing the vector-Jacobian product: ``u ↦ vjp(u)`` is linear, and its own
-    vjp along the tangents is ``J · tangents``. Pullbacks are differentiable and lazy, so the
-    result is exact and stays fused.
+    Every primitive runs its ``frule`` (``fusegrad.ad.forward``); the tangents of elementwise work
+    are lazy and fuse into the primal's kernels, so a reduction's value and tangent come out of one
+    pass. Nests with ``grad``/``vjp`` in any order (trace levels keep perturbations apart).
 
     >>> jvp(np.sin, (np.zeros(2),), (np.ones(2),))
     (array([0., 0.]), array([1., 1.]))
     """
-    primals, tangents = tuple(primals), tuple(tangents)
-    if len(primals) != len(tangents):
-        raise ValueError(
-            f"jvp got {len(primals)} primals and {len(tangents)} tangents: give one tangent per "
-            "primal, with the primal's structure"
-        )
-    out, f_vjp = vjp(fun, *primals)
-    leaves, rebuild = flatten(out)
-    zeros = rebuild([np.zeros(np.shape(v), _float_dtype(v)) for v in leaves])
-    _, lin_vjp = vjp(lambda u: f_vjp(u), zeros)
-    (tangent_out,) = lin_vjp(tangents)
-    return out, tangent_out
+    from .ad.forward import jvp as forward_jvp
+
+    return forward_jvp(fun, primals, tangents)
 
 
 def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
     """The Hessian-vector product ``H · v`` of a scalar function, without forming ``H``.
 
+    Forward-over-reverse: the ``jvp`` of ``grad(fun)`` along ``v``. Only the tangent is evaluated;
+    the gradient and its tangent stay lazy until then, so the whole product is fused kernels.
+
     >>> hvp(lambda x: np.sum(x ** 3), (np.ones(2),), (np.ones(2),))
     array([6., 6.])
     """
+    from .ad.forward import jvp as forward_jvp
+
     primals, tangents = tuple(primals), tuple(tangents)
     nums = tuple(range(len(primals)))
-
-    def directional(*xs: Any) -> Any:
-        gs = grad(fun, argnums=nums)(*xs)
-        total = 0.0
-        for g, t in zip(gs, tangents):
-            g_leaves, _ = flatten(g)
-            t_leaves, _ = flatten(t)
-            for gl, tl in zip(g_leaves, t_leaves):
-                total = total + np.sum(gl * tl)
-        return total
-
-    out = grad(directional, argnums=nums)(*primals)
+    _, out = forward_jvp(grad(fun, argnums=nums), primals, tangents, primal_out=False)
     return out[0] if len(primals) == 1 else out
 
 

@@ -1,0 +1,357 @@
+"""Forward mode: ``JVPTracer(primal, tangent, trace)`` and the ``frule`` dispatch.
+
+A ``JVPTracer`` carries a primal and its tangent through one forward trace. Every NumPy call on
+it comes here (its own ``__array_ufunc__``/``__array_function__``) as ``apply(f, args, kwargs)``:
+
+- the arguments of the highest trace level present are processed first, forward and reverse
+  traces alike (levels come from the same counter, ``core._levels``): when that level is a
+  reverse trace the call goes to ``core.apply``; when it is this forward trace, the primals and
+  tangents of that level are unboxed and ``frule(tangents, f, *primals)`` runs on them;
+- zero tangents short-circuit: a call whose tangents are all zero runs ``f`` on the primals;
+- a function without a forward rule raises ``NoForwardRuleError`` naming it and
+  ``register_frule``.
+
+Forward rules of elementwise work (``rules/frules.py``) are lazy: the tangent is a lazy
+expression over the same nodes as the primal, so the value and the tangent of a reduction are
+computed by one fused kernel.
+
+``JVPTracer`` subclasses the reverse ``Tracer``: it inherits the operators, properties and error
+messages of ``tracer.py``, ``core.apply`` sees its level, and NumPy (which calls a subclass's
+protocol before its base class's) always routes a call with a ``JVPTracer`` argument here.
+
+Example::
+
+    >>> out, tangent = jvp(np.sin, (np.zeros(2),), (np.ones(2),))
+    >>> tangent
+    array([1., 1.])
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..lazy import LazyArray, materialize_many
+from ..rules import frules as _frules
+from ..rules import registry
+from ..rules.elementwise import PARTIALS, astype
+from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
+from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
+from . import core
+from . import tracer as _tracer
+from .core import NoRuleError, Tracer, _concrete, _levels, _name, _unbox
+from .pytree import flatten
+
+
+class NoForwardRuleError(NoRuleError):
+    """A NumPy function was called on a forward-traced value and has no forward rule."""
+
+
+class JVPTrace:
+    """One forward differentiation: a level above every trace alive when it starts."""
+
+    __slots__ = ("level",)
+
+    def __init__(self) -> None:
+        self.level = next(_levels)
+
+    def input(self, primal: Any, tangent: Any) -> JVPTracer:
+        """Box an input of this trace with its tangent."""
+        return JVPTracer(primal, tangent, self)
+
+
+class JVPTracer(Tracer):
+    """A primal (``.value``) and its tangent (``.tangent``) in one forward trace."""
+
+    __slots__ = ("tangent",)
+
+    def __init__(self, primal: Any, tangent: Any, trace: JVPTrace) -> None:
+        Tracer.__init__(self, primal, trace, None, None)
+        self.tangent = tangent
+
+    @property
+    def primal(self) -> Any:
+        return self.value
+
+
+# --------------------------------------------------------------------------------------------------
+# Dispatch
+# --------------------------------------------------------------------------------------------------
+
+
+def _top(xs: Any, best: tuple) -> tuple:
+    for x in xs:
+        if isinstance(x, Tracer):
+            if x.trace.level > best[0]:
+                best = (x.trace.level, x.trace)
+        elif isinstance(x, list | tuple):
+            best = _top(x, best)
+    return best
+
+
+def apply(f: Any, args: tuple, kwargs: dict) -> Any:
+    """Call ``f(*args, **kwargs)`` on traced arguments, forward or reverse by the highest level."""
+    level, trace = _top(args, (0, None))
+    level, trace = _top(kwargs.values(), (level, trace))
+    if level == 0:
+        return f(*args, **kwargs)
+    if not isinstance(trace, JVPTrace):
+        return core.apply(f, args, kwargs)
+    return _forward(f, args, kwargs, trace)
+
+
+def _tangent_of(x: Any, level: int) -> Any:
+    if isinstance(x, Tracer):
+        if x.trace.level == level:
+            return x.tangent
+        return ZeroTangent() if is_differentiable(x) else NoTangent()
+    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+        ts = [_tangent_of(v, level) for v in x]
+        return ts if any(not isinstance(t, AbstractZero) for t in ts) else ZeroTangent()
+    return ZeroTangent() if is_differentiable(x) else NoTangent()
+
+
+def _all_zero(ts: Any) -> bool:
+    return all(isinstance(t, AbstractZero) for t in ts)
+
+
+def _find_rule(f: Any) -> Callable | None:
+    if f in OPTED_OUT:
+        return None
+    rule = FRULES.get(f)
+    if rule is None and f in PARTIALS:  # a scalar_rule declared after frules was imported
+        rule = _frules.register_scalar_frule(f)
+    return rule
+
+
+def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:
+    level = trace.level
+    for k, v in kwargs.items():
+        if _top((v,), (0, None))[0] == level:
+            raise TypeError(
+                f"{_name(f)} got a forward-traced value as keyword argument {k!r}; fusegrad "
+                "differentiates positional arguments only: pass it positionally"
+            )
+    primals = tuple(_unbox(a, level) for a in args)
+    tangents = tuple(_tangent_of(a, level) for a in args)
+    if _all_zero(tangents):
+        return f(*primals, **kwargs)
+    rule = _find_rule(f)
+    if rule is None:
+        raise NoForwardRuleError(
+            f"fusegrad has no forward rule for {_name(f)}, called on a forward-traced value "
+            f"(jvp, hvp). Register one:\n\n    @fusegrad.register_frule({_name(f)})\n"
+            "    def _(tangents, *args):\n        y = ...\n"
+            "        dy = ...  # J(args) · tangents\n        return y, dy\n\n"
+            "or write the function with operations that have rules."
+        )
+    if not getattr(rule, "lazy", False):
+        primals, tangents = _concrete_together(primals, tangents)
+    res = rule(tangents, *primals, **kwargs)
+    if res is None:
+        raise NoForwardRuleError(
+            f"the forward rule of {_name(f)} does not handle these arguments (see its docstring)"
+        )
+    y, ydot = res
+    return _box(y, ydot, trace)
+
+
+def _lazy_values(x: Any, out: list) -> None:
+    if isinstance(x, LazyArray):
+        out.append(x)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            _lazy_values(v, out)
+
+
+def _concrete_together(primals: tuple, tangents: tuple) -> tuple:
+    """Materialise lazy primals and tangents for a rule that needs arrays, in one planning step
+    (a value and its tangent over the same domain share one kernel)."""
+    tangents = tuple(unthunk(t) if not isinstance(t, list) else t for t in tangents)
+    todo: list = []
+    _lazy_values(primals, todo)
+    _lazy_values(tangents, todo)
+    if todo:
+        materialize_many(todo)  # caches every value on its node
+    return tuple(_concrete(p) for p in primals), tuple(_concrete(t) for t in tangents)
+
+
+def _box(y: Any, ydot: Any, trace: JVPTrace) -> Any:
+    if isinstance(y, tuple | list):
+        dots = ydot if isinstance(ydot, tuple | list) else [ZeroTangent()] * len(y)
+        boxed = [_box(v, d, trace) for v, d in zip(y, dots, strict=True)]
+        return type(y)(*boxed) if hasattr(type(y), "_fields") else type(y)(boxed)
+    if ydot is None or isinstance(ydot, AbstractZero):
+        return y
+    if isinstance(y, Tracer) or is_differentiable(y):
+        return JVPTracer(y, ydot, trace)
+    return y
+
+
+# --------------------------------------------------------------------------------------------------
+# NumPy protocols (the rest is inherited from Tracer, see tracer.py)
+# --------------------------------------------------------------------------------------------------
+
+
+def _array_ufunc(self: JVPTracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    if _tracer._has_out(kwargs):
+        raise TypeError(
+            f"np.{ufunc.__name__}(..., out=...) writes into an array in place, which fusegrad "
+            "cannot differentiate: drop out= and use the returned value"
+        )
+    kwargs.pop("out", None)
+    if method == "__call__":
+        return apply(ufunc, inputs, kwargs)
+    if method == "reduce" and ufunc in _tracer._UFUNC_REDUCE:
+        kwargs.setdefault("axis", 0)
+        return apply(_tracer._UFUNC_REDUCE[ufunc], inputs, kwargs)
+    if method == "accumulate" and ufunc in _tracer._UFUNC_ACCUMULATE:
+        kwargs.setdefault("axis", 0)
+        return apply(_tracer._UFUNC_ACCUMULATE[ufunc], inputs, kwargs)
+    if method == "outer" and len(inputs) == 2:
+        a, b = inputs
+        nb = np.ndim(_tracer._primal(b))
+        return apply(ufunc, (np.reshape(a, np.shape(_tracer._primal(a)) + (1,) * nb), b), kwargs)
+    raise TypeError(
+        f"np.{ufunc.__name__}.{method} on a traced value is not differentiable by fusegrad; "
+        f"write it with np.{ufunc.__name__}(...) calls or register a rule for a function doing it"
+    )
+
+
+def _array_function(self: JVPTracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+    structural = _tracer._STRUCTURAL.get(func)
+    if structural is not None:
+        return structural(*args, **kwargs)
+    if func in _tracer._NONDIFF:
+        args = tuple(_tracer._primal_tree(a) for a in args)
+        return func(*args, **{k: _tracer._primal_tree(v) for k, v in kwargs.items()})
+    composite = _tracer.COMPOSITES.get(func)
+    if composite is not None:
+        return composite(*args, **kwargs)
+    return apply(func, args, kwargs)
+
+
+JVPTracer.__array_ufunc__ = _array_ufunc
+JVPTracer.__array_function__ = _array_function
+JVPTracer.__getitem__ = lambda self, index: apply(operator.getitem, (self, index), {})
+JVPTracer.astype = lambda self, dtype, **k: apply(astype, (self, np.dtype(dtype)), {})
+JVPTracer.__repr__ = lambda self: (
+    f"JVPTracer({self.value!r}, tangent={self.tangent!r}, level={self.trace.level})"
+)
+
+# Primitives (``registry.primitive``: astype, scatter_add, ...) dispatch here, so that a call on a
+# forward-traced value runs its frule; reverse-only calls go on to core.apply.
+registry._trace_dispatch[0] = apply
+
+
+# --------------------------------------------------------------------------------------------------
+# jvp
+# --------------------------------------------------------------------------------------------------
+
+
+def _as_tangent(t: Any, primal: Any) -> Any:
+    """A user's tangent leaf, checked against its primal's shape; None for a zero tangent."""
+    t = unthunk(t)
+    if isinstance(t, AbstractZero) or t is None:
+        return None
+    pshape, tshape = np.shape(_tracer._primal(primal)), np.shape(_tracer._primal(t))
+    if pshape != tshape:
+        raise ValueError(
+            f"a tangent has shape {tshape} but its primal has shape {pshape}: they must match"
+        )
+    if isinstance(t, np.ndarray | int | float | np.number) and not isinstance(t, bool):
+        dt = _float_dtype(primal)
+        if pshape or isinstance(primal, np.ndarray):
+            return np.asarray(t, dtype=dt)
+        return dt.type(t) if isinstance(primal, np.generic) else float(t)
+    return t
+
+
+def _float_dtype(v: Any) -> np.dtype:
+    v = _tracer._primal(v)
+    dt = np.result_type(v) if not hasattr(v, "dtype") else np.dtype(v.dtype)
+    return dt if np.issubdtype(dt, np.inexact) else np.dtype(np.float64)
+
+
+def _finish_tangent(t: Any, y: Any) -> Any:
+    """A materialised output tangent in its primal's shape and dtype (traced values untouched)."""
+    if isinstance(t, Tracer) or isinstance(y, Tracer):
+        return t
+    dt = _float_dtype(y)
+    if isinstance(t, AbstractZero):
+        t = np.zeros(np.shape(y), dt)
+    if isinstance(y, np.ndarray | LazyArray):
+        t = np.asarray(t)
+        if t.shape != y.shape:
+            t = np.broadcast_to(t, y.shape).copy()
+        return t if t.dtype == dt else t.astype(dt)
+    if isinstance(y, np.generic):
+        return dt.type(np.asarray(t).reshape(()))
+    if isinstance(y, float | int | complex):
+        v = np.asarray(t).reshape(())
+        return complex(v) if dt.kind == "c" else float(v)
+    return t
+
+
+def jvp(
+    fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], *, primal_out: bool = True
+) -> tuple[Any, Any]:
+    """``(fun(*primals), J · tangents)`` by one forward pass; pytrees of arrays and floats.
+
+    With ``primal_out=False`` the output value is not evaluated (None is returned in its place):
+    only the tangent's kernels run.
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(
+            f"jvp got {len(primals)} primals and {len(tangents)} tangents: give one tangent per "
+            "primal, with the primal's structure"
+        )
+    trace = JVPTrace()
+    boxed_args = []
+    for p, t in zip(primals, tangents):
+        p_leaves, rebuild = flatten(p)
+        t_leaves, _ = flatten(t)
+        if len(p_leaves) != len(t_leaves):
+            raise ValueError(
+                f"a tangent has {len(t_leaves)} leaves but its primal has {len(p_leaves)}: give "
+                "tangents with the primals' structure"
+            )
+        boxed = []
+        for pl, tl in zip(p_leaves, t_leaves):
+            if isinstance(pl, Tracer) or is_differentiable(pl):
+                tl = _as_tangent(tl, pl)
+                boxed.append(pl if tl is None else JVPTracer(pl, tl, trace))
+            else:
+                boxed.append(pl)
+        boxed_args.append(rebuild(boxed))
+    out = fun(*boxed_args)
+    leaves, rebuild = flatten(out)
+    prims, tangs = [], []
+    for leaf in leaves:
+        if isinstance(leaf, JVPTracer) and leaf.trace is trace:
+            prims.append(leaf.value)
+            tangs.append(unthunk(leaf.tangent))
+        elif isinstance(leaf, Tracer) and leaf.trace is trace:
+            raise TypeError(
+                "a forward-traced value was recorded as a reverse-mode primitive (a checkpoint "
+                "or a custom rule called through fusegrad.ad.core.apply directly); call it "
+                "through fusegrad.rules.registry.primitive so that forward mode sees it"
+            )
+        else:
+            prims.append(leaf)
+            tangs.append(ZeroTangent())
+    n = len(prims)
+    todo = (prims if primal_out else []) + [t for t in tangs if not isinstance(t, AbstractZero)]
+    values = iter(materialize_many(todo))
+    prim_vals = [next(values) for _ in range(n)] if primal_out else prims
+    tang_vals = [t if isinstance(t, AbstractZero) else next(values) for t in tangs]
+    ref = prim_vals
+    tang_out = [_finish_tangent(t, y) for t, y in zip(tang_vals, ref)]
+    return (rebuild(prim_vals) if primal_out else None), rebuild(tang_out)
+
+
+__all__ = ["JVPTrace", "JVPTracer", "NoForwardRuleError", "apply", "jvp"]
