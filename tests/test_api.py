@@ -234,6 +234,10 @@ def test_jacobian():
     np.testing.assert_allclose(Ja, np.diag(x + 1))
     np.testing.assert_allclose(Jb, np.diag(x))
     assert fg.jacobian(lambda x: np.sum(x**2))(x).shape == (4,)
+    # pytree arguments: one Jacobian block per leaf, in the argument's structure
+    Jp = fg.jacobian(lambda p: p["a"] * p["s"][0])({"a": x, "s": (2.0,)})
+    np.testing.assert_allclose(Jp["a"], 2.0 * np.eye(4))
+    np.testing.assert_allclose(Jp["s"][0], x)
 
 
 def test_jacobian_matches_autograd():

@@ -299,11 +299,19 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             rows.append(f_vjp(e.reshape(oshape) if oshape else float(e[0])))
         results = []
         for k, n in enumerate(nums):
-            xshape = np.shape(args[n])
-            stacked = (
-                np.stack([np.asarray(r[k]) for r in rows]) if rows else np.zeros((0,) + xshape)
-            )
-            results.append(stacked.reshape(oshape + xshape))
+            # per leaf of a pytree argument: stack the rows, shape out.shape + leaf.shape
+            x_leaves, rebuild = flatten(args[n])
+            row_leaves = [flatten(r[k])[0] for r in rows]
+            jac = []
+            for j, x in enumerate(x_leaves):
+                xshape = np.shape(x)
+                stacked = (
+                    np.stack([np.asarray(r[j]) for r in row_leaves])
+                    if rows
+                    else np.zeros((0,) + xshape)
+                )
+                jac.append(stacked.reshape(oshape + xshape))
+            results.append(rebuild(jac))
         return results[0] if isinstance(argnums, int) else tuple(results)
 
     return wrapped
