@@ -113,6 +113,16 @@ def test_hash_consing_same_node():
     assert x + 1 is not x + 1.0  # different constants (int vs float) are different nodes
 
 
+def test_hash_consing_keeps_sign_of_zero_constants(engine):
+    a = np.array([1.0, -2.0])
+    x = fl.asarray(a)
+    pos, neg = x * 0.0, x * -0.0
+    assert pos is not neg
+    np.testing.assert_array_equal(np.signbit(fl.materialize(neg)), np.signbit(a * -0.0))
+    both = fl.materialize(np.copysign(1.0, x * 0.0) + np.copysign(1.0, x * -0.0) * 10)
+    np.testing.assert_array_equal(both, np.copysign(1.0, a * 0.0) + np.copysign(1.0, a * -0.0) * 10)
+
+
 def test_common_subexpression_computed_once(engine):
     x, y = fl.asarray(rng.random(64)), fl.asarray(rng.random(32))
 

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
@@ -102,9 +103,13 @@ def _intern(key: tuple, make) -> Any:
 
 
 def _const_key(c: Any) -> tuple:
+    """The key of a scalar constant: its type and value, with the sign of a float zero
+    (``x * -0.0`` is not ``x * 0.0``: the signs of the zeros they give differ)."""
+    v = c.item() if isinstance(c, np.generic) else c
+    sign = math.copysign(1.0, v) if isinstance(v, float) else None
     if isinstance(c, np.generic):
-        return ("c", c.dtype.str, c.item())
-    return ("c", type(c).__name__, c)
+        return ("c", c.dtype.str, v, sign)
+    return ("c", type(c).__name__, c, sign)
 
 
 def arg_key(a: Any) -> tuple:
