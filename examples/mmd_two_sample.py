@@ -138,7 +138,10 @@ def main(n=2000, d=2, seed=0, maxiter=200, verbose=True):
         f"  covariance: data {np.array2string(cov.ravel(), precision=3)}   "
         f"fitted AᵀA {np.array2string((A.T @ A).ravel(), precision=3)}"
     )
+    ok = fd_err < 1e-5 * max(1.0, float(np.linalg.norm(g0))) and res.fun < loss0 / 10
+    say("  checks: " + ("OK" if ok else "FAILED") + " (gradient vs FD, MMD² down ≥ 10×)")
     return {
+        "ok": ok,
         "loss_before": loss0,
         "loss_after": float(res.fun),
         "A": A,
@@ -158,4 +161,4 @@ if __name__ == "__main__":
     ap.add_argument("--d", type=int, default=2, help="dimension")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    main(n=args.n, d=args.d, seed=args.seed)
+    raise SystemExit(0 if main(n=args.n, d=args.d, seed=args.seed)["ok"] else 1)

@@ -55,6 +55,7 @@ def test_mmd_two_sample():
     assert out["loss_after"] < out["loss_before"] / 20
     # the fitted mean approaches the data's (150 samples: loose)
     assert np.max(np.abs(out["b"] - out["mean"])) < 0.5
+    assert out["ok"]
 
 
 def test_logistic_regression():
