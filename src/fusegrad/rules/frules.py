@@ -43,6 +43,7 @@ from ..lazy import LazyArray, asarray, materialize_many
 from ..lazy.reductions import normalize_axes
 from ..tangents import AbstractZero, ZeroTangent, unthunk
 from . import indexing as _indexing
+from . import registry
 from . import scans as _scans
 from .elementwise import PARTIALS, astype
 from .indexing import is_basic_index, scatter_add
@@ -92,6 +93,14 @@ def _fit(dot: Any, y: Any) -> Any:
         return dot
     shape = _shape(y)
     return dot if _shape(dot) == shape else np.broadcast_to(dot, shape)
+
+
+def _call(f: Any, *args: Any, **kwargs: Any) -> Any:
+    """``f(*args, **kwargs)``, recorded by an outer trace when an argument is traced (for
+    functions that NumPy's protocols do not dispatch, such as SciPy's)."""
+    if registry._traced(args) and registry._trace_dispatch[0] is not None:
+        return registry._trace_dispatch[0](f, args, kwargs)
+    return f(*args, **kwargs)
 
 
 def _register(f: Any, rule: Callable, lazy: bool) -> Callable:
@@ -600,7 +609,7 @@ if _scans._sp is not None:
         if p["return_sign"]:
             return None
         axis, b, keepdims = p["axis"], p["b"], p["keepdims"]
-        y = _sp.logsumexp(a, *args, **kwargs)
+        y = _call(_sp.logsumexp, a, *args, **kwargs)
         ta = tangents[0]
         tb = tangents[2] if len(args) >= 2 else ZeroTangent()
         if _zero(ta) and _zero(tb):
