@@ -103,9 +103,18 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
     return _forward(f, args, kwargs, trace)
 
 
+_MISRECORDED = (
+    "a forward-traced value was recorded as a reverse-mode primitive (a checkpoint or a custom "
+    "rule called through fusegrad.ad.core.apply directly), which loses its tangent; call it "
+    "through fusegrad.rules.registry.primitive so that forward mode sees it"
+)
+
+
 def _tangent_of(x: Any, level: int) -> Any:
     if isinstance(x, Tracer):
         if x.trace.level == level:
+            if not isinstance(x, JVPTracer):
+                raise TypeError(_MISRECORDED)
             return x.tangent
         return ZeroTangent() if is_differentiable(x) else NoTangent()
     if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
@@ -336,11 +345,7 @@ def jvp(
             prims.append(leaf.value)
             tangs.append(unthunk(leaf.tangent))
         elif isinstance(leaf, Tracer) and leaf.trace is trace:
-            raise TypeError(
-                "a forward-traced value was recorded as a reverse-mode primitive (a checkpoint "
-                "or a custom rule called through fusegrad.ad.core.apply directly); call it "
-                "through fusegrad.rules.registry.primitive so that forward mode sees it"
-            )
+            raise TypeError(_MISRECORDED)
         else:
             prims.append(leaf)
             tangs.append(ZeroTangent())
