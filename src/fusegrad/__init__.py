@@ -19,6 +19,7 @@ from .api import (
     value_and_grad,
     vjp,
 )
+from .explain import Explanation, explain
 from .lazy import use_engine
 from .rules import frule, opt_out, register_frule, register_rrule, rrule
 from .rules.elementwise import scalar_rule
@@ -48,11 +49,13 @@ __all__ = [
     "ProjectTo",
     "Tangent",
     "Thunk",
+    "Explanation",
     "ZeroTangent",
     "add",
     "checkpoint",
     "deriv",
     "elementwise_grad",
+    "explain",
     "frule",
     "grad",
     "hessian",

@@ -218,6 +218,17 @@ def _buffer_plan(kernel: Kernel, shapes: list[tuple]) -> list[int]:
     return plan
 
 
+def _push_pairwise(stack: list[tuple[int, np.ndarray]], part: np.ndarray) -> None:
+    """Add a block partial to a binary-counter stack: equal levels merge, so n partials are
+    combined in a balanced tree of depth log2(n)."""
+    level = 0
+    while stack and stack[-1][0] == level:
+        _, prev = stack.pop()
+        part = np.add(prev, part, out=prev)
+        level += 1
+    stack.append((level, part))
+
+
 def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
     domain = kernel.domain
     target = TARGET if kernel.size > 4 * TARGET else max(SMALL // 4, kernel.size // 4)
@@ -225,6 +236,12 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
     shapes = _natural_shapes(kernel, blocking.block_shape)
     reuse = _buffer_plan(kernel, shapes)
     accumulate = [o.reduce is not None and blocking.crosses(o.axes) for o in kernel.outputs]
+    # A sum whose every block adds into the whole output (a full sum, column sums) combines its
+    # block partials pairwise, as NumPy's pairwise sum does, instead of one after another.
+    cascade = [
+        acc and o.reduce == "sum" and all(a in o.axes for a in range(blocking.split + 1))
+        for o, acc in zip(kernel.outputs, accumulate)
+    ]
     n_threads = threads() if kernel.size >= THREADED and blocking.count >= 4 else 1
     n_threads = min(n_threads, blocking.count)
 
@@ -232,6 +249,7 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
         first = len(kernel.inputs) + len(kernel.constants)
         buffers: dict[int, np.ndarray] = {}
         partials: list[np.ndarray | None] = []
+        stacks: list[list[tuple[int, np.ndarray]]] = [[] for _ in kernel.outputs]
         for o, arr, acc in zip(kernel.outputs, outs, accumulate):
             if acc:
                 p = np.empty_like(arr) if n_threads > 1 else arr
@@ -263,7 +281,7 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
             block_shape = tuple(
                 s.stop - s.start if s != slice(None) else n for s, n in zip(sl, domain)
             )
-            for o, arr, p in zip(kernel.outputs, outs, partials):
+            for k, (o, arr, p) in enumerate(zip(kernel.outputs, outs, partials)):
                 val = vals[o.value]
                 if o.reduce is None:
                     np.copyto(arr[sl], val, casting="unsafe")
@@ -272,8 +290,13 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
                 part = _reduce_value(o, val, block_shape)
                 if p is None:
                     arr[region] = part
+                elif cascade[k]:
+                    _push_pairwise(stacks[k], part)
                 else:
                     _REDUCER[o.reduce](p[region], part, out=p[region])
+        for k, p in enumerate(partials):
+            for _, part in reversed(stacks[k]):
+                np.add(p, part, out=p)
         return partials
 
     if n_threads == 1:
