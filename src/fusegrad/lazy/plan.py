@@ -105,7 +105,9 @@ def _largest_leaf(node: Any, memo: dict) -> int:
     if isinstance(node, Map) and node.cached is None:
         size = max((_largest_leaf(a, memo) for a in node.args), default=1)
     else:
-        size = node.size
+        # What the leaf holds in memory: a broadcast view (stride 0) is no larger than its base.
+        arr = value(node)
+        size = int(np.prod([n for n, st in zip(arr.shape, arr.strides) if st != 0], dtype=np.int64))
     memo[id(node)] = size
     return size
 
