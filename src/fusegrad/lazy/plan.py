@@ -107,7 +107,11 @@ def _largest_leaf(node: Any, memo: dict) -> int:
     else:
         # What the leaf holds in memory: a broadcast view (stride 0) is no larger than its base.
         arr = value(node)
-        size = int(np.prod([n for n, st in zip(arr.shape, arr.strides) if st != 0], dtype=np.int64))
+        if arr is None:  # a reduction not yet computed: it will be stored at its own size
+            size = node.size
+        else:
+            held = [n for n, st in zip(arr.shape, arr.strides) if st != 0]
+            size = int(np.prod(held, dtype=np.int64))
     memo[id(node)] = size
     return size
 
