@@ -66,9 +66,13 @@ def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, mem
         assert _strip_ones(new_shape) == _strip_ones(node.shape)
         out = make_reduce(node.kind, node.arg, node.axes, tuple(new_shape))
     else:
-        from .plan import materialize
+        from .plan import inline, materialize
 
-        out = leaf(view(materialize(node)))
+        sub = inline(node)  # a short reduction moves as its elementwise form, still lazy
+        if sub is not None:
+            out = _move(sub, view, new_shape, reshape_only, memo)
+        else:
+            out = leaf(view(materialize(node)))
     memo[id(node)] = (node, out)
     return out
 

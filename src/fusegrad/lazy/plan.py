@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engines
+from . import engines, movement, reductions
 from .kernel import Instr, Kernel, Output
 from .nodes import LazyArray, Leaf, Map, Reduce, _const_key, is_expensive
 
@@ -116,6 +116,16 @@ def _largest_leaf(node: Any, memo: dict) -> int:
     return size
 
 
+def inline(n: Reduce) -> LazyArray | None:
+    """A reduction nested in an expression, over at most ``reductions.UNROLL`` elements, as
+    elementwise ops: it joins its consumer's kernel instead of being computed before it."""
+    if n.cached is not None or n.arg.size <= reductions.UNROLL:
+        return None
+    if int(np.prod([n.arg.shape[a] for a in n.axes])) > reductions.UNROLL:
+        return None
+    return movement.reshape(reductions.unrolled(n.kind, n.arg, n.axes), n.shape)
+
+
 def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
     """Collect the nodes a kernel over a domain of ``domain_size`` must have computed first."""
     stack = [root]
@@ -129,7 +139,11 @@ def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
         if isinstance(n, Leaf):
             continue
         if isinstance(n, Reduce):
-            prereqs[id(n)] = n
+            sub = inline(n)
+            if sub is not None:
+                stack.append(sub)
+            else:
+                prereqs[id(n)] = n
             continue
         # A blow-up (larger than every leaf under it) is never stored (DESIGN, policy rule 2).
         if (
@@ -205,7 +219,8 @@ def _reaches(root: Any, targets: set[int]) -> bool:
         if isinstance(n, Map):
             stack.extend(n.args)
         elif isinstance(n, Reduce):
-            stack.append(n.arg)
+            sub = inline(n)  # what the kernel will really read, as _walk saw it
+            stack.append(n.arg if sub is None else sub)
     return False
 
 
@@ -268,6 +283,7 @@ def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
 
     # Two passes: inputs and constants take the first ids, instructions the rest.
     order: list[Map] = []
+    alias: dict[int, LazyArray] = {}  # inlined short reduction -> its elementwise form
     seen: set[int] = set()
 
     # Iterative post-order walk: a recursive closure would form a reference cycle that keeps
@@ -290,6 +306,12 @@ def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
         if isinstance(n, Map) and n.cached is None:
             stack.append((n, True))
             stack.extend((a, False) for a in reversed(n.args))
+        elif isinstance(n, Reduce) and n.cached is None:
+            sub = inline(n)
+            if sub is None:
+                raise AssertionError(f"{n!r} must be computed before a kernel reads it")
+            alias[id(n)] = sub
+            stack.append((sub, False))
         else:
             arr = value(n)
             if arr is None:
@@ -300,6 +322,7 @@ def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
     n_in, n_const = len(inputs), len(constants)
 
     def operand(a: Any) -> int:
+        a = alias.get(id(a), a)
         if not isinstance(a, LazyArray):
             return n_in + const_of[_const_key(a)]
         if id(a) in leaf_of:

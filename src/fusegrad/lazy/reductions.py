@@ -74,21 +74,20 @@ def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) ->
         if r.dtype != want:
             r = make_map("cast", (r,), want)
         return movement.reshape(r, shape)
-    if int(np.prod([x.shape[a] for a in flat])) <= UNROLL and x.size > UNROLL:
-        return movement.reshape(_unrolled(kind, x, tuple(flat)), shape)
     return make_reduce(kind, x, tuple(flat), shape)
 
 
-UNROLL = 8  # reductions over at most this many elements become elementwise ops
+UNROLL = 8  # a reduction over at most this many elements, inside an expression, is inlined
 
 
 _COMBINE = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
 
 
-def _unrolled(kind: str, x: LazyArray, axes: tuple[int, ...]) -> LazyArray:
+def unrolled(kind: str, x: LazyArray, axes: tuple[int, ...]) -> LazyArray:
     """A short reduction (the 3 coordinates of ``sum(d**2, axis=-1)``) as a chain of elementwise
-    ops over slices, keepdims: it stays lazy and fuses into its consumer's kernel instead of
-    being materialised at the consumer's size."""
+    ops over slices, keepdims. The planner inlines a short reduction nested in an expression this
+    way, so it fuses into its consumer's kernel instead of being materialised at the consumer's
+    size (an N×N array for pairwise distances)."""
     want = reduce_dtype(kind, x.dtype)
     if kind in ("sum", "prod") and x.dtype != want:
         x = make_map("cast", (x,), want)
