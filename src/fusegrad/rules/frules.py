@@ -651,10 +651,14 @@ def _norm(tangents, x, *args, **kwargs):
 
 
 def missing_frules() -> list[Any]:
-    """Functions with a reverse rule and no forward rule (checkpointed functions excepted)."""
+    """fusegrad's own reverse rules (those of ``fusegrad.rules``) that have no forward rule."""
     from .registry import RRULES
 
-    return [f for f in RRULES if f not in FRULES and getattr(f, "__name__", "") != "checkpointed"]
+    return [
+        f
+        for f, (rule, _) in RRULES.items()
+        if getattr(rule, "__module__", "").startswith("fusegrad.rules") and f not in FRULES
+    ]
 
 
 __all__ = ["eager_frule", "frule", "lazy_frule", "missing_frules", "register_scalar_frule"]
