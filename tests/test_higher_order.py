@@ -115,6 +115,14 @@ def test_hvp_of_several_arguments():
     np.testing.assert_allclose(hy, 2 * y * np.cos(x) * vx + 2 * np.sin(x) * vy)
 
 
+def test_hvp_keeps_float32():
+    x = np.linspace(-1, 1, 5).astype(np.float32)
+    hv = fg.hvp(lambda x: np.sum(np.sin(x) ** 3), (x,), (np.ones(5, np.float32),))
+    assert hv.dtype == np.float32
+    want = fg.hessian(lambda x: np.sum(np.sin(x) ** 3))(x.astype(np.float64)) @ np.ones(5)
+    np.testing.assert_allclose(hv, want, rtol=1e-5)
+
+
 def test_scalar_higher_derivatives_every_mix():
     f = np.sin
     x = 0.7

@@ -341,11 +341,13 @@ def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
     >>> hvp(lambda x: np.sum(x ** 3), (np.ones(2),), (np.ones(2),))
     array([6., 6.])
     """
+    from .ad.forward import cast_like
     from .ad.forward import jvp as forward_jvp
 
     primals, tangents = tuple(primals), tuple(tangents)
     nums = tuple(range(len(primals)))
     _, out = forward_jvp(grad(fun, argnums=nums), primals, tangents, primal_out=False)
+    out = cast_like(out, primals)
     return out[0] if len(primals) == 1 else out
 
 

@@ -359,4 +359,20 @@ def jvp(
     return (rebuild(prim_vals) if primal_out else None), rebuild(tang_out)
 
 
-__all__ = ["JVPTrace", "JVPTracer", "NoForwardRuleError", "apply", "jvp"]
+def cast_like(tree: Any, like: Any) -> Any:
+    """``tree``'s array leaves cast to the float dtype of the matching leaves of ``like`` (an
+    ``hvp`` of a float32 input is float32, whatever the precision of the backward pass)."""
+    leaves, rebuild = flatten(tree)
+    refs, _ = flatten(like)
+    if len(leaves) != len(refs):
+        return tree
+    out = []
+    for v, r in zip(leaves, refs):
+        dt = getattr(_tracer._primal(r), "dtype", None)
+        if isinstance(v, np.ndarray) and dt is not None and np.issubdtype(dt, np.inexact):
+            v = v if v.dtype == dt else v.astype(dt)
+        out.append(v)
+    return rebuild(out)
+
+
+__all__ = ["JVPTrace", "JVPTracer", "NoForwardRuleError", "apply", "cast_like", "jvp"]
