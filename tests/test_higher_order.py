@@ -282,8 +282,12 @@ def test_checkpoint_second_order():
     np.testing.assert_allclose(fg.hessian(f)(x), fg.hessian(g)(x), rtol=1e-12)
 
 
-def test_jvp_through_checkpoint_is_a_clear_error():
-    # api.checkpoint records through core.apply directly, which forward mode cannot see.
-    f = fg.checkpoint(lambda x: np.sum(np.exp(x)))
-    with pytest.raises(TypeError, match="reverse-mode primitive"):
-        fg.jvp(f, (np.zeros(3),), (np.ones(3),))
+def test_jvp_through_checkpoint():
+    g = lambda x: np.sum(np.exp(x) * x)  # noqa: E731
+    f = fg.checkpoint(g)
+    x, v = np.linspace(-1, 1, 3), np.array([1.0, -2.0, 0.5])
+    out, tangent = fg.jvp(f, (x,), (v,))
+    ref_out, ref_tangent = fg.jvp(g, (x,), (v,))
+    np.testing.assert_allclose(out, ref_out, rtol=1e-14)
+    np.testing.assert_allclose(tangent, ref_tangent, rtol=1e-14)
+    np.testing.assert_allclose(tangent, np.dot(np.exp(x) * (1 + x), v), rtol=1e-12)

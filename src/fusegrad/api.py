@@ -379,12 +379,9 @@ def checkpoint(fun: Callable) -> Callable:
     >>> grad(f)(np.zeros(2))
     array([1., 1.])
     """
-    from .ad.core import apply
-    from .rules.registry import register_rrule
+    from .rules.registry import primitive, register_frule, register_rrule
 
-    @functools.wraps(fun)
-    def checkpointed(*args: Any) -> Any:
-        return apply(checkpointed, args, {})
+    checkpointed = primitive(functools.wraps(fun)(lambda *args: fun(*args)))
 
     @register_rrule(checkpointed)
     def _rule(*args: Any) -> tuple:
@@ -395,5 +392,9 @@ def checkpoint(fun: Callable) -> Callable:
             return f_vjp(unthunk(dy))
 
         return y, pullback
+
+    @register_frule(checkpointed)
+    def _forward(tangents: tuple, *args: Any) -> tuple:
+        return jvp(fun, args, tangents)
 
     return checkpointed
