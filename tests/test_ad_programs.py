@@ -66,7 +66,7 @@ STRUCTURAL = {
     "fancy": lambda m, x, p: x[np.array([1, 0, 3, 2])] + x[np.array([0, 0, 1, 2])],
     "sum_keep": lambda m, x, p: x - m.sum(x, axis=1, keepdims=True) / 3.0,
     "mean_bcast": lambda m, x, p: x * m.mean(x, axis=0)[None, :],
-    "sumsq": lambda m, x, p: x + 0.1 * m.sum(x**2),
+    "sumsq": lambda m, x, p: x + m.tanh(0.1 * m.sum(x**2)),
     "slice_concat": lambda m, x, p: m.concatenate([x[:, 1:], x[:, :1] * 2.0], axis=1),
     "transpose": lambda m, x, p: (x.T @ p["V"]).T,
 }
