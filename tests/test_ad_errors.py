@@ -183,11 +183,6 @@ def test_control_flow_on_concrete_values_works():
     np.testing.assert_allclose(fg.grad(lambda x: np.sum(np.copy(x) * x.copy()))(X), 2 * X)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a comparison of traced values returns a bare fusegrad.lazy Map, which has no "
-    ".any()/.all()/.tolist() methods (lazy layer, fusegrad/lazy/protocols.py)",
-)
 def test_methods_of_a_comparison_result():
     def f(x):
         return np.sum(x * 3 if (x > 0).any() and (x > -5).all() else x)
@@ -208,3 +203,8 @@ def test_bad_cotangents_and_has_aux():
         f_vjp(np.ones(4))
     with pytest.raises(TypeError, match=r"has_aux=True needs .* pair"):
         fg.grad(lambda x: np.sum(x), has_aux=True)(X)
+
+
+def test_reduction_where_is_a_clear_error():
+    with pytest.raises(TypeError, match=r"where= in a reduction of a traced value"):
+        fg.grad(lambda x: np.sum(x, where=x > 0))(X)

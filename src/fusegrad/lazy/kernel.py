@@ -22,6 +22,7 @@ with every reduced axis set to 1.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,7 +64,7 @@ class Kernel:
     @property
     def size(self) -> int:
         """Number of points in the domain."""
-        return int(np.prod(self.domain, dtype=np.int64))
+        return math.prod(self.domain)
 
     def output_shape(self, out: Output) -> tuple[int, ...]:
         """The keepdims shape of ``out``: the domain with reduced axes set to 1."""

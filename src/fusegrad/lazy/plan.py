@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -111,7 +112,7 @@ def _largest_leaf(node: Any, memo: dict) -> int:
             size = node.size
         else:
             held = [n for n, st in zip(arr.shape, arr.strides) if st != 0]
-            size = int(np.prod(held, dtype=np.int64))
+            size = math.prod(held)
     memo[id(node)] = size
     return size
 
@@ -121,7 +122,7 @@ def inline(n: Reduce) -> LazyArray | None:
     elementwise ops: it joins its consumer's kernel instead of being computed before it."""
     if n.cached is not None or n.arg.size <= reductions.UNROLL:
         return None
-    if int(np.prod([n.arg.shape[a] for a in n.axes])) > reductions.UNROLL:
+    if math.prod(n.arg.shape[a] for a in n.axes) > reductions.UNROLL:
         return None
     return movement.reshape(reductions.unrolled(n.kind, n.arg, n.axes), n.shape)
 
@@ -169,7 +170,7 @@ def _compute(outputs: list[LazyArray]) -> None:
         _note(event="store", node=repr(n), shape=n.shape, dtype=str(n.dtype), reason=reason)
 
     for domain, outs in groups.items():
-        size = int(np.prod(domain, dtype=np.int64))
+        size = math.prod(domain)
         for o in outs:
             _walk(_body(o), size, prereqs, store)
     # Rule 2 of the policy: expensive, not a blow-up, consumed by two or more kernels.

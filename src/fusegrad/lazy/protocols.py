@@ -339,6 +339,25 @@ def _install() -> None:
     cls.reshape = lambda self, *shape, **k: np.reshape(
         self, shape[0] if len(shape) == 1 else shape, **k
     )
+    # Methods whose result is not an array expression: computed on the materialised value.
+    for name in (
+        "any",
+        "all",
+        "argmax",
+        "argmin",
+        "argsort",
+        "nonzero",
+        "tolist",
+        "item",
+        "copy",
+        "round",
+        "cumsum",
+        "cumprod",
+        "dot",
+        "flatten",
+        "tobytes",
+    ):
+        setattr(cls, name, lambda self, *a, _n=name, **k: getattr(materialize(self), _n)(*a, **k))
     cls.__iter__ = lambda self: (self[i] for i in range(len(self)))
     cls.__setitem__ = _no_setitem
 

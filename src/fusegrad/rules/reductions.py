@@ -52,6 +52,14 @@ def _pad_positional(rule: Callable) -> Callable:
     """Options passed positionally (``np.sum(x, -1)``) get ``NoTangent()`` cotangents."""
 
     def padded(a: Any, *args: Any, **kwargs: Any) -> Any:
+        for k in ("where", "out", "initial"):
+            if kwargs.get(k) is not None:
+                raise TypeError(
+                    f"{k}= in a reduction of a traced value is not supported by fusegrad: "
+                    "write np.sum(np.where(mask, x, 0)) for where=, drop out=, and add "
+                    "initial= to the result"
+                )
+            kwargs.pop(k, None)
         y, pullback = rule(a, *args, **kwargs)
         if not args:
             return y, pullback
