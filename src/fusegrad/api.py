@@ -25,6 +25,18 @@ from .rules.registry import is_differentiable
 from .tangents import AbstractZero, BroadcastThunk, ProjectTo, ownership_scope, unthunk
 
 
+def _with_args(fun: Callable, args: tuple, kwargs: dict, nums: tuple[int, ...]) -> Callable:
+    """``fun`` as a function of the arguments at positions ``nums`` only, the others fixed."""
+
+    def partial_fun(*selected: Any) -> Any:
+        full = list(args)
+        for n, v in zip(nums, selected):
+            full[n] = v
+        return fun(*full, **kwargs)
+
+    return partial_fun
+
+
 def _normalize_argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for n in nums:
@@ -198,12 +210,7 @@ def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool
             leaves, _ = flatten(args[n])
             _check_differentiable(leaves, f"argument {n} of {getattr(fun, '__name__', 'fun')}")
 
-        def partial_fun(*selected: Any) -> Any:
-            full = list(args)
-            for n, v in zip(nums, selected):
-                full[n] = v
-            return fun(*full, **kwargs)
-
+        partial_fun = _with_args(fun, args, kwargs, nums)
         primals = tuple(args[n] for n in nums)
         res = _vjp(partial_fun, primals, has_aux, evaluate=with_value)
         out, f_vjp = res[0], res[1]
@@ -258,12 +265,7 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums = _normalize_argnums(argnums, len(args))
 
-        def partial_fun(*selected: Any) -> Any:
-            full = list(args)
-            for n, v in zip(nums, selected):
-                full[n] = v
-            return fun(*full, **kwargs)
-
+        partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
         ones = np.broadcast_to(np.ones((), dtype=_float_dtype(out)), np.shape(out))
         grads = f_vjp(ones)
@@ -284,12 +286,7 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums = _normalize_argnums(argnums, len(args))
 
-        def partial_fun(*selected: Any) -> Any:
-            full = list(args)
-            for n, v in zip(nums, selected):
-                full[n] = v
-            return fun(*full, **kwargs)
-
+        partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
         oshape = np.shape(out)
         rows = []

@@ -21,30 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, asarray
-from ..tangents import BroadcastThunk, NoTangent, ZeroTangent, unthunk
-from ..tangents.thunks import AbstractThunk
+from ..tangents import NoTangent, ZeroTangent
+from .lazy_values import as_cotangent as _as_cotangent
+from .lazy_values import as_lazy as _lazy
+from .lazy_values import operand as _operand
 from .registry import is_differentiable, primitive, register_rrule
 from .shapes import unbroadcast_to
 
 PARTIALS: dict[np.ufunc, tuple] = {}
-
-
-def _lazy(x: Any) -> Any:
-    """Arrays become lazy leaves; lazy values, scalars and tracers stay as they are."""
-    return asarray(x) if isinstance(x, np.ndarray) else x
-
-
-def _operand(dy: Any) -> Any:
-    if isinstance(dy, BroadcastThunk):
-        return dy.node
-    if isinstance(dy, AbstractThunk):
-        dy = unthunk(dy)
-    return _lazy(dy)
-
-
-def _as_cotangent(g: Any) -> Any:
-    return BroadcastThunk(g) if isinstance(g, LazyArray) else g
 
 
 def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, asarray, materialize_many
+from ..lazy import LazyArray, materialize_many
 from ..lazy.reductions import normalize_axes
 from ..tangents import AbstractZero, ZeroTangent, unthunk
 from . import indexing as _indexing
@@ -47,6 +47,7 @@ from . import registry
 from . import scans as _scans
 from .elementwise import PARTIALS, astype
 from .indexing import is_basic_index, scatter_add
+from .lazy_values import as_lazy as _lazy
 from .reductions import _prod_of_others
 from .registry import FRULES, frule, is_differentiable, register_frule
 from .shapes import params, zeros_for
@@ -54,11 +55,6 @@ from .shapes import params, zeros_for
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-
-
-def _lazy(x: Any) -> Any:
-    """Arrays become lazy leaves; lazy values, scalars and tracers stay as they are."""
-    return asarray(x) if isinstance(x, np.ndarray) else x
 
 
 def _zero(t: Any) -> bool:

@@ -25,27 +25,20 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, asarray, materialize
+from ..lazy import LazyArray, materialize
 from ..lazy.reductions import normalize_axes
-from ..tangents import BroadcastThunk, NoTangent, unthunk
-from ..tangents.thunks import AbstractThunk
+from ..tangents import NoTangent
+from .lazy_values import as_cotangent as _wrap
+from .lazy_values import as_lazy, operand
 from .registry import register_rrule
 
 
 def _lazy(x: Any) -> Any:
-    return asarray(x) if isinstance(x, np.ndarray | np.generic | float | int) else x
+    return as_lazy(x, scalars=True)
 
 
 def _operand(dy: Any) -> Any:
-    if isinstance(dy, BroadcastThunk):
-        return dy.node
-    if isinstance(dy, AbstractThunk):
-        dy = unthunk(dy)
-    return _lazy(dy)
-
-
-def _wrap(g: Any) -> Any:
-    return BroadcastThunk(g) if isinstance(g, LazyArray) else g
+    return operand(dy, scalars=True)
 
 
 def _pad_positional(rule: Callable) -> Callable:

@@ -1,0 +1,42 @@
+"""The three conversions every lazy rule needs, in one place.
+
+Rules registered with ``lazy=True`` take lazy arguments and cotangents and keep them lazy:
+``as_lazy`` turns a NumPy array into a lazy leaf (so what a rule builds on it is an expression,
+not a computation), ``operand`` turns a cotangent into something a NumPy operation can consume
+lazily, and ``as_cotangent`` wraps a lazy result as a ``BroadcastThunk``.
+
+>>> import numpy as np
+>>> type(as_lazy(np.ones(2))).__name__, as_lazy(2.0)
+('Leaf', 2.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..lazy import LazyArray, asarray
+from ..tangents import BroadcastThunk, unthunk
+from ..tangents.thunks import AbstractThunk
+
+
+def as_lazy(x: Any, scalars: bool = False) -> Any:
+    """Arrays as lazy leaves; lazy values and tracers as they are. Numbers stay weak constants
+    unless ``scalars`` (then they become 0-d leaves, so that broadcasting them costs nothing)."""
+    kinds = (np.ndarray, np.generic, float, int) if scalars else (np.ndarray,)
+    return asarray(x) if isinstance(x, kinds) else x
+
+
+def operand(dy: Any, scalars: bool = False) -> Any:
+    """A cotangent as a lazy operand: a ``BroadcastThunk``'s node, any other thunk unthunked."""
+    if isinstance(dy, BroadcastThunk):
+        return dy.node
+    if isinstance(dy, AbstractThunk):
+        dy = unthunk(dy)
+    return as_lazy(dy, scalars)
+
+
+def as_cotangent(g: Any) -> Any:
+    """A lazy result wrapped as a ``BroadcastThunk``; anything else as it is."""
+    return BroadcastThunk(g) if isinstance(g, LazyArray) else g
