@@ -9,23 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fusegrad as fg
-from fusegrad.lazy.engines import numba_engine
 from fusegrad.testing import check_grads
-
-
-@pytest.fixture(
-    params=[
-        "numpy",
-        pytest.param(
-            "numba",
-            marks=pytest.mark.skipif(not numba_engine.available(), reason="numba unavailable"),
-        ),
-    ],
-)
-def engine(request):
-    with fg.use_engine(request.param):
-        yield request.param
-
 
 # ------------------------------------------------------------------ random programs
 # Each step maps an (N, M) array to an (N, M) array, smoothly on all of R (no kinks, no poles), so

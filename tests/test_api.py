@@ -9,23 +9,9 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.lazy.engines import numba_engine
 from fusegrad.testing import check_grads
 
-
-@pytest.fixture(
-    params=[
-        "numpy",
-        pytest.param(
-            "numba",
-            marks=pytest.mark.skipif(not numba_engine.available(), reason="numba unavailable"),
-        ),
-    ],
-    autouse=True,
-)
-def engine(request):
-    with fg.use_engine(request.param):
-        yield request.param
+pytestmark = pytest.mark.usefixtures("engine")  # every test on both engines
 
 
 RNG = np.random.default_rng(0)

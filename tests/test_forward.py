@@ -12,25 +12,11 @@ import scipy.special as sp
 import fusegrad as fg
 from fusegrad.ad.forward import JVPTracer, NoForwardRuleError
 from fusegrad.lazy import recording
-from fusegrad.lazy.engines import numba_engine
 from fusegrad.rules import frules
 from fusegrad.rules.registry import FRULES, RRULES, register_rrule
 from fusegrad.testing import check_frule, check_grads
 
-
-@pytest.fixture(
-    params=[
-        "numpy",
-        pytest.param(
-            "numba",
-            marks=pytest.mark.skipif(not numba_engine.available(), reason="numba unavailable"),
-        ),
-    ],
-    autouse=True,
-)
-def engine(request):
-    with fg.use_engine(request.param):
-        yield request.param
+pytestmark = pytest.mark.usefixtures("engine")  # every test on both engines
 
 
 RNG = np.random.default_rng(8)

@@ -20,25 +20,10 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.lazy as fl
-from fusegrad.lazy.engines import numba_engine
 from fusegrad.memory import track_allocations
 
 N1 = 20_000  # 1-D cases: a 160 kB N-array
 N2 = 2_000  # N² cases: a 32 MB N²-array, a 16 kB N-array
-
-ENGINES = [
-    "numpy",
-    pytest.param(
-        "numba",
-        marks=pytest.mark.skipif(not numba_engine.available(), reason="numba not importable"),
-    ),
-]
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request):
-    with fg.use_engine(request.param):
-        yield request.param
 
 
 def measure(fun, *args, argnums=0):

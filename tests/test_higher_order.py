@@ -8,23 +8,9 @@ import pytest
 
 import fusegrad as fg
 from fusegrad.lazy import recording
-from fusegrad.lazy.engines import numba_engine
 from fusegrad.memory import track_allocations
 
-
-@pytest.fixture(
-    params=[
-        "numpy",
-        pytest.param(
-            "numba",
-            marks=pytest.mark.skipif(not numba_engine.available(), reason="numba unavailable"),
-        ),
-    ],
-    autouse=True,
-)
-def engine(request):
-    with fg.use_engine(request.param):
-        yield request.param
+pytestmark = pytest.mark.usefixtures("engine")  # every test on both engines
 
 
 RNG = np.random.default_rng(88)

@@ -15,30 +15,6 @@ import fusegrad.lazy as fl
 from fusegrad.lazy.engines import numpy_blocked
 
 
-def _numba_available() -> bool:
-    try:
-        from fusegrad.lazy.engines import numba_engine
-
-        return bool(numba_engine.available())
-    except Exception:
-        return False
-
-
-ENGINES = [
-    "numpy",
-    pytest.param(
-        "numba",
-        marks=pytest.mark.skipif(not _numba_available(), reason="numba engine not available"),
-    ),
-]
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request):
-    with fl.use_engine(request.param):
-        yield request.param
-
-
 @pytest.fixture(params=["default", "tiny"])
 def blocks(request, monkeypatch):
     """Default block sizes, or tiny ones so that small shapes go through blocking and threads."""

@@ -24,21 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fusegrad.lazy as fl
-from fusegrad.lazy.engines import numpy_blocked
+from fusegrad.lazy.engines import numba_engine, numpy_blocked
 
 # ---------------------------------------------------------------------------------------------
 # engines and block sizes
-
-
-def _numba_available() -> bool:
-    try:
-        from fusegrad.lazy.engines import numba_engine
-    except Exception:
-        return False
-    try:
-        return bool(numba_engine.available())
-    except Exception:
-        return False
 
 
 @contextlib.contextmanager
@@ -653,7 +642,7 @@ def test_lazy_equals_eager(blocking: str, data: Any) -> None:
 # Block sizes do not matter to the numba engine, and every example compiles new kernels
 # (about 0.5 s each): fewer examples, one blocking.
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.skipif(not _numba_available(), reason="numba engine not available")
+@pytest.mark.skipif(not numba_engine.available(), reason="numba engine not available")
 @settings(SETTINGS, max_examples=12)
 @given(data=st.data())
 def test_lazy_equals_eager_numba(data: Any) -> None:

@@ -7,28 +7,9 @@ proves that no large temporary ever existed; ``count``/``largest`` list the buff
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import fusegrad.lazy as fl
 from fusegrad.memory import track_allocations
-
-
-def _numba_available() -> bool:
-    try:
-        from fusegrad.lazy.engines import numba_engine
-
-        return bool(numba_engine.available())
-    except Exception:
-        return False
-
-
-ENGINES = [
-    "numpy",
-    pytest.param(
-        "numba",
-        marks=pytest.mark.skipif(not _numba_available(), reason="numba engine not available"),
-    ),
-]
 
 MB = 1 << 20
 
@@ -46,7 +27,6 @@ def chain(a: np.ndarray):
     return np.exp(np.sin(x) * 2.0 + x) / (1.0 + x * x)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 def test_row_sum_allocates_no_square_array(engine):
     n = 4000
     g = np.random.default_rng(0)
@@ -67,7 +47,6 @@ def test_row_sum_allocates_no_square_array(engine):
     np.testing.assert_allclose(out[:200], np.sum(np.tanh(d) * np.exp(-(d**2)), axis=1))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 def test_chain_allocates_output_plus_block_buffers(engine):
     n = 10**6
     g = np.random.default_rng(1)
@@ -84,7 +63,6 @@ def test_chain_allocates_output_plus_block_buffers(engine):
     np.testing.assert_allclose(out, np.exp(np.sin(a) * 2.0 + a) / (1.0 + a * a), rtol=1e-15)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 def test_two_reductions_one_pass_memory(engine):
     """Row and column sums of ``(x[:, None] - y)**2`` together: outputs plus buffers only."""
     n = 3000
