@@ -187,8 +187,15 @@ def getitem(x, index):
     y = x[index]
     dtype = getattr(x, "dtype", np.dtype(np.float64))
 
+    only_new_axes = basic and all(
+        i is None or i is Ellipsis or (isinstance(i, slice) and i == slice(None))
+        for i in _as_tuple(index)
+    )
+
     def pullback(dy):
         dy = lazy_ct(dy)
+        if only_new_axes:  # x[:, None]: the cotangent is dy without the new axes
+            return np.reshape(dy, shape), NoTangent()
         if basic and not isinstance(dy, np.ndarray | np.generic | float | int | complex):
             g = _lazy_embed(dy, _as_tuple(index), shape, dtype)
             if g is not None:
