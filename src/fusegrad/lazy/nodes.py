@@ -196,12 +196,29 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "(" + ",".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def _power_of_two(c: Any) -> bool:
+    """Whether ``c`` is a Python number (a weak constant) that is ± a power of two."""
+    if type(c) not in (int, float) or c == 0 or not math.isfinite(c):
+        return False
+    mantissa, _ = math.frexp(abs(c))
+    return mantissa == 0.5 and abs(c) < 2.0**1000
+
+
 def make_map(op: str, args: tuple, dtype: np.dtype | None = None) -> LazyArray:
     """The ``Map`` node ``op(*args)`` with NumPy broadcasting; raises NumPy's broadcasting error.
 
     >>> make_map("add", (asarray(np.ones((2, 1))), asarray(np.ones(3)))).shape
     (2, 3)
     """
+    if (
+        op == "divide"
+        and dtype is None
+        and _power_of_two(args[1])
+        and isinstance(args[0], LazyArray)
+    ):
+        # x / 2.0 is exactly x * 0.5 (a power of two only moves the exponent), and a multiply
+        # vectorises where a division by a runtime constant does not.
+        return make_map("multiply", (args[0], 1.0 / args[1]))
     shapes = [a.shape for a in args if isinstance(a, LazyArray)]
     try:
         shape = np.broadcast_shapes(*shapes) if shapes else ()

@@ -49,11 +49,12 @@ STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, 
 
 # Parallel (prange) variant when the estimated serial time exceeds PARALLEL_MIN_NS, estimated
 # as size * (ARITH_NS + EXPENSIVE_NS * per-point transcendental ops). Measured with
-# benchmarks/bench_kernels.py on the shared 2-core machine (load ~5): serial arithmetic row sum
-# ~0.15 ns/point, exp/tanh ~10 ns/point; one prange region costs ~18 ms there when the machine
-# is oversubscribed (OpenMP threads wait on descheduled peers), so only long kernels go parallel
-# (10M-point Gaussian row+col sums: serial 101 ms, parallel 88 ms; 10M arithmetic: 1.4 vs 19 ms).
-PARALLEL_MIN_NS = 5e7
+# benchmarks/bench_kernels.py: serial arithmetic row sum ~0.15 ns/point, exp/tanh ~10 ns/point.
+# On a quiet 2-core machine one prange region costs well under a millisecond, and the N=8000
+# arithmetic row sum (64M points, ~10 ms serial) runs in 4.0 ms parallel against 7.9 ms serial,
+# so kernels from ~2 ms of work go parallel. (Under heavy oversubscription, load ~5, a region
+# was seen to cost ~18 ms; that machine state is not the one to tune for.)
+PARALLEL_MIN_NS = 2e6
 ARITH_NS = 0.15
 EXPENSIVE_NS = 10.0
 
