@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..lazy.protocols import forward_methods
 from ..rules.elementwise import astype
 from .core import Tracer, apply
 
@@ -215,35 +216,12 @@ def _install() -> None:
     cls.conjugate = cls.conj
     cls.dot = lambda self, other: np.dot(self, other)
     cls.astype = lambda self, dtype, **k: _astype(self, dtype)
-    for name in (
-        "sum",
-        "prod",
-        "max",
-        "min",
-        "mean",
-        "var",
-        "std",
-        "clip",
-        "transpose",
-        "swapaxes",
-        "squeeze",
-        "ravel",
-        "cumsum",
-        "cumprod",
-        "repeat",
-        "flatten",
-        "diagonal",
-        "take",
-        "sort",
-        "argmax",
-        "argmin",
-        "argsort",
-        "nonzero",
-        "any",
-        "all",
-    ):
-        fn = getattr(np, name, None) or np.ravel
-        setattr(cls, name, lambda self, *a, _fn=fn, **k: _fn(self, *a, **k))
+    forward_methods(
+        cls,
+        "sum prod max min mean var std clip transpose swapaxes squeeze ravel cumsum cumprod"
+        " repeat diagonal take sort argmax argmin argsort nonzero any all",
+    )
+    cls.flatten = lambda self: np.ravel(self)  # a copy in NumPy; values are immutable here
     cls.reshape = lambda self, *shape, **k: np.reshape(
         self, shape[0] if len(shape) == 1 else shape, **k
     )

@@ -79,6 +79,12 @@ def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: An
     return eager(getattr(uf, method), *inputs, **kwargs)
 
 
+def _with_dtype(a: Any, dtype: Any) -> LazyArray:
+    """``a`` as a lazy value, cast first when a reduction is asked for another ``dtype``."""
+    x = asarray(a)
+    return x if dtype is None else make_map("cast", (x,), np.dtype(dtype))
+
+
 def _reduction(kind: str) -> Callable:
     def fn(
         a: Any,
@@ -90,9 +96,7 @@ def _reduction(kind: str) -> Callable:
     ) -> Any:
         if out is not None or kw:
             return NotImplemented
-        x = asarray(a)
-        if dtype is not None:
-            x = make_map("cast", (x,), np.dtype(dtype))
+        x = _with_dtype(a, dtype)
         return reductions.reduce(kind, x, axis, keepdims)
 
     return fn
@@ -112,9 +116,7 @@ def _mean(
 ) -> Any:
     if out is not None or kw:
         return NotImplemented
-    x = asarray(a)
-    if dtype is not None:
-        x = make_map("cast", (x,), np.dtype(dtype))
+    x = _with_dtype(a, dtype)
     return reductions.mean(x, axis, keepdims)
 
 
@@ -130,9 +132,7 @@ def _var_std(which: Callable) -> Callable:
     ) -> Any:
         if out is not None or kw:
             return NotImplemented
-        x = asarray(a)
-        if dtype is not None:
-            x = make_map("cast", (x,), np.dtype(dtype))
+        x = _with_dtype(a, dtype)
         return which(x, axis, ddof, keepdims)
 
     return fn
@@ -271,6 +271,14 @@ def _binary(uf: np.ufunc) -> tuple[Callable, Callable]:
     return (lambda self, other: uf(self, other)), (lambda self, other: uf(other, self))
 
 
+def forward_methods(cls: type, names: str) -> None:
+    """Give ``cls`` the array methods ``names`` (space-separated) as calls of the NumPy
+    functions of the same names, so ``x.sum(axis=0)`` dispatches like ``np.sum(x, axis=0)``."""
+    for name in names.split():
+        fn = getattr(np, name)
+        setattr(cls, name, lambda self, *a, _fn=fn, **k: _fn(self, *a, **k))
+
+
 def _install() -> None:
     """Attach the protocol methods and operators to ``LazyArray``."""
     cls = LazyArray
@@ -320,22 +328,7 @@ def _install() -> None:
     cls.real = property(lambda self: self if self.dtype.kind != "c" else eager(np.real, self))
     cls.conj = lambda self: np.conjugate(self)
     cls.conjugate = cls.conj
-    for name in (
-        "sum",
-        "prod",
-        "max",
-        "min",
-        "mean",
-        "var",
-        "std",
-        "clip",
-        "transpose",
-        "swapaxes",
-        "squeeze",
-        "ravel",
-    ):
-        fn = getattr(np, name)
-        setattr(cls, name, lambda self, *a, _fn=fn, **k: _fn(self, *a, **k))
+    forward_methods(cls, "sum prod max min mean var std clip transpose swapaxes squeeze ravel")
     cls.reshape = lambda self, *shape, **k: np.reshape(
         self, shape[0] if len(shape) == 1 else shape, **k
     )
