@@ -145,6 +145,9 @@ def _base(a: np.ndarray) -> np.ndarray:
 def asarray(x: Any) -> LazyArray:
     """Wrap an array or scalar as a lazy node (a lazy value is returned as is).
 
+    The array is treated as immutable while lazy values built on it are alive: they may have
+    computed and kept their values already.
+
     >>> asarray(np.ones(2)) is asarray(asarray(np.ones(2)))
     False
     """
