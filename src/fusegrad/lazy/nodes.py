@@ -42,14 +42,17 @@ class LazyArray:
 
     @property
     def ndim(self) -> int:
+        """Number of axes."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """Number of elements."""
         return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Bytes the value takes once materialised."""
         return self.size * self.dtype.itemsize
 
     def __len__(self) -> int:

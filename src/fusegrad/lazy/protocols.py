@@ -61,6 +61,8 @@ def _foreign(values: Any) -> bool:
 
 
 def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    """``LazyArray.__array_ufunc__``: a fusable ufunc builds a ``Map`` (``reduce`` a reduction);
+    anything else runs eagerly on materialised inputs."""
     if _foreign(inputs):
         return NotImplemented
     op = op_for(uf)
@@ -228,6 +230,8 @@ FUNCTIONS: dict[Callable, Callable] = {
 
 
 def array_function(self: LazyArray, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+    """``LazyArray.__array_function__``: the functions of ``FUNCTIONS`` stay lazy, others run
+    eagerly; another library's array type (a tracer) present makes it defer."""
     if any(not issubclass(t, LazyArray | np.ndarray) for t in types):
         return NotImplemented
     impl = FUNCTIONS.get(func)
@@ -239,12 +243,15 @@ def array_function(self: LazyArray, func: Callable, types: Any, args: tuple, kwa
 
 
 def getitem(self: LazyArray, index: Any) -> Any:
+    """``x[index]``: basic indexing stays lazy (a view of the leaves), advanced indexing runs
+    on the materialised value."""
     if movement.is_basic_index(index):
         return movement.getitem(self, index)
     return materialize(self)[_concrete(index)]
 
 
 def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    """``np.asarray(lazy)``: the materialised value (computed once, then kept)."""
     out = materialize(self)
     if dtype is not None and out.dtype != dtype:
         return out.astype(dtype)
@@ -252,6 +259,7 @@ def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
 
 
 def astype(self: LazyArray, dtype: Any, copy: bool = True) -> LazyArray:
+    """``x.astype(dtype)``, lazily (a cast op in the kernel)."""
     dtype = np.dtype(dtype)
     if dtype == self.dtype:
         return self
