@@ -283,6 +283,27 @@ def _fd_directional(loss: Callable[[list[Any]], Any], leaves: list[Any], k: int,
 # ---------------------------------------------------------------- check_rrule
 
 
+def _check_primal(
+    name: str, f: Any, y: Any, args: tuple, saved_args: tuple, kwargs: dict, rtol: Any, atol: Any
+) -> tuple[float, float, Any]:
+    """The rule's primal output equals ``f``'s own; returns the tolerances the checks use and
+    ``f``'s output."""
+    diff_values = [v for a in args for v in _leaves(a) if _is_diff_leaf(v)]
+    rtol, atol = _tolerances(diff_values + _leaves(y), rtol, atol)
+    y_ref = f(*copy.deepcopy(saved_args), **kwargs)
+    for yl, rl in zip(_leaves(y), _leaves(y_ref), strict=True):
+        if _is_diff_leaf(rl):
+            _assert_close(
+                f"{name}: the primal output",
+                np.asarray(yl),
+                np.asarray(rl),
+                rtol,
+                atol,
+                ("rule", "calling f"),
+            )
+    return rtol, atol, y_ref
+
+
 def check_rrule(
     f: Any,
     *args: Any,
@@ -311,19 +332,7 @@ def check_rrule(
     if res is None:
         raise AssertionError(f"{name} has no reverse rule (register one with @register_rrule)")
     y, pullback = res
-    y_ref = f(*copy.deepcopy(saved_args), **kwargs)
-    diff_values = [v for a in args for v in _leaves(a) if _is_diff_leaf(v)]
-    rtol, atol = _tolerances(diff_values + _leaves(y), rtol, atol)
-    for yl, rl in zip(_leaves(y), _leaves(y_ref), strict=True):
-        if _is_diff_leaf(rl):
-            _assert_close(
-                f"{name}: the primal output",
-                np.asarray(yl),
-                np.asarray(rl),
-                rtol,
-                atol,
-                ("rule", "calling f"),
-            )
+    rtol, atol, y_ref = _check_primal(name, f, y, args, saved_args, kwargs, rtol, atol)
 
     ybar = _random_like(y, rng) if output_tangent is None else output_tangent
     saved_ybar = copy.deepcopy(ybar)
@@ -468,19 +477,7 @@ def check_frule(
         raise AssertionError(f"{name}: the forward rule mutated its arguments")
     if not _same(tangents, saved_tangents):
         raise AssertionError(f"{name}: the forward rule mutated the tangents")
-    diff_values = [v for a in args for v in _leaves(a) if _is_diff_leaf(v)]
-    rtol, atol = _tolerances(diff_values + _leaves(y), rtol, atol)
-    y_ref = f(*copy.deepcopy(saved_args), **kwargs)
-    for yl, rl in zip(_leaves(y), _leaves(y_ref), strict=True):
-        if _is_diff_leaf(rl):
-            _assert_close(
-                f"{name}: the primal output",
-                np.asarray(yl),
-                np.asarray(rl),
-                rtol,
-                atol,
-                ("rule", "calling f"),
-            )
+    rtol, atol, y_ref = _check_primal(name, f, y, args, saved_args, kwargs, rtol, atol)
     args64 = [_upcast(a) for a in saved_args]
     t64 = [_upcast(unthunk(t)) for t in saved_tangents]
     want = _fd_jvp(lambda *a: f(*a, **kwargs), args64, t64)
