@@ -26,15 +26,13 @@ autograd and <= 1.0x jax.jit, peak within 10% of the floor.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+from _rss import extra_peak_in_child, report_extra_peak
 
 SIZES = {1: 10**7, 2: 8000, 3: 8000, 4: 8000}
 ARGNUMS = {1: (0,), 2: (0,), 3: (0,), 4: (0, 1, 2)}
@@ -97,32 +95,13 @@ def build(case: int, lib: str):
     raise ValueError(lib)
 
 
-def _status(field: str) -> int:
-    text = open("/proc/self/status").read()
-    return int(re.search(rf"{field}:\s+(\d+)", text).group(1)) * 1024
-
-
 def child(case: int, lib: str) -> None:
     call = build(case, lib)
-    call()
-    call()
-    before = _status("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the peak RSS high-water mark
-    out = call()
-    extra = _status("VmHWM") - before
-    del out
-    print(json.dumps({"extra": extra}))
+    report_extra_peak(call)
 
 
 def memory(case: int, lib: str) -> float | None:
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    cmd = [sys.executable, __file__, "--child", str(case), lib]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-    if p.returncode != 0:
-        print(f"  memory child {case} {lib} failed: {p.stderr.strip()[-300:]}", file=sys.stderr)
-        return None
-    return json.loads(p.stdout.strip().splitlines()[-1])["extra"]
+    return extra_peak_in_child(__file__, ["--child", str(case), lib], f"{case} {lib}")
 
 
 def main() -> None:

@@ -20,15 +20,13 @@ Targets (issue 8): hvp extra peak RSS < 64 MB; hvp time <= 4x one gradient.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+from _rss import extra_peak_in_child, report_extra_peak
 
 LIBS = ["fusegrad-numpy", "fusegrad-numba", "fusegrad-auto", "jax-jit"]
 OPS = ["grad", "hvp"]
@@ -77,32 +75,13 @@ def build(lib: str, op: str, n: int):
     raise ValueError(lib)
 
 
-def _status(field: str) -> int:
-    text = open("/proc/self/status").read()
-    return int(re.search(rf"{field}:\s+(\d+)", text).group(1)) * 1024
-
-
 def child(lib: str, op: str, n: int) -> None:
     call = build(lib, op, n)
-    call()
-    call()
-    before = _status("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the peak RSS high-water mark
-    out = call()
-    extra = _status("VmHWM") - before
-    del out
-    print(json.dumps({"extra": extra}))
+    report_extra_peak(call)
 
 
 def memory(lib: str, op: str, n: int) -> float | None:
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    cmd = [sys.executable, __file__, "--n", str(n), "--child", lib, op]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-    if p.returncode != 0:
-        print(f"  memory child {lib} {op} failed: {p.stderr.strip()[-300:]}", file=sys.stderr)
-        return None
-    return json.loads(p.stdout.strip().splitlines()[-1])["extra"]
+    return extra_peak_in_child(__file__, ["--n", str(n), "--child", lib, op], f"{lib} {op}")
 
 
 def main() -> None:
