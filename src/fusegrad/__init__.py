@@ -24,6 +24,7 @@ from .explain import Explanation, explain
 from .lazy import use_engine
 from .rules import frule, opt_out, register_frule, register_rrule, rrule
 from .rules.elementwise import scalar_rule
+from .rules.registry import primitive
 from .tangents import (
     AbstractThunk,
     BroadcastThunk,
@@ -67,6 +68,7 @@ __all__ = [
     "mark_owned",
     "opt_out",
     "owned",
+    "primitive",
     "register_frule",
     "register_rrule",
     "rrule",
