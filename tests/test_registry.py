@@ -153,3 +153,33 @@ def test_numpy_functions_and_ufuncs_are_keys():
             registry.RRULES.pop(np.cos, None)
         else:
             registry.RRULES[np.cos] = saved
+
+
+def test_a_primitive_uses_its_rule_under_grad():
+    import fusegrad as fg
+
+    used = []
+
+    @fg.primitive
+    def my_solve(A, b):
+        return np.linalg.solve(A, b)
+
+    @fg.register_rrule(my_solve)
+    def _(A, b):
+        x = my_solve(A, b)
+
+        def pullback(dx):
+            used.append(True)
+            db = my_solve(A.T, dx)
+            return -np.outer(db, x), db
+
+        return x, pullback
+
+    A = np.array([[3.0, 0.5], [0.2, 2.0]])
+    b = np.array([1.0, -1.0])
+    gA, gb = fg.grad(lambda A, b: np.sum(my_solve(A, b) ** 2), argnums=(0, 1))(A, b)
+    x = np.linalg.solve(A, b)
+    want_b = np.linalg.solve(A.T, 2 * x)
+    np.testing.assert_allclose(gb, want_b, rtol=1e-12)
+    np.testing.assert_allclose(gA, -np.outer(want_b, x), rtol=1e-12)
+    assert used  # the registered pullback ran, not a trace of the body
