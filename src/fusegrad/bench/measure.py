@@ -54,6 +54,18 @@ class PeakRSS:
         else:
             self.base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
+    def restart(self) -> None:
+        """Reset the peak to the current RSS, keeping the baseline (so that memory freed since,
+        such as a checked result, is not counted again); a no-op where peaks cannot be reset.
+
+        Example:
+            >>> p = PeakRSS(); p.restart(); p.delta_bytes() >= 0
+            True
+        """
+        if self.exact:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+
     def delta_bytes(self) -> int:
         """Peak RSS since construction minus the baseline, in bytes (never negative).
 
