@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy.protocols import forward_methods
+from ..lazy.protocols import ARITHMETIC, COMPARISONS, forward_methods, forward_operators
 from ..rules.elementwise import astype
 from .core import Tracer, apply
 
@@ -175,26 +175,8 @@ def _install() -> None:
     cls.copy = lambda self, order="K": self  # tracers are immutable: a copy is the same value
     cls.__setitem__ = _no_setitem
     cls.__hash__ = lambda self: id(self)
-    for name, uf in [
-        ("add", np.add),
-        ("sub", np.subtract),
-        ("mul", np.multiply),
-        ("truediv", np.divide),
-        ("floordiv", np.floor_divide),
-        ("mod", np.remainder),
-        ("matmul", np.matmul),
-    ]:
-        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _u(self, o))
-        setattr(cls, f"__r{name}__", lambda self, o, _u=uf: _u(o, self))
-    for name, uf in [
-        ("lt", np.less),
-        ("le", np.less_equal),
-        ("gt", np.greater),
-        ("ge", np.greater_equal),
-        ("eq", np.equal),
-        ("ne", np.not_equal),
-    ]:
-        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _u(self, o))
+    forward_operators(cls, ARITHMETIC)
+    forward_operators(cls, COMPARISONS, reflected=False)
     cls.__pow__ = _power
     cls.__rpow__ = lambda self, o: np.power(o, self)
     cls.__neg__ = lambda self: np.negative(self)

@@ -275,8 +275,26 @@ def _power(self: LazyArray, other: Any) -> Any:
     return np.power(self, other)
 
 
-def _binary(uf: np.ufunc) -> tuple[Callable, Callable]:
-    return (lambda self, other: uf(self, other)), (lambda self, other: uf(other, self))
+ARITHMETIC = "add sub mul truediv floordiv mod matmul"
+COMPARISONS = "lt le gt ge eq ne"
+_OPERATOR_UFUNCS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.divide,
+    "floordiv": np.floor_divide, "mod": np.remainder, "matmul": np.matmul,
+    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal, "ne": np.not_equal,
+    "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+}  # fmt: skip
+
+
+def forward_operators(cls: type, names: str, reflected: bool = True) -> None:
+    """Give ``cls`` the Python operators ``names`` (``"add sub"`` → ``__add__``, ``__sub__`` and,
+    when ``reflected``, ``__radd__``, ``__rsub__``) as calls of the matching ufuncs, so that
+    ``a + b`` dispatches like ``np.add(a, b)``."""
+    for name in names.split():
+        uf = _OPERATOR_UFUNCS[name]
+        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _u(self, o))
+        if reflected:
+            setattr(cls, f"__r{name}__", lambda self, o, _u=uf: _u(o, self))
 
 
 def forward_methods(cls: type, names: str) -> None:
@@ -295,30 +313,10 @@ def _install() -> None:
     cls.__array__ = array
     cls.__getitem__ = getitem
     cls.astype = astype
-    for name, uf in [
-        ("add", np.add),
-        ("sub", np.subtract),
-        ("mul", np.multiply),
-        ("truediv", np.divide),
-        ("floordiv", np.floor_divide),
-        ("mod", np.remainder),
-        ("lt", np.less),
-        ("le", np.less_equal),
-        ("gt", np.greater),
-        ("ge", np.greater_equal),
-        ("and", np.logical_and),
-        ("or", np.logical_or),
-        ("xor", np.logical_xor),
-        ("matmul", np.matmul),  # not fusable: materialises its operands and runs eagerly
-    ]:
-        fwd, rev = _binary(uf)
-        setattr(cls, f"__{name}__", fwd)
-        if name not in ("lt", "le", "gt", "ge"):
-            setattr(cls, f"__r{name}__", rev)
+    forward_operators(cls, ARITHMETIC + " and or xor")  # matmul: not fusable, runs eagerly
+    forward_operators(cls, COMPARISONS, reflected=False)
     cls.__pow__ = _power
     cls.__rpow__ = lambda self, other: np.power(other, self)
-    cls.__eq__ = lambda self, other: np.equal(self, other)
-    cls.__ne__ = lambda self, other: np.not_equal(self, other)
     cls.__hash__ = lambda self: id(self)
     cls.__neg__ = lambda self: np.negative(self)
     cls.__pos__ = lambda self: self
