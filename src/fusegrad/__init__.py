@@ -21,6 +21,7 @@ from .api import (
     vjp,
 )
 from .explain import Explanation, explain
+from .jit import jit
 from .lazy import use_engine
 from .rules import frule, opt_out, register_frule, register_rrule, rrule
 from .rules.elementwise import scalar_rule
@@ -64,6 +65,7 @@ __all__ = [
     "hvp",
     "iadd",
     "jacobian",
+    "jit",
     "jvp",
     "mark_owned",
     "opt_out",

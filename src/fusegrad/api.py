@@ -20,7 +20,7 @@ import numpy as np
 
 from .ad.core import Trace, Tracer, backward
 from .ad.pytree import flatten
-from .lazy import LazyArray, Leaf, materialize_many
+from .lazy import LazyArray, Leaf, materialize_many, replay
 from .rules.registry import is_differentiable
 from .tangents import AbstractZero, BroadcastThunk, ProjectTo, ownership_scope, unthunk
 
@@ -84,7 +84,8 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
             tracers.append(None)
             values.append(leaf)
     if evaluate:
-        values = materialize_many(values)
+        with replay.sanctioned():
+            values = materialize_many(values)
     return rebuild(values), list(zip(tracers, values))
 
 
@@ -92,10 +93,11 @@ def _finish(grads: list, inputs: list) -> list:
     """Project cotangents on their inputs and materialise them together, in one planning step."""
     projected = []
     for g, x in zip(grads, inputs):
-        primal = x.value
+        primal = _concrete_primal(x.value)
         if isinstance(g, AbstractZero):
-            g = np.zeros_like(_concrete_primal(primal), dtype=_float_dtype(primal))
-        project = ProjectTo(_concrete_primal(primal))
+            zeros = functools.partial(_zeros, np.shape(primal), _float_dtype(primal))
+            g = replay.note_derived(zeros(None), None, zeros)
+        project = ProjectTo(primal)
         if isinstance(g, BroadcastThunk) and project.kind in ("pyscalar", "npscalar"):
             projected.append(g)  # projected once materialised, together with the others
         else:
@@ -104,22 +106,32 @@ def _finish(grads: list, inputs: list) -> list:
     fresh = [
         isinstance(n, LazyArray) and not isinstance(n, Leaf) and n.cached is None for n in nodes
     ]
-    values = materialize_many(nodes)
+    with replay.sanctioned():
+        values = materialize_many(nodes)
     out = []
     for v, g, x, new in zip(values, projected, inputs, fresh):
         if isinstance(g, BroadcastThunk):
-            v = v if new else np.array(v)  # never hand out a view or a value the tape shares
-            v = ProjectTo(_concrete_primal(x.value))(v)
+            # never hand out a view or a value the tape shares
+            post = functools.partial(_copy_project, ProjectTo(_concrete_primal(x.value)), new)
+            r = post(v)
+            out.append(replay.note_derived(r, v, post) if r is not v else r)
         else:
-            v = unthunk(v)
-        out.append(v)
+            out.append(unthunk(v))
     return out
+
+
+def _zeros(shape: tuple, dtype: Any, _: Any) -> np.ndarray:
+    return np.zeros(shape, dtype)
+
+
+def _copy_project(project: ProjectTo, fresh: bool, v: Any) -> Any:
+    return project(v if fresh else np.array(v))
 
 
 def _concrete_primal(v: Any) -> Any:
     while isinstance(v, Tracer):
         v = v.value
-    return v
+    return replay.original(v)
 
 
 def _float_dtype(v: Any) -> Any:
@@ -205,6 +217,10 @@ def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with replay.api_call():
+            return _call(args, kwargs)
+
+    def _call(args: tuple, kwargs: dict) -> Any:
         nums = _normalize_argnums(argnums, len(args))
         for n in nums:
             leaves, _ = flatten(args[n])
@@ -223,13 +239,18 @@ def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool
         ct = np.ones(np.shape(out), _float_dtype(out)) if np.shape(out) else 1.0
         grads = f_vjp(ct)
         if with_value and isinstance(out, np.ndarray) and out.shape == ():
-            out = out[()]
+            out = replay.note_derived(out[()], out, _item)
         g = grads[0] if isinstance(argnums, int) else grads
         if has_aux:
             return (out, res[2]), g
         return out, g
 
+    wrapped.__fusegrad_api__ = True  # type: ignore[attr-defined]
     return wrapped
+
+
+def _item(a: np.ndarray) -> Any:
+    return a[()]
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -250,6 +271,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
             return g, out[1]
         return g
 
+    wrapped.__fusegrad_api__ = True  # type: ignore[attr-defined]
     return wrapped
 
 

@@ -33,6 +33,34 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
     return leaves, rebuild
 
 
+def structure(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], tuple]:
+    """``flatten(tree)`` plus a hashable key of the structure (types, keys, field names).
+
+    >>> structure((np.ones(2), {"a": 1.0}))[2][0] is tuple
+    True
+    """
+    leaves: list[Any] = []
+    spec = _flatten(tree, leaves)
+
+    def rebuild(new_leaves: list[Any]) -> Any:
+        return _rebuild(spec, iter(new_leaves))
+
+    return leaves, rebuild, _key(spec)
+
+
+def _key(spec: Any) -> tuple:
+    tag = spec[0]
+    if tag in ("none", "leaf"):
+        return spec
+    if tag == "namedtuple":
+        return (tag, spec[1], tuple(_key(s) for s in spec[2]))
+    if tag == "dict":
+        return (tag, spec[1], tuple(spec[2]), tuple(_key(s) for s in spec[3]))
+    if tag == "dataclass":
+        return (tag, type(spec[1]), tuple(spec[2]), tuple(_key(s) for s in spec[3]))
+    return (tag, tuple(_key(s) for s in spec[1]))
+
+
 def _flatten(x: Any, leaves: list) -> Any:
     if x is None:
         return ("none",)

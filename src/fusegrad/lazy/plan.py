@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engines, movement, reductions
+from . import engines, movement, reductions, replay
 from .kernel import Instr, Kernel, Output
 from .nodes import LazyArray, Leaf, Map, Reduce, _const_key, is_expensive
 
@@ -81,6 +81,9 @@ def materialize(*nodes: Any) -> Any:
 
 def materialize_many(nodes: Sequence[Any]) -> list[Any]:
     """Like ``materialize``, always returning a list (non-lazy inputs are passed through)."""
+    rec = replay.active()
+    if rec is not None:
+        rec.on_materialize(nodes)
     todo: dict[int, LazyArray] = {}
     for n in nodes:
         if isinstance(n, Map | Reduce) and n.cached is None:
@@ -243,6 +246,9 @@ def _run_group(domain: tuple, outs: list[LazyArray]) -> None:
         return
     kernel = build_kernel(domain, outs)
     results, engine = engines.run(kernel)
+    rec = replay.active()
+    if rec is not None:
+        rec.on_kernel(kernel, results, engine)
     for o, r in zip(outs, results):
         o.cached = r.reshape(o.shape) if r.shape != o.shape else r
     _note(

@@ -79,6 +79,11 @@ def choose(kernel: Kernel) -> str:
     return "numba" if nb.prefers(kernel) else "numpy"
 
 
+def runner(name: str):
+    """The ``run(kernel) -> outputs`` function of engine ``name`` (``"numpy"`` or ``"numba"``)."""
+    return _numba_engine().run if name == "numba" else numpy_blocked.run
+
+
 def run(kernel: Kernel) -> tuple[list[np.ndarray], str]:
     """Run ``kernel`` on the chosen engine; returns the outputs and the engine's name."""
     name = choose(kernel)

@@ -1,0 +1,283 @@
+"""Record the kernels of one call, then replay them on new arrays of the same shapes and dtypes.
+
+``fusegrad.jit`` runs a function once per input signature under a ``Recorder``. The recorder sees
+every kernel the planner runs and notes where each operand comes from: a view of an input, a view
+of an earlier kernel's output, or a constant. A later call re-runs only those kernels on the new
+arrays (a ``Program``): no tracing, rules, graph building or planning.
+
+A recording is replayable only if nothing computed from the inputs left the lazy world before the
+function returned: a Python ``if`` on an array, a rule that needs concrete arrays (``matmul``,
+``sort``), an unknown NumPy function. Each of those materialises a value that depends on the
+inputs outside a *sanctioned* materialisation (the final one of ``grad``, ``value_and_grad`` or
+``jit`` itself); the recorder keeps the first such reason, and ``jit`` then calls the function
+every time instead.
+
+Example::
+
+    >>> x = np.arange(3.0)
+    >>> rec = Recorder([x])
+    >>> with rec, sanctioned():
+    ...     y = materialize(asarray(x) * 2)
+    >>> program = rec.program(y)
+    >>> program.run([np.ones(3)])
+    array([2., 2., 2.])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .kernel import Kernel
+from .nodes import LazyArray, Leaf, Map, Reduce
+
+_local = threading.local()
+
+
+def active() -> Recorder | None:
+    """The recorder of this thread's innermost recording, if any."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def sanctioned() -> Iterator[None]:
+    """Materialisations inside the block produce a recorded call's results (see the module)."""
+    rec = active()
+    if rec is None or not rec.may_sanction():
+        yield
+        return
+    rec.sanctions += 1
+    try:
+        yield
+    finally:
+        rec.sanctions -= 1
+
+
+@contextlib.contextmanager
+def api_call() -> Iterator[None]:
+    """Marks one call of a fusegrad transformation: only the outermost may sanction."""
+    rec = active()
+    if rec is None:
+        yield
+        return
+    rec.api_depth += 1
+    try:
+        yield
+    finally:
+        rec.api_depth -= 1
+
+
+def note_derived(result: Any, source: Any, fn: Callable[[Any], Any]) -> Any:
+    """Record that ``result`` is ``fn(source)`` (a copy, a projection, a scalar conversion), so a
+    replay can compute it the same way; returns ``result``. ``source=None``: ``fn(None)``."""
+    rec = active()
+    if rec is not None:
+        rec.derived[id(result)] = (result, source, fn)
+    return result
+
+
+def original(value: Any) -> Any:
+    """The user's value behind an input leaf of the recording (for dtype and kind), else
+    ``value``."""
+    rec = active()
+    if rec is not None and isinstance(value, Leaf):
+        return rec.originals.get(id(value), value)
+    return value
+
+
+def _bounds(a: np.ndarray) -> tuple[int, int]:
+    lo, hi = np.lib.array_utils.byte_bounds(a)
+    return lo, hi
+
+
+def _pointer(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class Recorder:
+    """Watches one call: records kernels, and why the call cannot be replayed (``escape``)."""
+
+    def __init__(self, inputs: list[np.ndarray], top_is_api: bool = False) -> None:
+        self.slots: list[np.ndarray] = []
+        self.spans: list[tuple[int, int]] = []
+        for a in inputs:
+            self._track(a)
+        self.n_inputs = len(inputs)
+        self.steps: list[tuple] = []
+        self.derived: dict[int, tuple] = {}
+        self.originals: dict[int, Any] = {}
+        self.escape: str | None = None
+        self.top_is_api = top_is_api
+        self.api_depth = 0
+        self.sanctions = 0
+
+    def __enter__(self) -> Recorder:
+        if not hasattr(_local, "stack"):
+            _local.stack = []
+        _local.stack.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.stack.remove(self)
+
+    def may_sanction(self) -> bool:
+        """Only the outermost transformation (or ``jit`` itself, with no transformation in
+        between) produces results: a nested ``grad``'s arrays would feed eager code."""
+        return self.api_depth == (1 if self.top_is_api else 0)
+
+    def _track(self, a: np.ndarray) -> None:
+        self.slots.append(a)
+        self.spans.append(_bounds(a) if a.size else (0, 0))
+
+    def locate(self, a: np.ndarray) -> tuple | None:
+        """``(slot, offset, shape, strides, dtype)`` when ``a`` views a tracked array."""
+        if a.size == 0:
+            return None
+        lo, hi = _bounds(a)
+        for slot, (blo, bhi) in enumerate(self.spans):
+            if blo <= lo and hi <= bhi:
+                offset = _pointer(a) - _pointer(self.slots[slot])
+                return (slot, offset, a.shape, a.strides, a.dtype)
+        return None
+
+    def touches(self, nodes: Any) -> bool:
+        """Whether evaluating ``nodes`` reads an input or a recorded result."""
+        stack, seen = list(nodes), set()
+        while stack:
+            n = stack.pop()
+            if not isinstance(n, LazyArray) or id(n) in seen:
+                continue
+            seen.add(id(n))
+            concrete = n.array if isinstance(n, Leaf) else n.cached
+            if concrete is not None:
+                if self.locate(np.asarray(concrete)) is not None:
+                    return True
+            elif isinstance(n, Map):
+                stack.extend(n.args)
+            elif isinstance(n, Reduce):
+                stack.append(n.arg)
+        return False
+
+    def on_materialize(self, nodes: Any) -> None:
+        """Called by ``materialize_many``: an unsanctioned evaluation of input-derived values
+        is an escape."""
+        if self.escape is None and not self.sanctions and self.touches(nodes):
+            shown = next((repr(n) for n in nodes if isinstance(n, LazyArray)), "a value")
+            self.escape = (
+                f"{shown} was evaluated while the function ran (a rule that needs an array, an "
+                "eager NumPy call, or Python control flow on an array)"
+            )
+
+    def on_kernel(self, kernel: Kernel, results: list[np.ndarray], engine: str) -> None:
+        """Called after each kernel run: record it when it computes the call's results."""
+        if not self.sanctions or self.escape is not None:
+            return
+        sources = []
+        for a in kernel.inputs:
+            where = self.locate(a)
+            sources.append(("const", a) if where is None else where)
+        template = Kernel(
+            kernel.domain, (), kernel.constants, kernel.program, kernel.outputs, kernel.signature()
+        )
+        first = len(self.slots)
+        for r in results:
+            self._track(r)
+        self.steps.append((engine, template, tuple(sources), first))
+
+    def recipe(self, value: Any) -> tuple | None:
+        """How to recompute a result ``value`` in a replay, or ``None`` when it cannot be."""
+        entry = self.derived.get(id(value))
+        if entry is not None and entry[0] is value:
+            _, source, fn = entry
+            if source is None:
+                return ("derived", fn, None)
+            inner = self.recipe(source)
+            return None if inner is None else ("derived", fn, inner)
+        if isinstance(value, np.ndarray):
+            if value.size == 0:
+                return ("empty", value.shape, value.dtype)
+            where = self.locate(value)
+            return None if where is None else ("view", *where)
+        if value is None or isinstance(value, int | float | complex | str | bool):
+            return ("const", value)
+        return None
+
+    def program(self, result: Any) -> Program | None:
+        """The replayable program producing ``result`` (a list of leaves), or ``None`` (then
+        ``escape`` says why)."""
+        if self.escape is not None:
+            return None
+        recipes = []
+        for leaf in result:
+            r = self.recipe(leaf)
+            if r is None:
+                self.escape = (
+                    f"the function returned a {type(leaf).__name__} computed outside fusegrad's "
+                    "kernels"
+                )
+                return None
+            recipes.append(r)
+        return Program(self.steps, self.n_inputs, recipes)
+
+
+def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dtype: np.dtype) -> Any:
+    if offset == 0 and buf.shape == shape and buf.strides == strides and buf.dtype == dtype:
+        return buf
+    return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
+
+
+class Program:
+    """The kernels of a recorded call and how its results come from them; ``run(arrays)``."""
+
+    __slots__ = ("steps", "n_inputs", "recipes", "runners")
+
+    def __init__(self, steps: list[tuple], n_inputs: int, recipes: list[tuple]) -> None:
+        from . import engines
+
+        self.steps = steps
+        self.n_inputs = n_inputs
+        self.recipes = recipes
+        self.runners = [engines.runner(step[0]) for step in steps]
+
+    @property
+    def kernels(self) -> int:
+        """How many kernels a replay runs."""
+        return len(self.steps)
+
+    def run(self, arrays: list[np.ndarray]) -> list[Any]:
+        """The results for new C-contiguous ``arrays`` (the inputs, in recorded order)."""
+        slots = list(arrays)
+        for (_, template, sources, _first), run in zip(self.steps, self.runners):
+            inputs = []
+            for s in sources:
+                if s[0] == "const":
+                    inputs.append(s[1])
+                else:
+                    inputs.append(_view(slots[s[0]], *s[1:]))
+            k = Kernel(
+                template.domain,
+                tuple(inputs),
+                template.constants,
+                template.program,
+                template.outputs,
+                template._sig,
+            )
+            slots.extend(run(k))
+        return [self._build(r, slots) for r in self.recipes]
+
+    def _build(self, recipe: tuple, slots: list) -> Any:
+        tag = recipe[0]
+        if tag == "view":
+            _, slot, offset, shape, strides, dtype = recipe
+            return _view(slots[slot], offset, shape, strides, dtype)
+        if tag == "derived":
+            source = None if recipe[2] is None else self._build(recipe[2], slots)
+            return recipe[1](source)
+        if tag == "empty":
+            return np.empty(recipe[1], recipe[2])
+        return recipe[1]
