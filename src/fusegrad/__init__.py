@@ -21,7 +21,7 @@ from .api import (
     vjp,
 )
 from .explain import Explanation, explain
-from .jit import jit
+from .jit_cache import jit
 from .lazy import use_engine
 from .rules import frule, opt_out, register_frule, register_rrule, rrule
 from .rules.elementwise import scalar_rule

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from . import replay
 from .nodes import LazyArray, Leaf, Map, Reduce, leaf, make_map, make_reduce
 
 View = Callable[[np.ndarray], np.ndarray]
@@ -72,7 +73,9 @@ def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, mem
         if sub is not None:
             out = _move(sub, view, new_shape, reshape_only, memo)
         else:
-            out = leaf(view(materialize(node)))
+            with replay.feeding_lazy():
+                value = materialize(node)
+            out = leaf(view(value))
     memo[id(node)] = (node, out)
     return out
 
@@ -156,7 +159,12 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
     except ValueError:
         from .plan import materialize
 
-        return leaf(np.reshape(materialize(node), new_shape))
+        with replay.feeding_lazy():
+            value = materialize(node)
+        out = np.reshape(value, new_shape)
+        if not np.shares_memory(out, value):
+            replay.copied(f"np.reshape to {new_shape}")
+        return leaf(out)
 
 
 def is_basic_index(index: Any) -> bool:

@@ -14,13 +14,14 @@ every time instead.
 
 Example::
 
+    >>> from fusegrad.lazy import asarray, materialize
     >>> x = np.arange(3.0)
     >>> rec = Recorder([x])
     >>> with rec, sanctioned():
     ...     y = materialize(asarray(x) * 2)
-    >>> program = rec.program(y)
+    >>> program = rec.program([y])
     >>> program.run([np.ones(3)])
-    array([2., 2., 2.])
+    [array([2., 2., 2.])]
 """
 
 from __future__ import annotations
@@ -59,6 +60,21 @@ def sanctioned() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def feeding_lazy() -> Iterator[None]:
+    """Materialisations inside the block only feed lazy nodes (the planner evaluates a nested
+    reduction so as to move a view of it): their kernels are part of the recording at any depth."""
+    rec = active()
+    if rec is None:
+        yield
+        return
+    rec.sanctions += 1
+    try:
+        yield
+    finally:
+        rec.sanctions -= 1
+
+
+@contextlib.contextmanager
 def api_call() -> Iterator[None]:
     """Marks one call of a fusegrad transformation: only the outermost may sanction."""
     rec = active()
@@ -70,6 +86,14 @@ def api_call() -> Iterator[None]:
         yield
     finally:
         rec.api_depth -= 1
+
+
+def copied(what: str) -> None:
+    """A value was copied outside a kernel (a reshape that cannot be a view): the copy would be
+    taken for a constant, so the recording cannot be replayed."""
+    rec = active()
+    if rec is not None and rec.escape is None:
+        rec.escape = f"{what} copied a value outside a kernel"
 
 
 def note_derived(result: Any, source: Any, fn: Callable[[Any], Any]) -> Any:
@@ -203,8 +227,8 @@ class Recorder:
                 return ("empty", value.shape, value.dtype)
             where = self.locate(value)
             return None if where is None else ("view", *where)
-        if value is None or isinstance(value, int | float | complex | str | bool):
-            return ("const", value)
+        if value is None or type(value) in (int, float, complex, str, bool):
+            return ("const", value)  # not NumPy scalars: those come from arrays
         return None
 
     def program(self, result: Any) -> Program | None:

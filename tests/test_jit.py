@@ -1,0 +1,267 @@
+"""``fusegrad.jit``: a replay gives what a fresh call gives, on new values, on both engines; what
+cannot be replayed is called every time, with the reason; and a replay allocates only results."""
+
+import doctest
+import warnings
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fusegrad as fg
+import fusegrad.jit_cache as jit_module
+from fusegrad.lazy import replay
+from fusegrad.memory import track_allocations
+
+GRADS = {
+    "w1": (lambda x: np.sum((1 - x) / 2), 0),
+    "w2": (lambda v: np.sum((v[:, None] - v[None, :]) / 2), 0),
+    "w2t": (lambda v: np.sum(np.tanh(v[:, None] - v[None, :])), 0),
+    "gauss": (
+        lambda x, y, s: np.sum(np.exp(-((x[:, None] - y[None, :]) ** 2) / (2 * s**2))),
+        (0, 1, 2),
+    ),
+    "rows": (lambda x, y: np.sum(np.log1p(np.sum((x[:, None] * y[None, :]) ** 2, axis=1))), (0, 1)),
+}
+
+
+def _args(name, rng, n):
+    x = rng.normal(size=n)
+    if name == "gauss":
+        return (x, rng.normal(size=n + 1), np.array(0.8 + rng.random()))
+    if name == "rows":
+        return (x, rng.normal(size=n + 2))
+    return (x,)
+
+
+def _same(a, b):
+    a = a if isinstance(a, tuple) else (a,)
+    b = b if isinstance(b, tuple) else (b,)
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        assert type(u) is type(v)
+        np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_replay_matches_fresh_calls_on_new_values(name, engine):
+    fun, argnums = GRADS[name]
+    g = fg.grad(fun, argnums=argnums)
+    jg = fg.jit(g)
+    rng = np.random.default_rng(len(name))
+    for _ in range(3):
+        args = _args(name, rng, 40)
+        _same(jg(*args), g(*args))
+    (info,) = jg.cache_info()
+    assert info["replayable"], info["reason"]
+    assert info["calls"] == 3
+
+
+def test_replay_runs_no_tracing_and_allocates_only_the_gradient():
+    traced = []
+
+    def f(x):
+        traced.append(1)
+        return np.sum((1 - x) / 2)
+
+    g = fg.jit(fg.grad(f))
+    x = np.linspace(0, 1, 4000)
+    g(x)
+    g(x * 2)
+    assert len(traced) == 1  # the function ran once, when recorded
+    with track_allocations() as report:
+        out = g(x + 1)
+    assert report.count == 1 and report.arrays_at_least(x.nbytes) == 1
+    np.testing.assert_array_equal(out, np.full(4000, -0.5))
+
+
+def test_results_are_fresh_arrays_each_call():
+    g = fg.jit(fg.grad(lambda v: np.sum(np.tanh(v[:, None] - v[None, :]))))
+    x = np.linspace(-1, 1, 30)
+    first = g(x)
+    expected = first.copy()
+    first[:] = 123.0
+    np.testing.assert_allclose(g(x), expected)
+    assert g(x) is not g(x)
+
+
+def test_new_shape_or_dtype_traces_again():
+    g = fg.jit(fg.grad(lambda x: np.sum(np.sin(x) * x)))
+    for x in (np.ones(3), np.ones(4), np.ones(4, np.float32), np.ones((2, 2))):
+        out = g(x)
+        assert out.shape == x.shape and out.dtype == x.dtype
+        np.testing.assert_allclose(out, np.cos(x) * x + np.sin(x), rtol=1e-6)
+    assert len(g.cache_info()) == 4
+
+
+@given(
+    shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=3, max_side=4),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_hypothesis_broadcasting_replays_like_grad(shapes, dtype, seed):
+    rng = np.random.default_rng(seed)
+    sx, sy = shapes.input_shapes
+
+    def f(x, y):
+        return np.sum(np.tanh(x * y - 0.5) + (x - y) ** 2 / 3)
+
+    g = fg.grad(f, argnums=(0, 1))
+    jg = fg.jit(g)
+    for _ in range(2):
+        x = rng.normal(size=sx).astype(dtype)
+        y = rng.normal(size=sy).astype(dtype)
+        got, want = jg(x, y), g(x, y)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_value_and_grad_value_is_a_numpy_scalar():
+    vg = fg.jit(fg.value_and_grad(lambda x: np.sum(np.tanh(x))))
+    x = np.linspace(0, 1, 7)
+    for shift in (0.0, 1.0):
+        v, g = vg(x + shift)
+        assert isinstance(v, np.float64)
+        assert v == pytest.approx(np.sum(np.tanh(x + shift)))
+        np.testing.assert_allclose(g, 1 - np.tanh(x + shift) ** 2)
+    assert vg.cache_info()[0]["replayable"]
+
+
+def test_argument_not_differentiated_is_still_an_input():
+    g = fg.jit(fg.grad(lambda x, y: np.sum(x * y), argnums=0))
+    x = np.ones(5)
+    for k in range(3):
+        np.testing.assert_array_equal(g(x, np.full(5, float(k))), np.full(5, float(k)))
+
+
+def test_numpy_scalar_input_keeps_its_type_and_is_not_compiled_in():
+    g = fg.jit(fg.grad(lambda x, s: np.sum(np.exp(-x / s)), argnums=1))
+    x = np.linspace(0, 1, 5)
+    for s in (np.float64(0.5), np.float64(2.0)):
+        out = g(x, s)
+        assert isinstance(out, np.float64)
+        assert out == pytest.approx(np.sum(np.exp(-x / s) * x / s**2))
+    assert len(g.cache_info()) == 1
+
+
+def test_python_numbers_are_compiled_in_and_trace_again():
+    g = fg.jit(fg.grad(lambda x, c: np.sum(c * x * x)))
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(g(x, 2.0), np.full(3, 4.0, np.float32))
+    np.testing.assert_array_equal(g(x, 3.0), np.full(3, 6.0, np.float32))
+    assert g(x, 3.0).dtype == np.float32  # the number stays weak-typed
+    assert len(g.cache_info()) == 2
+
+
+def test_python_float_gradient_comes_back_as_a_float():
+    g = fg.jit(fg.grad(lambda x, c: np.sum(c * x), argnums=1))
+    x = np.arange(4.0)
+    assert g(x, 2.0) == 6.0 and isinstance(g(x, 2.0), float)
+    assert g(x + 1, 2.0) == 10.0
+
+
+def test_pytrees_and_keyword_arguments():
+    def loss(params, x, scale=1.0):
+        return np.sum(np.tanh(params["w"] * x + params["b"]) ** 2) * scale
+
+    g = fg.grad(loss)
+    jg = fg.jit(g)
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        params = {"w": rng.normal(size=6), "b": rng.normal(size=6)}
+        x = rng.normal(size=6)
+        got, want = jg(params, x, scale=2.0), g(params, x, scale=2.0)
+        assert set(got) == {"w", "b"}
+        for k in got:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-12)
+    assert jg.cache_info()[0]["replayable"]
+
+
+def test_non_contiguous_inputs():
+    g = fg.jit(fg.grad(lambda a, b: np.sum(np.sin(a) * b[:, None])))
+    a = np.arange(12.0).reshape(3, 4) / 10
+    b = np.arange(8.0)[::2]
+    g(np.ascontiguousarray(a.T), np.ascontiguousarray(b))
+    np.testing.assert_allclose(g(a.T, b), np.cos(a.T) * b[:, None])
+    assert g.cache_info()[0]["replayable"]
+
+
+def test_value_dependent_control_flow_is_called_every_time():
+    def f(x):
+        if np.sum(x) > 0:  # a Python branch on a value: cannot be replayed
+            return np.sum(x**2)
+        return np.sum(-x)
+
+    g = fg.jit(fg.grad(f))
+    with pytest.warns(UserWarning, match="run uncompiled"):
+        np.testing.assert_allclose(g(np.ones(3)), 2 * np.ones(3))
+    np.testing.assert_allclose(g(-np.ones(3)), -np.ones(3))
+    (info,) = g.cache_info()
+    assert not info["replayable"] and "evaluated while the function ran" in info["reason"]
+
+
+def test_rules_that_need_arrays_fall_back_with_correct_results():
+    def f(w, X):
+        return np.sum(np.log1p(np.exp(X @ w)))
+
+    g = fg.grad(f)
+    jg = fg.jit(g)
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(8, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            w = rng.normal(size=3)
+            np.testing.assert_allclose(jg(w, X), g(w, X))
+    assert not jg.cache_info()[0]["replayable"]
+
+
+def test_nested_grad_inside_jit_is_correct():
+    inner = fg.grad(lambda x: np.sum(np.sin(x) * x))
+    jg = fg.jit(fg.grad(lambda x: np.sum(inner(x))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for x in (np.linspace(0, 1, 4), np.linspace(1, 2, 4)):
+            np.testing.assert_allclose(jg(x), 2 * np.cos(x) - x * np.sin(x), rtol=1e-12)
+
+
+def test_plain_functions_replay_lazily():
+    f = fg.jit(lambda x, y: np.sum(np.exp(-((x[:, None] - y[None, :]) ** 2)), axis=1))
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        x, y = rng.normal(size=5), rng.normal(size=7)
+        np.testing.assert_allclose(f(x, y), np.sum(np.exp(-((x[:, None] - y) ** 2)), axis=1))
+    total = fg.jit(lambda x: np.sum(np.tanh(x)))
+    assert isinstance(total(np.ones(3)), np.float64)
+    assert total(np.zeros(3)) == 0.0
+    assert total.cache_info()[0]["replayable"]
+
+
+def test_jit_under_grad_is_transparent():
+    f = fg.jit(lambda x: np.sum(np.sin(x)))
+    np.testing.assert_allclose(fg.grad(f)(np.zeros(3)), np.ones(3))
+
+
+def test_closure_arrays_are_constants_read_at_each_call():
+    c = np.ones(3)
+    g = fg.jit(fg.grad(lambda x: np.sum(c * x)))
+    np.testing.assert_array_equal(g(np.zeros(3)), np.ones(3))
+    c[:] = 2.0  # contents are read at each call, as NumPy would
+    np.testing.assert_array_equal(g(np.zeros(3)), np.full(3, 2.0))
+
+
+def test_unused_argument_gradient_is_zeros():
+    g = fg.jit(fg.grad(lambda x, y: np.sum(x * 2), argnums=(0, 1)))
+    for _ in range(2):
+        gx, gy = g(np.ones(2), np.ones(3))
+        np.testing.assert_array_equal(gx, [2.0, 2.0])
+        np.testing.assert_array_equal(gy, np.zeros(3))
+    assert g.cache_info()[0]["replayable"]
+
+
+def test_docstring_examples():
+    for module in (jit_module, replay):
+        assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
