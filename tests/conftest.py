@@ -7,7 +7,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import fusegrad as fg
+from fusegrad.lazy import small
 from fusegrad.lazy.engines import numba_engine
+
+DEFAULT_EAGER_BELOW = 10_000
+os.environ["FUSEGRAD_EAGER_BELOW"] = "0"  # for the subprocesses some tests start
 
 settings.register_profile(
     "ci",
@@ -33,3 +37,17 @@ def engine(request):
     """The test runs once per engine, inside ``fusegrad.use_engine``; the value is its name."""
     with fg.use_engine(request.param):
         yield request.param
+
+
+@pytest.fixture(autouse=True)
+def _lazy_at_every_size(monkeypatch):
+    """Most tests check fusion on small arrays: the small-array path (eager below
+    ``small.EAGER_BELOW`` elements) is off unless a test asks for it with ``small_path``."""
+    monkeypatch.setattr(small, "EAGER_BELOW", 0)
+
+
+@pytest.fixture
+def small_path(monkeypatch):
+    """The small-array path at its default threshold."""
+    monkeypatch.setattr(small, "EAGER_BELOW", DEFAULT_EAGER_BELOW)
+    return DEFAULT_EAGER_BELOW

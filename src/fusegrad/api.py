@@ -20,7 +20,7 @@ import numpy as np
 
 from .ad.core import Trace, Tracer, backward
 from .ad.pytree import flatten
-from .lazy import LazyArray, Leaf, materialize_many, replay
+from .lazy import LazyArray, Leaf, materialize_many, replay, small
 from .rules.registry import is_differentiable
 from .tangents import AbstractZero, BroadcastThunk, ProjectTo, ownership_scope, unthunk
 
@@ -151,6 +151,13 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 
 
 def _vjp(fun: Callable, primals: tuple, has_aux: bool, evaluate: bool) -> tuple:
+    # Traces keep the lazy path at every size (small.fusing): the memory bounds of fused
+    # gradients hold for small arrays too, and fusegrad.jit is the fast path for those.
+    with small.fusing():
+        return _traced_vjp(fun, primals, has_aux, evaluate)
+
+
+def _traced_vjp(fun: Callable, primals: tuple, has_aux: bool, evaluate: bool) -> tuple:
     # evaluate=False leaves a lazy output unevaluated: grad does not return it, and the backward
     # kernels recompute whatever part of it they need, fused (so a gradient whose adjoint does
     # not depend on the forward value, like that of sum((v[:, None] - v[None, :]) / 2), costs
@@ -167,6 +174,10 @@ def _vjp(fun: Callable, primals: tuple, has_aux: bool, evaluate: bool) -> tuple:
     out, pairs = _unbox_output(result, trace, evaluate)
 
     def vjp_fn(ct: Any) -> tuple:
+        with small.fusing():
+            return _pull(ct)
+
+    def _pull(ct: Any) -> tuple:
         ct_leaves, _ = flatten(ct)
         if len(ct_leaves) != len(pairs):
             raise ValueError(

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from .ad.pytree import structure
-from .lazy import LazyArray, asarray, engines, materialize_many, replay
-from .lazy.nodes import _const_key
+from .lazy import LazyArray, engines, materialize_many, replay, small
+from .lazy.nodes import _const_key, leaf
 
 _STATIC = (int, float, complex, bool, str, bytes, type(None))
 
@@ -145,10 +145,10 @@ def _record(
     traced = list(leaves)
     rec = replay.Recorder(copies, top_is_api=getattr(fun, "__fusegrad_api__", False))
     for i, c, a in zip(positions, copies, arrays):
-        traced[i] = node = asarray(c)
+        traced[i] = node = leaf(c)
         rec.originals[id(node)] = a
     args, kwargs = rebuild_args(traced)
-    with rec:
+    with rec, small.fusing():
         result = fun(*args, **kwargs)
         out_leaves, rebuild_out, _ = structure(result)
         rec.sanctions += 1  # jit's own evaluation of the results

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize_many
+from ..lazy import LazyArray, materialize_many, small
 from ..rules import frules as _frules
 from ..rules import registry
 from ..rules.elementwise import PARTIALS, astype
@@ -313,6 +313,11 @@ def jvp(
     With ``primal_out=False`` the output value is not evaluated (None is returned in its place):
     only the tangent's kernels run.
     """
+    with small.fusing():  # tangents fuse into the primal's kernels at every size
+        return _jvp(fun, primals, tangents, primal_out)
+
+
+def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_out: bool) -> tuple:
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(

@@ -55,6 +55,7 @@ LIBS: dict[str, Lib] = {
     lib.name: lib
     for lib in [
         Lib("fusegrad", "fusegrad", "pip install -e .", env={"FUSEGRAD_ENGINE": "auto"}),
+        Lib("fusegrad-jit", "fusegrad", "pip install -e .", env={"FUSEGRAD_ENGINE": "auto"}),
         Lib("fusegrad-numpy", "fusegrad", "pip install -e .", env={"FUSEGRAD_ENGINE": "numpy"}),
         Lib("fusegrad-numba", "fusegrad", "pip install -e .", env={"FUSEGRAD_ENGINE": "numba"}),
         Lib("numpy", "numpy", "pip install numpy"),
@@ -123,7 +124,7 @@ def _build_numpy(wl: Workload):
     return Prepared(lambda a: wl.hand_grad(*a))
 
 
-def _build_fusegrad(wl: Workload):
+def _build_fusegrad(wl: Workload, jit: bool = False):
     import fusegrad as fg
     from fusegrad.lazy.engines import numba_engine
 
@@ -137,6 +138,8 @@ def _build_fusegrad(wl: Workload):
             fl.materialize(fl.asarray(np.ones(4)) * 2.0)
 
     g = fg.grad(lambda *a: wl.fun(np, *a), argnums=wl.argnums)
+    if jit:  # traced on the warm-up call, replayed after: compared with jax.jit
+        g = fg.jit(g)
     return Prepared(lambda a: _as_tuple(g(*a)))
 
 
@@ -192,7 +195,7 @@ def build(lib: str, wl: Workload) -> Prepared:
         (2,)
     """
     if lib.startswith("fusegrad"):
-        return _build_fusegrad(wl)
+        return _build_fusegrad(wl, jit=lib == "fusegrad-jit")
     if lib in ("jax", "jax-jit"):
         return _build_jax(wl, jit=lib == "jax-jit")
     return {"numpy": _build_numpy, "autograd": _build_autograd, "torch": _build_torch}[lib](wl)

@@ -156,6 +156,8 @@ def asarray(x: Any) -> LazyArray:
     """
     if isinstance(x, LazyArray):
         return x
+    if type(x) is np.ndarray and x.size < small.EAGER_BELOW and small.on():
+        return small.wrap(x)  # the small-array path: a new leaf, nothing to share at that size
     return leaf(np.asarray(x))
 
 
@@ -320,3 +322,6 @@ def is_expensive(node: Any, _seen: set | None = None) -> bool:
 def op_entry(name: str) -> Op | None:
     """The op table entry of a Map's op, or None for ``where``/``cast``."""
     return OPS.get(name)
+
+
+from . import small  # noqa: E402  (imports this module's classes)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import movement, reductions
+from . import movement, reductions, small
 from .nodes import LazyArray, Map, Reduce, asarray, make_map
 from .ops import REDUCING_UFUNCS, op_for
 from .plan import materialize
@@ -63,6 +63,10 @@ def _foreign(values: Any) -> bool:
 def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
     """``LazyArray.__array_ufunc__``: a fusable ufunc builds a ``Map`` (``reduce`` a reduction);
     anything else runs eagerly on materialised inputs."""
+    if method == "__call__" and not kwargs:
+        vals = small.values_if_small(inputs)
+        if vals is not None:
+            return small.wrap(uf(*vals))
     if _foreign(inputs):
         return NotImplemented
     op = op_for(uf)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import movement
+from . import movement, small
 from .nodes import LazyArray, make_map, make_reduce, reduce_dtype, varying
 
 
@@ -40,10 +40,16 @@ def _result_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple[int, ...]:
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
+_NUMPY_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+
+
 def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
     """``kind`` in sum/prod/max/min over ``axis`` with NumPy's ``keepdims`` semantics, lazily."""
     axes = normalize_axes(axis, x.ndim)
     shape = _result_shape(x.shape, axes, keepdims)
+    vals = small.values_if_small((x,))
+    if vals is not None:
+        return small.wrap(_NUMPY_REDUCE[kind](vals[0], axis=axes, keepdims=keepdims))
     if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes) and 0 not in shape:
         name = "maximum" if kind == "max" else "minimum"
         raise ValueError(f"zero-size array to reduction operation {name} which has no identity")

@@ -96,6 +96,14 @@ def copied(what: str) -> None:
         rec.escape = f"{what} copied a value outside a kernel"
 
 
+def note_literal(array: np.ndarray) -> None:
+    """``array`` was made by fusegrad from a Python or NumPy number (a cotangent seed): a kernel
+    reading nothing else computes the same at every call, so a replay keeps its result."""
+    rec = active()
+    if rec is not None:
+        rec.literals[id(array)] = array
+
+
 def note_derived(result: Any, source: Any, fn: Callable[[Any], Any]) -> Any:
     """Record that ``result`` is ``fn(source)`` (a copy, a projection, a scalar conversion), so a
     replay can compute it the same way; returns ``result``. ``source=None``: ``fn(None)``."""
@@ -135,6 +143,7 @@ class Recorder:
         self.steps: list[tuple] = []
         self.derived: dict[int, tuple] = {}
         self.originals: dict[int, Any] = {}
+        self.literals: dict[int, np.ndarray] = {}
         self.escape: str | None = None
         self.top_is_api = top_is_api
         self.api_depth = 0
@@ -205,13 +214,28 @@ class Recorder:
         for a in kernel.inputs:
             where = self.locate(a)
             sources.append(("const", a) if where is None else where)
-        template = Kernel(
-            kernel.domain, (), kernel.constants, kernel.program, kernel.outputs, kernel.signature()
-        )
+        if all(s[0] == "const" and self._literal(s[1]) for s in sources):
+            # Reads only numbers: the same results at every call (W2's gradient is one).
+            template = None
+        else:
+            template = Kernel(
+                kernel.domain, (), kernel.constants, kernel.program, kernel.outputs,
+                kernel.signature(),
+            )  # fmt: skip
         first = len(self.slots)
         for r in results:
             self._track(r)
-        self.steps.append((engine, template, tuple(sources), first))
+        if template is None:
+            # a copy: the recording call hands its results to the caller, who may write to them
+            self.steps.append(("fold", None, tuple(r.copy() for r in results), first))
+        else:
+            self.steps.append((engine, template, tuple(sources), first))
+
+    def _literal(self, a: np.ndarray) -> bool:
+        base = a
+        while isinstance(base, np.ndarray) and base.base is not None:
+            base = base.base
+        return id(base) in self.literals and self.literals[id(base)] is base
 
     def recipe(self, value: Any) -> tuple | None:
         """How to recompute a result ``value`` in a replay, or ``None`` when it cannot be."""
@@ -266,7 +290,7 @@ class Program:
         self.steps = steps
         self.n_inputs = n_inputs
         self.recipes = recipes
-        self.runners = [engines.runner(step[0]) for step in steps]
+        self.runners = [None if s[0] == "fold" else engines.runner(s[0]) for s in steps]
 
     @property
     def kernels(self) -> int:
@@ -277,6 +301,9 @@ class Program:
         """The results for new C-contiguous ``arrays`` (the inputs, in recorded order)."""
         slots = list(arrays)
         for (_, template, sources, _first), run in zip(self.steps, self.runners):
+            if template is None:
+                slots.extend([r.copy() for r in sources])  # folded: its recorded results
+                continue
             inputs = []
             for s in sources:
                 if s[0] == "const":

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, asarray
+from ..lazy import LazyArray, asarray, replay
 from ..tangents import BroadcastThunk, unthunk
 from ..tangents.thunks import AbstractThunk
 
@@ -24,8 +24,11 @@ from ..tangents.thunks import AbstractThunk
 def as_lazy(x: Any, scalars: bool = False) -> Any:
     """Arrays as lazy leaves; lazy values and tracers as they are. Numbers stay weak constants
     unless ``scalars`` (then they become 0-d leaves, so that broadcasting them costs nothing)."""
-    kinds = (np.ndarray, np.generic, float, int) if scalars else (np.ndarray,)
-    return asarray(x) if isinstance(x, kinds) else x
+    if scalars and isinstance(x, np.generic | float | int):
+        node = asarray(x)
+        replay.note_literal(node.array)  # made here from a number: a replay may fold it
+        return node
+    return asarray(x) if isinstance(x, np.ndarray) else x
 
 
 def operand(dy: Any, scalars: bool = False) -> Any:
