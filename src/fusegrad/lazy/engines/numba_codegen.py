@@ -9,9 +9,29 @@ Layout of a generated kernel over a domain ``(n0, ..., n{d-1})``::
     for b in prange(nblk):                 # blocks of axis 0 (per-block partials if a
         for i0 in range(lo, hi):           # reduction crosses axis 0)
             ...                            # values depending on i0 only are hoisted here
-            for jb in range(0, n{d-1}, CHUNK):   # innermost axis chunked when it is reduced
-                for i{d-1} in range(jb, je):
-                    body: loads, scalar ops, elementwise stores, accumulation
+            for i{d-1} in range(n{d-1}):
+                body: loads, scalar ops, elementwise stores, accumulation
+
+Float sums over the innermost axis are about as accurate as NumPy's pairwise sum without losing
+the vectorised loop. The innermost loop is a plain running sum (``fastmath={'reassoc', 'nsz'}``
+on that one add, so LLVM vectorises it with 32 lanes of float64, 64 of float32) over at most
+``CHUNK`` points, and chunk sums are folded into the total with an error-free TwoSum (Knuth)
+whose compensation term is added at the end. Rows longer than ``CHUNK`` go to a separate
+function (it would slow the short-row loop if it shared one)::
+
+    def kernel_ser(...):
+        if not (n{d-1} <= CHUNK):
+            return _kernel_ser_long(...)     # same nest, innermost loop cut into chunks:
+        ...                                  #   for jb in range(np.uint64(0), .., CHUNK):
+            for i{d-1} in range(n{d-1}):     #       for i{d-1} in range(jb, je): ...
+                cacc = _radd(cacc, v)        #       acc, cmp <- TwoSum(acc, cacc)
+            row_sum = cacc                   # one chunk: nothing to fold
+
+A sum over several short rows (e.g. a full sum) keeps adding rows into ``cacc`` and folds it
+once it holds ``FOLD`` or more points. Per-block partials of float sums are combined with the
+same TwoSum. Loops over ``range(lo, hi)`` that are innermost use unsigned bounds: numba wraps
+negative indices, and when LLVM cannot prove a signed index non-negative it turns every load
+into a gather (a 1D sum or elementwise kernel measured 3-7x slower that way).
 
 Example::
 
@@ -32,10 +52,12 @@ import numpy as np
 
 from fusegrad.lazy.ops import OPS
 
-# Innermost reduced loops are summed in chunks of this many points into a chunk accumulator,
-# then chunk sums are added: error ~ (CHUNK/lanes + n/CHUNK) eps instead of n eps.
-CHUNK = 256
-ENABLE_CHUNK = False
+# Float sums over the innermost axis run over chunks of at most CHUNK points (a vectorised
+# running sum each: ~CHUNK/32 adds per lane), folded into the total with TwoSum. A sum spanning
+# several short rows (n{d-1} <= CHUNK) folds once it holds at least FOLD points; below ~32
+# points per row the loop is scalar, so FOLD bounds that sequential chain.
+CHUNK = 1024
+FOLD = 64
 
 SUPPORTED_DTYPES = frozenset(
     np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "f4", "f8")
@@ -358,10 +380,7 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
         s = _suffix_start(o.axes, ndim)
         prefilled.append(set(o.axes) != set(range(s, ndim)) or 0 in o.axes)
     has_red = any(o.reduce and o.axes for o in outputs)
-    # Chunking the innermost reduced loop (CHUNK) measured 2.7x slower: LLVM then no longer
-    # vectorises it well. Without it the vectorised loop keeps 4x8 lane accumulators (error
-    # ~ n/32 eps, vs NumPy's pairwise ~ (16 + log2 n) eps); ENABLE_CHUNK turns it back on.
-    chunk = ENABLE_CHUNK and ndim > 0 and any(o.reduce and (ndim - 1) in o.axes for o in outputs)
+    chunk = any(compensated(o, ndim) for o in outputs)
     return Plan(
         ndim,
         tuple(dts[: len(inputs)]),
@@ -379,6 +398,18 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
     )
 
 
+def compensated(o, ndim: int) -> bool:
+    """Whether output ``o`` is a float sum over the innermost axis, summed in chunks with TwoSum.
+
+    >>> from fusegrad.lazy.kernel import Output
+    >>> compensated(Output(0, "sum", (1,), np.dtype("f4")), 2)
+    True
+    >>> compensated(Output(0, "sum", (0,), np.dtype("f8")), 2)
+    False
+    """
+    return o.reduce == "sum" and o.dtype.kind == "f" and ndim > 0 and (ndim - 1) in o.axes
+
+
 def _suffix_start(axes, ndim: int) -> int:
     s = ndim
     while s > 0 and (s - 1) in axes:
@@ -389,7 +420,7 @@ def _suffix_start(axes, ndim: int) -> int:
 def identity(reduce: str, dt: np.dtype) -> object:
     """The identity element of a reduction for a dtype (``max`` of float64 -> ``-inf``).
 
-    >>> identity("max", np.dtype("f8"))
+    >>> float(identity("max", np.dtype("f8")))
     -inf
     """
     if reduce == "sum":
@@ -430,6 +461,32 @@ def combine(reduce: str, acc: str, v: str, dt: np.dtype, plan: Plan | None = Non
         return cast(f"{acc} {sym} {v}", None, dt)
     op = ">=" if reduce == "max" else "<="
     return f"({acc} if ({acc} {op} {v} or {acc} != {acc}) else {v})"
+
+
+def two_sum(acc: str, cmp: str, x: str, tag: str) -> list[str]:
+    """Statements adding ``x`` to ``acc`` and the exact rounding error to ``cmp`` (Knuth's
+    TwoSum: no branch, no fastmath; ``tag`` names the temporaries).
+
+    >>> two_sum("a", "c", "x", "0")[0]
+    't0 = a + x'
+    """
+    t, bp = f"t{tag}", f"bp{tag}"
+    return [
+        f"{t} = {acc} + {x}",
+        f"{bp} = {t} - {acc}",
+        f"{cmp} = {cmp} + (({acc} - ({t} - {bp})) + ({x} - {bp}))",
+        f"{acc} = {t}",
+    ]
+
+
+def fsum_fin(acc: str, cmp: str) -> str:
+    """Source of a compensated sum's value. An infinite or NaN total makes ``cmp`` NaN
+    (inf - inf), so it is returned as it is.
+
+    >>> fsum_fin("a", "c")
+    '(a + c if math.isfinite(a) else a)'
+    """
+    return f"({acc} + {cmp} if math.isfinite({acc}) else {acc})"
 
 
 def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
@@ -596,8 +653,11 @@ def generate_source(plan: Plan) -> str:
     level_init: dict[int, list[str]] = {lv: [] for lv in range(d + 1)}
     level_fin: dict[int, list[str]] = {lv: [] for lv in range(d + 1)}
     inner: list[str] = []
-    chunk_init: list[str] = []
-    chunk_fin: list[str] = []
+    # Compensated sums (see the module docstring): after a short innermost loop, after each
+    # chunk of a long one, and at the end of a long one.
+    short_end: list[str] = []
+    chunk_end: list[str] = []
+    long_end: list[str] = []
     for j, o in enumerate(outs):
         v = names[o.value]
         vcast = cast(v, dts[o.value], o.dtype)
@@ -608,24 +668,38 @@ def generate_source(plan: Plan) -> str:
         t = f"{target(j)}[{out_index(o, j, part)}]"
         s = _suffix_start(o.axes, d)
         ident = _ident_src(o.reduce, o.dtype)
-        if s < d:
+
+        def store(val, j=j, o=o, t=t, s=s, part=part):
+            if plan.prefilled[j] and not (part and s == 0):
+                return f"{t} = {combine(o.reduce, t, val, o.dtype, plan)}"
+            return f"{t} = {val}"
+
+        if s < d and compensated(o, d):
+            acc, cmp, cacc = f"acc{j}", f"cmp{j}", f"cacc{j}"
+            fold = two_sum(acc, cmp, cacc, f"{j}")
+            level_init[s] += [f"{acc} = {ident}", f"{cmp} = {ident}", f"{cacc} = {ident}"]
+            inner.append(f"{cacc} = {combine(o.reduce, cacc, vcast, o.dtype, plan)}")
+            chunk_end += fold + [f"{cacc} = {ident}"]
+            if s == d - 1:
+                short_end.append(store(cacc))  # one chunk: nothing to fold
+                long_end.append(store(fsum_fin(acc, cmp)))
+            else:
+                cn = f"cn{j}"
+                level_init[s].append(f"{cn} = 0")
+                short_end += [f"{cn} += n{d - 1}", f"if {cn} >= {FOLD}:"]  # d >= 2 here
+                short_end += ["    " + st for st in fold + [f"{cacc} = {ident}", f"{cn} = 0"]]
+                level_fin[s] += fold + [store(fsum_fin(acc, cmp))]
+        elif s < d:
             acc = f"acc{j}"
             level_init[s].append(f"{acc} = {ident}")
-            if plan.prefilled[j] and not (part and s == 0):
-                level_fin[s].append(f"{t} = {combine(o.reduce, t, acc, o.dtype, plan)}")
-            else:
-                level_fin[s].append(f"{t} = {acc}")
-            if plan.chunk_inner:
-                cacc = f"cacc{j}"
-                chunk_init.append(f"{cacc} = {ident}")
-                chunk_fin.append(f"{acc} = {combine(o.reduce, acc, cacc, o.dtype, plan)}")
-            else:
-                cacc = acc
-            inner.append(f"{cacc} = {combine(o.reduce, cacc, vcast, o.dtype, plan)}")
+            level_fin[s].append(store(acc))
+            inner.append(f"{acc} = {combine(o.reduce, acc, vcast, o.dtype, plan)}")
         else:
             inner.append(f"{t} = {combine(o.reduce, t, vcast, o.dtype, plan)}")
 
-    def body(parallel: bool) -> list[str]:
+    def body(parallel: bool, mode: str | None = None) -> list[str]:
+        """The kernel body; ``mode`` picks the innermost loop of a chunked kernel: ``"short"``
+        (one plain loop) or ``"long"`` (chunk loop)."""
         L: list[str] = []
         ind = "    "
         L += [ind + s for s in stmts[0]]
@@ -639,26 +713,33 @@ def generate_source(plan: Plan) -> str:
         L.append(f"{ind2}hi = ((b + 1) * n0) // nblk")
         L += [ind2 + s for s in level_init[0]]
         cur = ind2
-        for ax in range(d):
-            if ax == d - 1 and plan.chunk_inner:
-                lo, hi = ("lo", "hi") if ax == 0 else ("0", f"n{ax}")
-                L.append(f"{cur}for jb in range({lo}, {hi}, {CHUNK}):")
-                L.append(f"{cur}    je = min(jb + {CHUNK}, {hi})")
-                L += [cur + "    " + s for s in chunk_init]
-                L.append(f"{cur}    for i{ax} in range(jb, je):")
-                inner_ind = cur + "        "
-                L += [inner_ind + s for s in stmts[ax + 1]]
-                L += [inner_ind + s for s in inner]
-                L += [cur + "    " + s for s in chunk_fin]
-                break
+        for ax in range(d - 1):
             r = "range(lo, hi)" if ax == 0 else f"range(n{ax})"
             L.append(f"{cur}for i{ax} in {r}:")
             cur += ind
             L += [cur + s for s in stmts[ax + 1]]
-            if ax == d - 1:
-                L += [cur + s for s in inner]
-            else:
-                L += [cur + s for s in level_init[ax + 1]]
+            L += [cur + s for s in level_init[ax + 1]]
+        a = d - 1
+        if a == 0:
+            lo, hi = "np.uint64(lo)", "np.uint64(hi)"
+            loop = f"for i0 in range({lo}, {hi}):"
+        else:
+            lo, hi = "np.uint64(0)", f"np.uint64(n{a})"
+            loop = f"for i{a} in range(n{a}):"
+        body_stmts = stmts[a + 1] + inner
+        if mode != "long":
+            L.append(cur + loop)
+            L += [cur + ind + s for s in body_stmts]
+            if mode == "short":
+                L += [cur + s for s in short_end]
+        else:
+            uc = f"np.uint64({CHUNK})"
+            L.append(f"{cur}for jb in range({lo}, {hi}, {uc}):")
+            L.append(f"{cur}{ind}je = min(jb + {uc}, {hi})")
+            L.append(f"{cur}{ind}for i{a} in range(jb, je):")
+            L += [cur + ind * 2 + s for s in body_stmts]
+            L += [cur + ind + s for s in chunk_end]
+            L += [cur + s for s in long_end]
         # finalisations, innermost first, at the indentation of the loop they close
         for ax in range(d - 1, -1, -1):
             fin = level_fin[ax]
@@ -675,11 +756,18 @@ def generate_source(plan: Plan) -> str:
                     L.append(f"{cur}for k{ax} in range(n{ax}):")
                     cur += ind
             ident = _ident_src(o.reduce, o.dtype)
-            L.append(f"{cur}r = {ident}")
-            L.append(f"{cur}for bb in range(nblk):")
             pj = f"p{j}[bb, {', '.join(cidx)}]"
-            L.append(f"{cur}{ind}r = {combine(o.reduce, 'r', pj, o.dtype)}")
-            L.append(f"{cur}o{j}[{', '.join(cidx)}] = r")
+            L.append(f"{cur}r = {ident}")
+            if o.reduce == "sum" and o.dtype.kind == "f":
+                L.append(f"{cur}rc = {ident}")
+                L.append(f"{cur}for bb in range(nblk):")
+                L.append(f"{cur}{ind}x = {pj}")
+                L += [cur + ind + st for st in two_sum("r", "rc", "x", "")]
+                L.append(f"{cur}o{j}[{', '.join(cidx)}] = {fsum_fin('r', 'rc')}")
+            else:
+                L.append(f"{cur}for bb in range(nblk):")
+                L.append(f"{cur}{ind}r = {combine(o.reduce, 'r', pj, o.dtype)}")
+                L.append(f"{cur}o{j}[{', '.join(cidx)}] = r")
         return L
 
     # The finalisation indentation above assumes level_fin[s] closes loop axis s: it lives in the
@@ -689,13 +777,31 @@ def generate_source(plan: Plan) -> str:
     params += [f"o{j}" for j in range(len(outs))]
     params += [f"p{j}" for j in range(len(outs)) if plan.needs_partial[j]]
     fm = ""  # reassociation only inside _radd/_rmul, see combine()
+    sig = ", ".join(params)
+    kernels = []
+    for name, par in (("kernel_ser", False), ("kernel_par", True)):
+        if not plan.chunk_inner:
+            kernels.append("")
+            kernels.append(f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})')
+            kernels.append(f"def {name}({sig}):")
+            kernels += body(par)  # may add helpers
+            kernels.append("    return 0")
+            continue
+        # The long (chunked) nest is a separate function, called only for long rows: with both
+        # nests in one function LLVM spilled the arguments in the short one's row loop (rows of
+        # 40-200 points measured 1.3-1.9x slower). A third function only to dispatch between
+        # the two would cost ~0.15 s more per compile (numba re-optimises each linked callee).
+        short = f"n0 <= {CHUNK} * nblk" if d == 1 else f"n{d - 1} <= {CHUNK}"
+        deco = f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})'
+        nowrap = deco[:-1] + ", no_cpython_wrapper=True, no_cfunc_wrapper=True)"
+        kernels += ["", nowrap, f"def _{name}_long({sig}):"]
+        kernels += body(par, "long")
+        kernels.append("    return 0")
+        kernels += ["", deco, f"def {name}({sig}):"]
+        kernels += [f"    if not ({short}):", f"        return _{name}_long({sig})"]
+        kernels += body(par, "short")
+        kernels.append("    return 0")
     src = ["import math", "", "import numpy as np", "from numba import njit, prange", ""]
     for h in sorted(plan.helpers):
         src.append(HELPERS[h].rstrip() + "\n")
-    for name, par in (("kernel_ser", False), ("kernel_par", True)):
-        src.append("")
-        src.append(f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})')
-        src.append(f"def {name}({', '.join(params)}):")
-        src += body(par)
-        src.append("    return 0")
-    return "\n".join(src) + "\n"
+    return "\n".join(src + kernels) + "\n"
