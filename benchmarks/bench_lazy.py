@@ -167,12 +167,67 @@ def sweep_target(repeat: int) -> None:
         numpy_blocked.TARGET = old
 
 
+def _per_call(fn: Callable, *args, calls: int = 200) -> Callable:
+    """``fn`` run ``calls`` times: one timed sample is many microsecond-scale calls."""
+
+    def run(*a):
+        for _ in range(calls):
+            fn(*args)
+
+    return run
+
+
+def bench_small(repeat: int) -> None:
+    """Issue 4's small-array target (<= 3x NumPy eager below 10^4 elements) and the per-call cost
+    of grad, jit(grad) and autograd on DESIGN.md's small gradient (medians, interleaved)."""
+    calls = 200
+    print(f"4. small arrays: microseconds per call (median of {repeat} rounds of {calls} calls)")
+    exprs = {
+        "tanh(x)*2": lambda m, x, y: np.tanh(x) * 2.0,
+        "5 ops+sum": lambda m, x, y: np.sum(np.exp(-((x - y) ** 2)) * 0.5 + x),
+        "row sums": lambda m, x, y: np.sum(x.reshape(10, -1) * 2 - y.reshape(10, -1), axis=1),
+    }
+    for n in (1000, 5000, 9990):
+        x, y = np.random.rand(n), np.random.rand(n)
+        for name, e in exprs.items():
+
+            def lazy(e=e, x=x, y=y):
+                return fl.materialize(e(fl, fl.asarray(x), fl.asarray(y)))
+
+            def eager(e=e, x=x, y=y):
+                return e(np, x, y)
+
+            t = interleaved({"lazy": _per_call(lazy), "eager": _per_call(eager)}, (), repeat)
+            lz, eg = t["lazy"] / calls * 1e6, t["eager"] / calls * 1e6
+            print(f"   n={n:5d} {name:10s} lazy {lz:6.1f} us  eager {eg:6.1f} us  {lz / eg:4.1f}x")
+    import fusegrad as fg
+
+    def f(m, x):
+        return m.sum(m.tanh(x * 2.0 + 1.0) ** 2)
+
+    x = np.random.rand(1000)
+    cases = {
+        "grad": _per_call(fg.grad(lambda x: f(np, x)), x),
+        "jit(grad)": _per_call(fg.jit(fg.grad(lambda x: f(np, x))), x),
+    }
+    try:
+        import autograd
+        import autograd.numpy as anp
+
+        cases["autograd"] = _per_call(autograd.grad(lambda x: f(anp, x)), x)
+    except ImportError:
+        pass
+    t = interleaved(cases, (), repeat)
+    print("   gradient of sum(tanh(2x+1)**2), n=1000 (5 ops): " + "  ".join(
+        f"{k} {v / calls * 1e6:.1f} us" for k, v in t.items()))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--engines", default="numpy,numba")
     ap.add_argument("--sweep", action="store_true")
-    ap.add_argument("--only", default="1,2,3")
+    ap.add_argument("--only", default="1,2,3,4")
     args = ap.parse_args()
     engines = [e for e in args.engines.split(",") if e]
     if "numba" in engines:
@@ -194,6 +249,8 @@ def main() -> None:
         bench_chain(engines, args.repeat)
     if "3" in only:
         bench_sum_accuracy(engines)
+    if "4" in only:
+        bench_small(args.repeat)
     if args.sweep:
         sweep_target(args.repeat)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import replay
+from . import replay, small
 from .nodes import LazyArray, Leaf, Map, Reduce, leaf, make_map, make_reduce
 
 View = Callable[[np.ndarray], np.ndarray]
@@ -39,6 +39,10 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
     >>> move(asarray(np.ones((2, 3))), np.transpose).shape
     (3, 2)
     """
+    if node.size < small.EAGER_BELOW and small.on():
+        vals = small.values_if_small((node,))
+        if vals is not None:
+            return small.wrap(view(vals[0]))  # a view of a small concrete value, at once
     dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
     new_shape = view(dummy).shape
     return _move(node, view, new_shape, reshape_only, {})

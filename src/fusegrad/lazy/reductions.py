@@ -45,11 +45,11 @@ _NUMPY_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
     """``kind`` in sum/prod/max/min over ``axis`` with NumPy's ``keepdims`` semantics, lazily."""
-    axes = normalize_axes(axis, x.ndim)
-    shape = _result_shape(x.shape, axes, keepdims)
     vals = small.values_if_small((x,))
     if vals is not None:
-        return small.wrap(_NUMPY_REDUCE[kind](vals[0], axis=axes, keepdims=keepdims))
+        return small.wrap(_NUMPY_REDUCE[kind](vals[0], axis=axis, keepdims=keepdims))
+    axes = normalize_axes(axis, x.ndim)
+    shape = _result_shape(x.shape, axes, keepdims)
     if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes) and 0 not in shape:
         name = "maximum" if kind == "max" else "minimum"
         raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
