@@ -14,13 +14,16 @@ count on a shared machine):
 3. tracemalloc peak of the engine on the tanh row sum;
 4. the ``auto`` sweep: numba vs numpy_blocked on arithmetic-only and transcendental kernels
    at domain sizes 10^3 .. 10^7 (what ``numba_engine.prefers`` encodes);
-5. first use of a new kernel (compile) and disk-cache hits, in fresh subprocesses.
+5. first use of a new kernel (compile) and disk-cache hits, in fresh subprocesses;
+6. accuracy (``--only accuracy``): float sums of 10^7 lognormal values against ``math.fsum``,
+   the mean error relative to sum|x| over the outputs, for numba, ``np.sum`` and numpy_blocked.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -278,13 +281,50 @@ def compile_times() -> None:
             print(f"    STATS {stats}")
 
 
+def accuracy(seed: int = 0) -> None:
+    """Mean |sum - fsum| / sum|x| over the outputs; full sums over 6 draws, others over 1."""
+    print("\n## accuracy: sums of 10^7 lognormal values, mean |err| / sum|x| vs math.fsum")
+    print(f"  {'case':16}{'dtype':>7}{'numba':>11}{'np.sum':>11}{'blocked':>11}  numba/np.sum")
+    rng = np.random.default_rng(seed)
+    cases = [
+        ("full 1D", (10**7,), (0,)),
+        ("full 2D", (10**4, 10**3), (0, 1)),
+        ("rows (10,1e6)", (10, 10**6), (1,)),
+        ("rows (1e4,1e3)", (10**4, 10**3), (1,)),
+        ("cols (1e4,1e3)", (10**4, 10**3), (0,)),
+        ("cols (1e6,10)", (10**6, 10), (0,)),
+    ]
+
+    def rel_err(got, x, axes):
+        rows = np.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim)))
+        rows = rows.reshape(-1, math.prod(x.shape[a] for a in axes)).astype(np.float64)
+        want = np.array([math.fsum(r) for r in rows])
+        return np.abs(np.asarray(got, np.float64).ravel() - want) / np.abs(rows).sum(axis=1)
+
+    for dt in (np.dtype("f8"), np.dtype("f4")):
+        for name, shape, axes in cases:
+            errs: dict[str, list] = {"nb": [], "np": [], "bk": []}
+            for _ in range(6 if len(axes) == len(shape) else 1):
+                x = rng.lognormal(size=shape).astype(dt)
+                k = Kernel(shape, (x,), (), (), (Output(0, "sum", axes, dt),))
+                errs["nb"].append(rel_err(ne.run(k)[0], x, axes))
+                errs["np"].append(rel_err(np.sum(x, axis=axes), x, axes))
+                if numpy_blocked:
+                    errs["bk"].append(rel_err(numpy_blocked.run(k)[0], x, axes))
+            nb, npy, bk = (
+                float(np.mean(np.concatenate(v))) if v else math.nan for v in errs.values()
+            )
+            ratio = f"{nb / npy:.2f}" if npy else ("0 / 0" if nb == 0 else "inf")
+            print(f"  {name:16}{dt.name:>7}{nb:11.2e}{npy:11.2e}{bk:11.2e}  {ratio}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--eager", action="store_true", help="also time NumPy eager on tanh/gauss")
-    ap.add_argument("--only", choices=["targets", "sweep", "compile"], default=None)
+    ap.add_argument("--only", choices=["targets", "sweep", "compile", "accuracy"], default=None)
     a = ap.parse_args()
     n, rounds = (2000, 5) if a.quick else (a.n, a.rounds)
     sizes = [32, 100, 316, 1000] if a.quick else [32, 100, 178, 316, 1000, 3162]
@@ -297,6 +337,8 @@ def main() -> None:
         targets(n, rounds, a.eager)
     if a.only in (None, "sweep"):
         sweep(sizes, rounds)
+    if a.only in (None, "accuracy"):
+        accuracy()
 
 
 if __name__ == "__main__":
