@@ -28,10 +28,11 @@ function (it would slow the short-row loop if it shared one)::
             row_sum = cacc                   # one chunk: nothing to fold
 
 A sum over several short rows (e.g. a full sum) keeps adding rows into ``cacc`` and folds it
-once it holds ``FOLD`` or more points. Per-block partials of float sums are combined with the
-same TwoSum. Loops over ``range(lo, hi)`` that are innermost use unsigned bounds: numba wraps
-negative indices, and when LLVM cannot prove a signed index non-negative it turns every load
-into a gather (a 1D sum or elementwise kernel measured 3-7x slower that way).
+once it holds ``FOLD`` (rows of under 32 points) or ``FOLD_SIMD`` or more points. Per-block
+partials of float sums are combined with the same TwoSum. Loops over ``range(lo, hi)`` that are
+innermost use unsigned bounds: numba wraps negative indices, and when LLVM cannot prove a
+signed index non-negative it turns every load into a gather (a 1D sum or elementwise kernel
+measured 3-7x slower that way).
 
 Example::
 
@@ -54,10 +55,14 @@ from fusegrad.lazy.ops import OPS
 
 # Float sums over the innermost axis run over chunks of at most CHUNK points (a vectorised
 # running sum each: ~CHUNK/32 adds per lane), folded into the total with TwoSum. A sum spanning
-# several short rows (n{d-1} <= CHUNK) folds once it holds at least FOLD points; below ~32
-# points per row the loop is scalar, so FOLD bounds that sequential chain.
+# several short rows (n{d-1} <= CHUNK) carries its running sum from row to row and folds it
+# once it holds at least FOLD points: rows under 32 points run a scalar loop, so FOLD bounds
+# that chain; longer rows are vectorised, and carrying the sum costs only its lane reduction
+# (~n/32 + 8 adds per row), so they fold every FOLD_SIMD points (folding every row of 100
+# points measured 10% slower).
 CHUNK = 1024
 FOLD = 64
+FOLD_SIMD = 256
 
 SUPPORTED_DTYPES = frozenset(
     np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "f4", "f8")
@@ -587,6 +592,18 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
     raise NotImplementedError(op)
 
 
+def _over(axes: list[int], stmts: list[str], blocks: bool) -> list[str]:
+    """``stmts`` in loops ``for k{ax} in range(n{ax})`` over ``axes``, inside
+    ``for bb in range(1, nblk)`` if ``blocks``; at the indentation of a kernel body."""
+    ind = "    "
+    loops = [f"{ind}for bb in range(1, nblk):"] if blocks else []
+    cur = ind * (2 if blocks else 1)
+    for ax in axes:
+        loops.append(f"{cur}for k{ax} in range(n{ax}):")
+        cur += ind
+    return loops + [cur + st for st in stmts]
+
+
 def generate_source(plan: Plan) -> str:
     """The body of a generated module (imports, helpers, ``kernel_ser`` and ``kernel_par``).
 
@@ -686,7 +703,7 @@ def generate_source(plan: Plan) -> str:
             else:
                 cn = f"cn{j}"
                 level_init[s].append(f"{cn} = 0")
-                short_end += [f"{cn} += n{d - 1}", f"if {cn} >= {FOLD}:"]  # d >= 2 here
+                short_end += [f"{cn} += n{d - 1}", f"if {cn} >= fold_at:"]  # d >= 2 here
                 short_end += ["    " + st for st in fold + [f"{cacc} = {ident}", f"{cn} = 0"]]
                 level_fin[s] += fold + [store(fsum_fin(acc, cmp))]
         elif s < d:
@@ -702,6 +719,8 @@ def generate_source(plan: Plan) -> str:
         (one plain loop) or ``"long"`` (chunk loop)."""
         L: list[str] = []
         ind = "    "
+        if mode == "short" and any("fold_at" in st for st in short_end):
+            L.append(f"{ind}fold_at = {FOLD} if n{d - 1} < 32 else {FOLD_SIMD}")
         L += [ind + s for s in stmts[0]]
         if d == 0:
             L += [ind + s for s in inner]
@@ -745,29 +764,40 @@ def generate_source(plan: Plan) -> str:
             fin = level_fin[ax]
             if fin:
                 L += [ind2 + ind * ax + s for s in fin]
-        # combine per-block partials (serially, after the parallel loop)
+        # Combine per-block partials serially, after the parallel loop: block by block, each
+        # over the whole output (a contiguous loop LLVM vectorises; column by column, strided
+        # over the blocks, measured ~0.3 ms per 500k partials). A float sum folds them with
+        # TwoSum, keeping the compensation in block 0's partial, scratch from then on.
         for j, o in enumerate(outs):
             if not plan.needs_partial[j]:
                 continue
-            cidx = ["0" if ax in o.axes else f"k{ax}" for ax in range(d)]
-            cur = ind
-            for ax in range(d):
-                if ax not in o.axes:
-                    L.append(f"{cur}for k{ax} in range(n{ax}):")
-                    cur += ind
-            ident = _ident_src(o.reduce, o.dtype)
-            pj = f"p{j}[bb, {', '.join(cidx)}]"
-            L.append(f"{cur}r = {ident}")
-            if o.reduce == "sum" and o.dtype.kind == "f":
-                L.append(f"{cur}rc = {ident}")
-                L.append(f"{cur}for bb in range(nblk):")
-                L.append(f"{cur}{ind}x = {pj}")
-                L += [cur + ind + st for st in two_sum("r", "rc", "x", "")]
-                L.append(f"{cur}o{j}[{', '.join(cidx)}] = {fsum_fin('r', 'rc')}")
+            idx = ", ".join("0" if ax in o.axes else f"k{ax}" for ax in range(d))
+            keep = [ax for ax in range(d) if ax not in o.axes]
+            out, p0, pb = f"o{j}[{idx}]", f"p{j}[0, {idx}]", f"p{j}[bb, {idx}]"
+            fsum = o.reduce == "sum" and o.dtype.kind == "f"
+            if not keep:  # one value: accumulate in registers
+                L.append(f"{ind}r = {p0}")
+                L += [f"{ind}rc = {_ident_src('sum', o.dtype)}"] if fsum else []
+                L.append(f"{ind}for bb in range(1, nblk):")
+                if fsum:
+                    L += [f"{ind * 2}x = {pb}"] + [
+                        ind * 2 + st for st in two_sum("r", "rc", "x", "")
+                    ]
+                    L.append(f"{ind}{out} = {fsum_fin('r', 'rc')}")
+                else:
+                    L.append(f"{ind * 2}r = {combine(o.reduce, 'r', pb, o.dtype)}")
+                    L.append(f"{ind}{out} = r")
+            elif fsum:
+                zero = _ident_src("sum", o.dtype)
+                fold = [f"r = {out}", f"x = {pb}", f"rc = {p0}"]
+                fold += two_sum("r", "rc", "x", "") + [f"{p0} = rc", f"{out} = r"]
+                fin = [f"r = {out}", f"rc = {p0}", f"{out} = {fsum_fin('r', 'rc')}"]
+                L += _over(keep, [f"{out} = {p0}", f"{p0} = {zero}"], False)
+                L += _over(keep, fold, True)
+                L += _over(keep, fin, False)
             else:
-                L.append(f"{cur}for bb in range(nblk):")
-                L.append(f"{cur}{ind}r = {combine(o.reduce, 'r', pj, o.dtype)}")
-                L.append(f"{cur}o{j}[{', '.join(cidx)}] = r")
+                L += _over(keep, [f"{out} = {p0}"], False)
+                L += _over(keep, [f"{out} = {combine(o.reduce, out, pb, o.dtype)}"], True)
         return L
 
     # The finalisation indentation above assumes level_fin[s] closes loop axis s: it lives in the
