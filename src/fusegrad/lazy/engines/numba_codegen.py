@@ -715,8 +715,8 @@ def generate_source(plan: Plan) -> str:
             inner.append(f"{t} = {combine(o.reduce, t, vcast, o.dtype, plan)}")
 
     def body(parallel: bool, mode: str | None = None) -> list[str]:
-        """The kernel body; ``mode`` picks the innermost loop of a chunked kernel: ``"short"``
-        (one plain loop) or ``"long"`` (chunk loop)."""
+        """The loop nest, up to per-block partials; ``mode`` picks the innermost loop of a
+        chunked kernel: ``"short"`` (one plain loop) or ``"long"`` (chunk loop)."""
         L: list[str] = []
         ind = "    "
         if mode == "short" and any("fold_at" in st for st in short_end):
@@ -764,6 +764,11 @@ def generate_source(plan: Plan) -> str:
             fin = level_fin[ax]
             if fin:
                 L += [ind2 + ind * ax + s for s in fin]
+        return L
+
+    def combine_partials() -> list[str]:
+        L: list[str] = []
+        ind = "    "
         # Combine per-block partials serially, after the parallel loop: block by block, each
         # over the whole output (a contiguous loop LLVM vectorises; column by column, strided
         # over the blocks, measured ~0.3 ms per 500k partials). A float sum folds them with
@@ -814,7 +819,7 @@ def generate_source(plan: Plan) -> str:
             kernels.append("")
             kernels.append(f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})')
             kernels.append(f"def {name}({sig}):")
-            kernels += body(par)  # may add helpers
+            kernels += body(par) + combine_partials()  # may add helpers
             kernels.append("    return 0")
             continue
         # The long (chunked) nest is a separate function, called only for long rows: with both
@@ -827,9 +832,10 @@ def generate_source(plan: Plan) -> str:
         kernels += ["", nowrap, f"def _{name}_long({sig}):"]
         kernels += body(par, "long")
         kernels.append("    return 0")
-        kernels += ["", deco, f"def {name}({sig}):"]
-        kernels += [f"    if not ({short}):", f"        return _{name}_long({sig})"]
-        kernels += body(par, "short")
+        kernels += ["", deco, f"def {name}({sig}):", f"    if {short}:"]
+        kernels += ["    " + st for st in body(par, "short")]
+        kernels += ["    else:", f"        _{name}_long({sig})"]
+        kernels += combine_partials()
         kernels.append("    return 0")
     src = ["import math", "", "import numpy as np", "from numba import njit, prange", ""]
     for h in sorted(plan.helpers):
