@@ -14,18 +14,23 @@ Layout of a generated kernel over a domain ``(n0, ..., n{d-1})``::
 
 Float sums over the innermost axis are about as accurate as NumPy's pairwise sum without losing
 the vectorised loop. The innermost loop is a plain running sum (``fastmath={'reassoc', 'nsz'}``
-on that one add, so LLVM vectorises it with 32 lanes of float64, 64 of float32) over at most
+on that one add, so LLVM vectorises it: 4x8 lanes of float64 with AVX-512) over at most
 ``CHUNK`` points, and chunk sums are folded into the total with an error-free TwoSum (Knuth)
 whose compensation term is added at the end. Rows longer than ``CHUNK`` go to a separate
 function (it would slow the short-row loop if it shared one)::
 
     def kernel_ser(...):
-        if not (n{d-1} <= CHUNK):
-            return _kernel_ser_long(...)     # same nest, innermost loop cut into chunks:
-        ...                                  #   for jb in range(np.uint64(0), .., CHUNK):
-            for i{d-1} in range(n{d-1}):     #       for i{d-1} in range(jb, je): ...
-                cacc = _radd(cacc, v)        #       acc, cmp <- TwoSum(acc, cacc)
-            row_sum = cacc                   # one chunk: nothing to fold
+        if n{d-1} <= CHUNK:
+            ...
+                for i{d-1} in range(n{d-1}):
+                    cacc = _radd(cacc, v)
+                row_sum = cacc               # one chunk: nothing to fold
+        else:
+            _kernel_ser_long(...)            # same nest, innermost loop cut into chunks:
+                                             #   for jb in range(np.uint64(0), .., CHUNK):
+                                             #       for i{d-1} in range(jb, je): ...
+                                             #       acc, cmp <- TwoSum(acc, cacc)
+        ...                                  # combine per-block partials
 
 A sum over several short rows (e.g. a full sum) keeps adding rows into ``cacc`` and folds it
 once it holds ``FOLD`` (rows of under 32 points) or ``FOLD_SIMD`` or more points. Per-block
@@ -605,7 +610,8 @@ def _over(axes: list[int], stmts: list[str], blocks: bool) -> list[str]:
 
 
 def generate_source(plan: Plan) -> str:
-    """The body of a generated module (imports, helpers, ``kernel_ser`` and ``kernel_par``).
+    """The body of a generated module (imports, helpers, ``kernel_ser`` and ``kernel_par``,
+    and ``_kernel_ser_long``/``_kernel_par_long`` when the kernel has chunked sums).
 
     Both functions take ``(nblk, n0.., in0.., c0.., out0.., part0..)``: ``nblk`` blocks of
     axis 0, the domain sizes, inputs with broadcast axes dropped (fully broadcast inputs as
