@@ -117,17 +117,21 @@ def adversarial_ok(got, rows: np.ndarray, dt: np.dtype) -> None:
     assert (err <= 4 * float(np.finfo(dt).eps) * scale).all(), err / (np.finfo(dt).eps * scale)
 
 
-@pytest.mark.parametrize("dt", [F8, F4])
-def test_adversarial_long_rows_and_columns(dt):
-    x = adversarial((4, 64 * C + 3), dt, at=(slice(None), 5))
+def rows_and_columns_ok(x: np.ndarray, y: np.ndarray, dt: np.dtype) -> None:
+    """Row and full sums of ``x`` (long rows), column and full sums of ``y`` (many rows: the
+    per-block partials are folded with TwoSum), all compensated."""
     rows, _, full = ne.run(sums_2d(x))
     adversarial_ok(rows, x, dt)
     adversarial_ok(full, x.reshape(1, -1), dt)
-    # column sums: per-block partials (blocks of rows) folded with TwoSum
-    y = adversarial((1 << 17, 3), dt)
     _, cols, full = ne.run(sums_2d(y))
     adversarial_ok(cols, y.T, dt)
     adversarial_ok(full, y.reshape(1, -1), dt)
+
+
+@pytest.mark.parametrize("dt", [F8, F4])
+def test_adversarial_long_rows_and_columns(dt):
+    x = adversarial((4, 64 * C + 3), dt, at=(slice(None), 5))
+    rows_and_columns_ok(x, adversarial((1 << 17, 3), dt), dt)
 
 
 @pytest.mark.parametrize("dt", [F8, F4])
@@ -146,8 +150,6 @@ def test_adversarial_1d_any_blocking(dt, monkeypatch):
     adversarial_ok(ne.run(sum_1d(x))[0], x.reshape(1, -1), dt)
     # the engine's blocks of ~128 points make 1D sums pairwise-like by themselves; with two
     # blocks the chunked long path must carry the accuracy
-    if not hasattr(ne, "_choose_nblk"):
-        pytest.skip("numba_engine._choose_nblk is gone")
     monkeypatch.setattr(ne, "_choose_nblk", lambda n0, *a: min(max(n0, 1), 2))
     adversarial_ok(ne.run(sum_1d(x))[0], x.reshape(1, -1), dt)
 
@@ -155,13 +157,7 @@ def test_adversarial_1d_any_blocking(dt, monkeypatch):
 def test_parallel_variant(monkeypatch):
     monkeypatch.setattr(ne, "PARALLEL_MIN_NS", 0)  # force the prange variants
     x = adversarial((3, 40 * C + 1), F8, at=(slice(None), 7))
-    rows, _, full = ne.run(sums_2d(x))
-    adversarial_ok(rows, x, F8)
-    adversarial_ok(full, x.reshape(1, -1), F8)
-    y = adversarial((1 << 14, 50), F8)
-    _, cols, full = ne.run(sums_2d(y))
-    adversarial_ok(cols, y.T, F8)
-    adversarial_ok(full, y.reshape(1, -1), F8)
+    rows_and_columns_ok(x, adversarial((1 << 14, 50), F8), F8)
 
 
 @pytest.mark.parametrize("dt", [F8, F4])

@@ -250,7 +250,7 @@ def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool
         ct = np.ones(np.shape(out), _float_dtype(out)) if np.shape(out) else 1.0
         grads = f_vjp(ct)
         if with_value and isinstance(out, np.ndarray) and out.shape == ():
-            out = replay.note_derived(out[()], out, _item)
+            out = replay.note_derived(out[()], out, replay.item)
         g = grads[0] if isinstance(argnums, int) else grads
         if has_aux:
             return (out, res[2]), g
@@ -258,10 +258,6 @@ def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool
 
     wrapped.__fusegrad_api__ = True  # type: ignore[attr-defined]
     return wrapped
-
-
-def _item(a: np.ndarray) -> Any:
-    return a[()]
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:

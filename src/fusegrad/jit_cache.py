@@ -76,11 +76,9 @@ def jit(fun: Callable) -> Callable:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if not kwargs and all(type(a) is np.ndarray for a in args):
             # The common call, keyed without flattening: positional arrays only.
-            entry = cache.get((engines.current(), *[(a.shape, a.dtype.str) for a in args]))
+            entry = cache.get(_fast_key(args))
             if entry is not None and entry.program is not None:
-                entry.calls += 1
-                inputs = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in args]
-                return entry.rebuild(entry.program.run(inputs))
+                return _replay(entry, args)
         leaves, rebuild_args, tree_key = structure((args, kwargs))
         parts: list[Any] = [tree_key, engines.current()]
         positions, arrays = [], []
@@ -103,17 +101,13 @@ def jit(fun: Callable) -> Callable:
         entry = cache.get(key)
         if entry is None:
             entry = cache[key] = _Entry(key)
-            if not kwargs and len(arrays) == len(args) == len(leaves):
-                cache[(parts[1], *[(a.shape, a.dtype.str) for a in args])] = entry
+            if not kwargs and all(type(a) is np.ndarray for a in args):
+                cache[_fast_key(args)] = entry
             return _record(fun, entry, leaves, rebuild_args, positions, arrays)
-        entry.calls += 1
         if entry.program is None:
+            entry.calls += 1
             return fun(*args, **kwargs)
-        inputs = [
-            a if type(a) is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
-            for a in arrays
-        ]
-        return entry.rebuild(entry.program.run(inputs))
+        return _replay(entry, arrays)
 
     def cache_info() -> list[dict]:
         """One record per signature seen: whether it replays, its kernels, why not."""
@@ -131,6 +125,20 @@ def jit(fun: Callable) -> Callable:
     wrapped.cache_info = cache_info  # type: ignore[attr-defined]
     wrapped.cache_clear = cache.clear  # type: ignore[attr-defined]
     return wrapped
+
+
+def _fast_key(args: tuple) -> tuple:
+    """The key of a call with positional ndarrays only (it cannot equal a pytree key)."""
+    return (engines.current(), *[(a.shape, a.dtype.str) for a in args])
+
+
+def _replay(entry: _Entry, arrays: list | tuple) -> Any:
+    entry.calls += 1
+    inputs = [
+        a if type(a) is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
+        for a in arrays
+    ]
+    return entry.rebuild(entry.program.run(inputs))
 
 
 def _record(
@@ -151,11 +159,12 @@ def _record(
     with rec, small.fusing():
         result = fun(*args, **kwargs)
         out_leaves, rebuild_out, _ = structure(result)
-        rec.sanctions += 1  # jit's own evaluation of the results
-        values = materialize_many(out_leaves)
-        rec.sanctions -= 1
+        with replay.sanctioned(always=True):  # jit's own evaluation of the results
+            values = materialize_many(out_leaves)
         values = [
-            replay.note_derived(v[()], v, _item) if isinstance(n, LazyArray) and v.ndim == 0 else v
+            replay.note_derived(v[()], v, replay.item)
+            if isinstance(n, LazyArray) and v.ndim == 0
+            else v
             for n, v in zip(out_leaves, values)
         ]
     program = rec.program(values)
@@ -169,7 +178,3 @@ def _record(
     else:
         entry.program, entry.rebuild = program, rebuild_out
     return rebuild_out(values)
-
-
-def _item(a: np.ndarray) -> Any:
-    return a[()]

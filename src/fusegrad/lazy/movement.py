@@ -39,10 +39,9 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
     >>> move(asarray(np.ones((2, 3))), np.transpose).shape
     (3, 2)
     """
-    if node.size < small.EAGER_BELOW and small.on():
-        vals = small.values_if_small((node,))
-        if vals is not None:
-            return small.wrap(view(vals[0]))  # a view of a small concrete value, at once
+    vals = small.values_if_small((node,))
+    if vals is not None:
+        return small.wrap(view(vals[0]))  # a view of a small concrete value, at once
     dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
     new_shape = view(dummy).shape
     return _move(node, view, new_shape, reshape_only, {})
@@ -77,7 +76,7 @@ def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, mem
         if sub is not None:
             out = _move(sub, view, new_shape, reshape_only, memo)
         else:
-            with replay.feeding_lazy():
+            with replay.sanctioned(always=True):
                 value = materialize(node)
             out = leaf(view(value))
     memo[id(node)] = (node, out)
@@ -163,7 +162,7 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
     except ValueError:
         from .plan import materialize
 
-        with replay.feeding_lazy():
+        with replay.sanctioned(always=True):
             value = materialize(node)
         out = np.reshape(value, new_shape)
         if not np.shares_memory(out, value):

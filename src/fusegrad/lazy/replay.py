@@ -46,46 +46,35 @@ def active() -> Recorder | None:
 
 
 @contextlib.contextmanager
-def sanctioned() -> Iterator[None]:
-    """Materialisations inside the block produce a recorded call's results (see the module)."""
-    rec = active()
-    if rec is None or not rec.may_sanction():
-        yield
-        return
-    rec.sanctions += 1
-    try:
-        yield
-    finally:
-        rec.sanctions -= 1
-
-
-@contextlib.contextmanager
-def feeding_lazy() -> Iterator[None]:
-    """Materialisations inside the block only feed lazy nodes (the planner evaluates a nested
-    reduction so as to move a view of it): their kernels are part of the recording at any depth."""
-    rec = active()
+def _raised(rec: Recorder | None, counter: str) -> Iterator[None]:
     if rec is None:
         yield
         return
-    rec.sanctions += 1
+    setattr(rec, counter, getattr(rec, counter) + 1)
     try:
         yield
     finally:
-        rec.sanctions -= 1
+        setattr(rec, counter, getattr(rec, counter) - 1)
 
 
-@contextlib.contextmanager
-def api_call() -> Iterator[None]:
+def sanctioned(always: bool = False) -> contextlib.AbstractContextManager:
+    """Materialisations inside the block produce a recorded call's results (see the module).
+
+    Without ``always`` only the outermost transformation sanctions; ``always`` is for
+    evaluations whose results only feed lazy nodes (the planner evaluating a nested reduction to
+    move a view of it) or go straight to the caller (``jit``'s own), at any depth."""
+    rec = active()
+    return _raised(rec if rec is None or always or rec.may_sanction() else None, "sanctions")
+
+
+def api_call() -> contextlib.AbstractContextManager:
     """Marks one call of a fusegrad transformation: only the outermost may sanction."""
-    rec = active()
-    if rec is None:
-        yield
-        return
-    rec.api_depth += 1
-    try:
-        yield
-    finally:
-        rec.api_depth -= 1
+    return _raised(active(), "api_depth")
+
+
+def item(a: np.ndarray) -> Any:
+    """``a[()]``: a 0-d result as a NumPy scalar (a conversion ``note_derived`` can replay)."""
+    return a[()]
 
 
 def copied(what: str) -> None:
