@@ -133,8 +133,10 @@ def _build_fusegrad(wl: Workload, jit: bool = False):
     # process), which would otherwise be counted as the gradient's memory.
     if numba_engine.available():
         import fusegrad.lazy as fl
+        from fusegrad.lazy import small
 
-        with fl.use_engine("numba"):
+        # fusing(): the small-array path would compute this at once, without numba
+        with fl.use_engine("numba"), small.fusing():
             fl.materialize(fl.asarray(np.ones(4)) * 2.0)
 
     g = fg.grad(lambda *a: wl.fun(np, *a), argnums=wl.argnums)
