@@ -200,18 +200,22 @@ def _compile_uncached(kernel: Kernel, tmp_path):
 
 def test_inner_loops_vectorise_without_gathers(tmp_path):
     """The point of the chunk layout: the summing loops stay contiguous SIMD loads."""
-    x = np.random.default_rng(0).lognormal(size=(3, 3 * C + 1))
-    k = sums_2d(x)
-    mod = _compile_uncached(k, tmp_path)
-    e = ne._Entry(k.signature(), ne._plan_for(k.signature(), k), mod)
-    args = [1, *k.domain, x, np.empty((3, 1)), np.empty((1, 3 * C + 1)), np.empty((1, 1))]
-    args += [np.zeros((1, 1, 3 * C + 1)), np.zeros((1, 1, 1))]
-    assert e.partial == (False, True, True)
-    mod.kernel_ser(*args)
-    want = [x.sum(axis=1, keepdims=True), x.sum(axis=0, keepdims=True), x.sum(keepdims=True)]
-    for got, w in zip(args[4:7], want):
-        np.testing.assert_allclose(got, w, rtol=1e-12)
-    for f in (mod.kernel_ser, mod._kernel_ser_long):
+    rng = np.random.default_rng(0)
+    mod = None
+    for n, entry in ((3 * C + 1, "kernel_ser_long"), (C, "kernel_ser")):
+        x = rng.lognormal(size=(3, n))
+        k = sums_2d(x)
+        mod = mod or _compile_uncached(k, tmp_path)
+        e = ne._Entry(k.signature(), ne._plan_for(k.signature(), k), mod)
+        args = [1, *k.domain, x, np.empty((3, 1)), np.empty((1, n)), np.empty((1, 1))]
+        args += [np.zeros((1, 1, n)), np.zeros((1, 1, 1))]
+        assert e.partial == (False, True, True)
+        assert cg.long_rows(e.plan, 1, k.domain) == (entry == "kernel_ser_long")
+        getattr(mod, entry)(*args)
+        want = [x.sum(axis=1, keepdims=True), x.sum(axis=0, keepdims=True), x.sum(keepdims=True)]
+        for got, w in zip(args[4:7], want):
+            np.testing.assert_allclose(got, w, rtol=1e-12)
+    for f in (mod.kernel_ser, mod.kernel_ser_long):
         ir = f.inspect_llvm(f.signatures[0])
         assert re.search(r"fadd reassoc nsz <\d+ x double>", ir), "summing loop not vectorised"
         assert "gather" not in ir

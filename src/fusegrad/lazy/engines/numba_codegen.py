@@ -16,20 +16,20 @@ Float sums over the innermost axis are about as accurate as NumPy's pairwise sum
 the vectorised loop. The innermost loop is a plain running sum (``fastmath={'reassoc', 'nsz'}``
 on that one add, so LLVM vectorises it: 4x8 lanes of float64 with AVX-512) over at most
 ``CHUNK`` points, and chunk sums are folded into the total with an error-free TwoSum (Knuth)
-whose compensation term is added at the end. Rows longer than ``CHUNK`` go to a separate
-function (it would slow the short-row loop if it shared one)::
+whose compensation term is added at the end. Rows longer than ``CHUNK`` run a second entry
+point, chosen by the engine per call (``long_rows``), so a first use compiles only one nest::
 
-    def kernel_ser(...):
-        if n{d-1} <= CHUNK:
-            ...
-                for i{d-1} in range(n{d-1}):
-                    cacc = _radd(cacc, v)
-                row_sum = cacc               # one chunk: nothing to fold
-        else:
-            _kernel_ser_long(...)            # same nest, innermost loop cut into chunks:
-                                             #   for jb in range(np.uint64(0), .., CHUNK):
-                                             #       for i{d-1} in range(jb, je): ...
-                                             #       acc, cmp <- TwoSum(acc, cacc)
+    def kernel_ser(...):                     # rows of at most CHUNK points
+        ...
+            for i{d-1} in range(n{d-1}):
+                cacc = _radd(cacc, v)
+            row_sum = cacc                   # one chunk: nothing to fold
+        ...                                  # combine per-block partials
+
+    def kernel_ser_long(...):                # same nest, innermost loop cut into chunks:
+        ...  for jb in range(np.uint64(0), .., CHUNK):
+                 for i{d-1} in range(jb, je): ...
+                 acc, cmp <- TwoSum(acc, cacc)
         ...                                  # combine per-block partials
 
 A sum over several short rows (e.g. a full sum) keeps adding rows into ``cacc`` and folds it
@@ -609,9 +609,24 @@ def _over(axes: list[int], stmts: list[str], blocks: bool) -> list[str]:
     return loops + [cur + st for st in stmts]
 
 
+def long_rows(plan: Plan, nblk: int, dom: tuple) -> bool:
+    """Whether a call over ``dom`` in ``nblk`` blocks runs the chunked nest (``*_long``): the
+    kernel has chunked sums and its rows (a block's share of a 1D domain) exceed ``CHUNK``.
+
+    >>> from fusegrad.lazy.kernel import Output
+    >>> f8 = np.dtype("f8")
+    >>> p = analyse(1, ((f8, (False,)),), (), (), (Output(0, "sum", (0,), f8),))
+    >>> long_rows(p, 1, (1000,)), long_rows(p, 1, (5000,)), long_rows(p, 8, (5000,))
+    (False, True, False)
+    """
+    if not plan.chunk_inner:
+        return False
+    return dom[0] > CHUNK * nblk if len(dom) == 1 else dom[-1] > CHUNK
+
+
 def generate_source(plan: Plan) -> str:
     """The body of a generated module (imports, helpers, ``kernel_ser`` and ``kernel_par``,
-    and ``_kernel_ser_long``/``_kernel_par_long`` when the kernel has chunked sums).
+    and ``kernel_ser_long``/``kernel_par_long`` when the kernel has chunked sums).
 
     Both functions take ``(nblk, n0.., in0.., c0.., out0.., part0..)``: ``nblk`` blocks of
     axis 0, the domain sizes, inputs with broadcast axes dropped (fully broadcast inputs as
@@ -828,20 +843,16 @@ def generate_source(plan: Plan) -> str:
             kernels += body(par) + combine_partials()  # may add helpers
             kernels.append("    return 0")
             continue
-        # The long (chunked) nest is a separate function, called only for long rows: with both
-        # nests in one function LLVM spilled the arguments in the short one's row loop (rows of
-        # 40-200 points measured 1.3-1.9x slower). A third function only to dispatch between
-        # the two would cost ~0.15 s more per compile (numba re-optimises each linked callee).
-        short = f"n0 <= {CHUNK} * nblk" if d == 1 else f"n{d - 1} <= {CHUNK}"
+        # The long (chunked) nest is a separate entry point, chosen by the engine for long rows
+        # (``long_rows``): with both nests in one function LLVM spilled the arguments in the
+        # short one's row loop (rows of 40-200 points measured 1.3-1.9x slower), and calling
+        # one from the other compiled both on first use (~0.5 s instead of ~0.28 s).
         deco = f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})'
-        nowrap = deco[:-1] + ", no_cpython_wrapper=True, no_cfunc_wrapper=True)"
-        kernels += ["", nowrap, f"def _{name}_long({sig}):"]
-        kernels += body(par, "long")
+        kernels += ["", deco, f"def {name}({sig}):"]
+        kernels += body(par, "short") + combine_partials()
         kernels.append("    return 0")
-        kernels += ["", deco, f"def {name}({sig}):", f"    if {short}:"]
-        kernels += ["    " + st for st in body(par, "short")]
-        kernels += ["    else:", f"        _{name}_long({sig})"]
-        kernels += combine_partials()
+        kernels += ["", deco, f"def {name}_long({sig}):"]
+        kernels += body(par, "long") + combine_partials()
         kernels.append("    return 0")
     src = ["import math", "", "import numpy as np", "from numba import njit, prange", ""]
     for h in sorted(plan.helpers):

@@ -270,6 +270,8 @@ class _Entry:
         self.module = module
         self.ser = module.kernel_ser
         self.par = module.kernel_par
+        self.ser_long = getattr(module, "kernel_ser_long", None)
+        self.par_long = getattr(module, "kernel_par_long", None)
         self.ran = False
         self.views = []
         for flags in plan.in_bcast:
@@ -452,6 +454,9 @@ def run(kernel) -> list[np.ndarray]:
     args += kernel.constants
     args += out_arrays
     args += partials
-    _call(e.par if parallel else e.ser, args)
+    if _cg.long_rows(e.plan, nblk, dom):
+        _call(e.par_long if parallel else e.ser_long, args)
+    else:
+        _call(e.par if parallel else e.ser, args)
     e.ran = True
     return out_arrays
