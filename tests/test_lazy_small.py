@@ -84,3 +84,143 @@ def test_the_path_can_be_turned_off(monkeypatch):
     monkeypatch.setattr(small, "EAGER_BELOW", 0)
     y = np.tanh(fl.asarray(np.zeros(3)))
     assert isinstance(y, fl.Map)
+
+
+_OPERATORS = [
+    lambda a, b: a + b,
+    lambda a, b: a - b,
+    lambda a, b: a * b,
+    lambda a, b: a / b,
+    lambda a, b: a // b,
+    lambda a, b: a % b,
+    lambda a, b: a < b,
+    lambda a, b: a >= b,
+    lambda a, b: a == b,
+    lambda a, b: a != b,
+    lambda a, b: a**b,
+    lambda a, b: -a + abs(b),
+]
+_SCALARS = st.sampled_from([2, 2.0, 0.5, -1, 1, 3, True, np.float32(1.5), np.int8(3), 2j])
+
+
+@given(
+    shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=5),
+    dtype=st.sampled_from([np.float32, np.float64, np.int64, np.int8, np.bool_]),
+    op=st.sampled_from(range(len(_OPERATORS))),
+    scalar=_SCALARS,
+    seed=st.integers(0, 2**16),
+)
+def test_operators_on_small_leaves_are_numpy_exactly(shapes, dtype, op, scalar, seed):
+    small.EAGER_BELOW = 10_000
+    try:
+        rng = np.random.default_rng(seed)
+        x = np.asarray(rng.normal(size=shapes.input_shapes[0]) * 3).astype(dtype)
+        y = np.asarray(rng.normal(size=shapes.input_shapes[1]) * 3).astype(dtype)
+        f = _OPERATORS[op]
+        for args in ((x, y), (x, scalar), (scalar, x), (x, y.astype(np.float64))):
+            lazy_args = [fl.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+            with np.errstate(all="ignore"):
+                try:
+                    want = f(*args)
+                except Exception as e:  # noqa: BLE001  (the same error is expected)
+                    want = e
+                try:
+                    got = f(*lazy_args)
+                except Exception as e:  # noqa: BLE001
+                    assert type(e) is type(want) and str(e) == str(want)
+                    continue
+            assert not isinstance(want, Exception), want
+            assert isinstance(got, fl.Leaf)
+            want = np.asarray(want)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got.array, want)
+    finally:
+        small.EAGER_BELOW = 0
+
+
+def test_methods_and_functions_are_numpy_exactly(small_path):
+    rng = np.random.default_rng(0)
+    for a in (
+        rng.normal(size=(4, 6)),
+        np.arange(24, dtype=np.int8).reshape(4, 6),
+        rng.random(6) > 0.5,
+    ):
+        x = fl.asarray(a)
+        cases = [
+            lambda m, v: m.sum(v),
+            lambda m, v: v.sum(axis=1),
+            lambda m, v: v.sum(axis=(0, -1), keepdims=True),
+            lambda m, v: m.prod(v, axis=-1),
+            lambda m, v: v.max(axis=0),
+            lambda m, v: m.min(v, 0, keepdims=True),
+            lambda m, v: v.reshape(-1),
+            lambda m, v: v.reshape(2, -1),
+            lambda m, v: m.reshape(v, (1, -1, 2)),
+            lambda m, v: v.T.reshape(-1),  # not a view: a copy, as in NumPy
+            lambda m, v: v.ravel(),
+            lambda m, v: v.transpose(),
+            lambda m, v: v[1:, None],
+        ]
+        for f in cases:
+            if a.ndim == 1 and f in cases[1:3]:
+                continue
+            want = f(np, a)
+            got = f(np, x)
+            assert isinstance(got, fl.Leaf)
+            assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype
+            np.testing.assert_array_equal(got.array, want)
+
+
+def test_errors_are_numpy_errors(small_path):
+    x, y = np.ones(6), np.ones(4)
+    for f in (
+        lambda v, w: v + w,
+        lambda v, w: v.reshape(4, -1),
+        lambda v, w: v.reshape(-1, -1),
+        lambda v, w: np.sum(v, axis=1),
+        lambda v, w: np.max(v[:0]),
+    ):
+        try:
+            f(x, y)
+        except Exception as e:  # noqa: BLE001
+            want = e
+        try:
+            f(fl.asarray(x), fl.asarray(y))
+        except Exception as e:  # noqa: BLE001
+            assert type(e) is type(want) and str(e) == str(want)
+        else:
+            raise AssertionError("no error")
+
+
+def test_ufuncs_with_two_outputs_give_two_values(small_path):
+    x = np.linspace(-3, 3, 7)
+    for got, want in zip(np.divmod(fl.asarray(x), 2), np.divmod(x, 2), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert len(np.modf(fl.asarray(x))) == 2
+
+
+def test_the_path_is_off_inside_fusing(small_path):
+    x, y = fl.asarray(np.ones((4, 6))), fl.asarray(np.ones(6))
+    a = np.ones(3)
+    builders = [
+        lambda: x * 2,
+        lambda: 2 - x,
+        lambda: x + y,
+        lambda: x**2,
+        lambda: -x,
+        lambda: abs(x),
+        lambda: np.tanh(x),
+        lambda: x.sum(axis=1),
+        lambda: np.sum(x),
+        lambda: x.reshape(6, 4),
+        lambda: x.T,
+        lambda: x[1:],
+        lambda: fl.asarray(a),
+    ]
+    for build in builders:
+        assert build() is not build()  # the path: new leaves computed at once
+        with small.fusing():
+            assert build() is build()  # lazy: hash-consed nodes
+            assert isinstance(build(), fl.Map | fl.Reduce) or build in builders[-4:]
+    with small.fusing():
+        np.testing.assert_array_equal(fl.materialize(x * 2), np.full((4, 6), 2.0))

@@ -39,9 +39,9 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
     >>> move(asarray(np.ones((2, 3))), np.transpose).shape
     (3, 2)
     """
-    vals = small.values_if_small((node,))
-    if vals is not None:
-        return small.wrap(view(vals[0]))  # a view of a small concrete value, at once
+    v = small.value_if_small(node)
+    if v is not None:
+        return small.wrap(view(v))  # a view of a small concrete value, at once
     dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
     new_shape = view(dummy).shape
     return _move(node, view, new_shape, reshape_only, {})
@@ -153,6 +153,9 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
     >>> reshape(asarray(np.ones((2, 3))), (3, 2)).shape
     (3, 2)
     """
+    v = small.value_if_small(node) if shape is not None else None
+    if v is not None:
+        return small.wrap(v.reshape(shape))  # as np.reshape of an ndarray, errors included
     new_shape = _resolve_shape(shape, node.size)
     if new_shape == node.shape:
         return node

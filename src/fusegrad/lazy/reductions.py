@@ -40,14 +40,15 @@ def _result_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple[int, ...]:
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
-_NUMPY_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+# What np.sum/prod/max/min call for an ndarray, without their Python wrappers (~0.7 us each).
+_NUMPY_REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
     """``kind`` in sum/prod/max/min over ``axis`` with NumPy's ``keepdims`` semantics, lazily."""
-    vals = small.values_if_small((x,))
-    if vals is not None:
-        return small.wrap(_NUMPY_REDUCE[kind](vals[0], axis=axis, keepdims=keepdims))
+    v = small.value_if_small(x)
+    if v is not None:
+        return small.wrap(_NUMPY_REDUCE[kind].reduce(v, axis=axis, keepdims=keepdims))
     axes = normalize_axes(axis, x.ndim)
     shape = _result_shape(x.shape, axes, keepdims)
     if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes) and 0 not in shape:

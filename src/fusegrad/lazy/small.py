@@ -21,7 +21,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -57,31 +56,51 @@ def on() -> bool:
     return EAGER_BELOW > 0 and not _fusing[0]
 
 
+# Exact types of the scalars the path takes as they are (subclasses go the isinstance way).
+_NUMBERS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.bool_})
+
+
 def values_if_small(args: tuple) -> list | None:
     """The concrete values of ``args`` (lazy values, arrays, numbers) when their broadcast result
-    has fewer than ``EAGER_BELOW`` elements and all are concrete; else ``None``."""
-    if not on():
+    has fewer than ``EAGER_BELOW`` elements and all are concrete; else ``None``.
+
+    >>> values_if_small((np.zeros(3), 2.0))
+    [array([0., 0., 0.]), 2.0]
+    >>> values_if_small((np.zeros(3), "text")) is None   # not an array or a number
+    True
+    """
+    if EAGER_BELOW <= 0 or _fusing[0]:
         return None
-    vals, shapes = [], set()
+    vals = []
+    shape = None  # the shape shared by every array so far; False once two differ
     for a in args:
-        if isinstance(a, Leaf):
+        t = type(a)
+        if t is Leaf:
             v = a.array
+        elif t in _NUMBERS:
+            vals.append(a)
+            continue
         elif isinstance(a, LazyArray):
             v = a.cached
             if v is None:
                 return None
-        elif isinstance(a, np.ndarray | int | float | complex | np.generic):
-            v = a  # bool is an int
+        elif isinstance(a, np.ndarray):
+            v = a
+        elif isinstance(a, int | float | complex | np.generic):
+            vals.append(a)  # bool is an int
+            continue
         else:
             return None  # another library's array (a tracer) handles the call
-        if type(v) is np.ndarray:
-            if v.size >= EAGER_BELOW:
-                return None
-            shapes.add(v.shape)
+        if v.size >= EAGER_BELOW:
+            return None
+        if shape is None:
+            shape = v.shape
+        elif shape is not False and shape != v.shape:
+            shape = False
         vals.append(v)
-    if len(shapes) > 1:
+    if shape is False:
         try:
-            size = math.prod(np.broadcast_shapes(*shapes))
+            size = np.broadcast(*[v for v in vals if isinstance(v, np.ndarray)]).size
         except ValueError:
             return None  # the lazy path raises NumPy's broadcasting message
         if size >= EAGER_BELOW:
@@ -89,9 +108,28 @@ def values_if_small(args: tuple) -> list | None:
     return vals
 
 
-def wrap(value: Any) -> Any:
-    """An eager result as a leaf (not hash-consed: it is new), scalars as 0-d leaves."""
-    arr = np.asarray(value)
+def value_if_small(a: Any) -> np.ndarray | None:
+    """The concrete value of the lazy value ``a`` when it has fewer than ``EAGER_BELOW`` elements
+    and the path is on; else ``None`` (the one-argument ``values_if_small`` of methods, movement
+    and reductions).
+
+    >>> import fusegrad.lazy as fl
+    >>> value_if_small(fl.asarray(np.zeros(3)))
+    array([0., 0., 0.])
+    """
+    if EAGER_BELOW <= 0 or _fusing[0]:
+        return None
+    v = a.array if type(a) is Leaf else a.cached if isinstance(a, LazyArray) else None
+    return v if v is not None and v.size < EAGER_BELOW else None
+
+
+def wrap(value: Any) -> Leaf:
+    """An eager result as a leaf (not hash-consed: it is new), scalars as 0-d leaves.
+
+    >>> wrap(np.float64(2.0)).shape
+    ()
+    """
+    arr = value if type(value) is np.ndarray else np.asarray(value)
     node = Leaf.__new__(Leaf)
     node.array, node.shape, node.dtype = arr, arr.shape, arr.dtype
     node.cached = None
