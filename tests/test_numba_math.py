@@ -1,0 +1,220 @@
+"""numba_math: ulp errors against NumPy and a long-double reference, special values, and that
+a loop calling each function from another module is inlined, vectorised and cached."""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from numba import njit  # noqa: E402
+
+from fusegrad.lazy.engines import numba_math as vm  # noqa: E402
+
+NAMES = ["exp", "expm1", "log", "log1p", "tanh"]
+# x86 long double has a 64-bit mantissa: enough to measure float64 errors to 1/2048 ulp
+EXTENDED = np.finfo(np.longdouble).nmant >= 63
+
+
+def _loop(f):
+    @njit(error_model="numpy")
+    def apply(x, out):
+        for i in range(x.size):
+            out[i] = f(x[i])
+
+    return apply
+
+
+KERNELS = {n: _loop(getattr(vm, n)) for n in NAMES}
+KERNELS_F32 = {n: _loop(getattr(vm, n + "_f32")) for n in NAMES}
+
+
+def run(name, x):
+    out = np.empty_like(x)
+    (KERNELS if x.dtype == np.float64 else KERNELS_F32)[name](x, out)
+    return out
+
+
+def numpy_fn(name, x):
+    with np.errstate(all="ignore"):
+        return getattr(np, name)(x)
+
+
+def ulp_distance(a, b):
+    """Number of floats between a and b (same dtype, finite)."""
+    ity = np.int64 if a.dtype == np.float64 else np.int32
+    a, b = a.view(ity).astype(np.int64), b.view(ity).astype(np.int64)
+    mag = np.int64(np.iinfo(ity).max)
+    a = np.where(a < 0, -(a & mag), a)
+    b = np.where(b < 0, -(b & mag), b)
+    return np.abs(a - b)
+
+
+def check_against_numpy(name, x, got, max_ulp):
+    want = numpy_fn(name, x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf])
+    assert not np.isinf(got[~inf]).any()
+    num = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[num]), np.signbit(want[num]))
+    fin = np.isfinite(want)
+    worst = ulp_distance(got[fin], want[fin]).max(initial=0)
+    assert worst <= max_ulp, (name, worst, x[fin][ulp_distance(got[fin], want[fin]).argmax()])
+
+
+def ulp_error_vs_longdouble(name, x, got):
+    """max |got - f(x)| in ulps of the float64 result, f evaluated in long double."""
+    with np.errstate(all="ignore"):
+        ref = numpy_fn(name, x.astype(np.longdouble))
+        ref64 = ref.astype(np.float64)
+    fin = np.isfinite(ref64) & np.isfinite(got)
+    err = np.abs(got[fin].astype(np.longdouble) - ref[fin]) / np.spacing(np.abs(ref64[fin]))
+    return float(err.max(initial=0))
+
+
+SPECIAL = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, -5e-324, 2.2250738585072014e-308]
+    + [1.0, -1.0, 2.0, 0.5, -1 + 2**-53, 2**-28, -(2**-28), 2**-54, 3e-17, 1e-300, 22.0, 19.1]
+    + [709.782712893384, 709.7827128933841, 710.0, -708.5, -740.0, -745.1332191019411]
+    + [-745.1332191019412, -746.0, 37.5, 40.0, -40.0, 0.5493061443340549, 1e308, -1e308]
+)
+
+
+def sweep(name):
+    rng = np.random.default_rng(list(map(ord, name)))
+    bits = rng.integers(-(2**63), 2**63 - 1, 2**19, dtype=np.int64).view(np.float64)
+    lo, hi = {
+        "exp": (-746.0, 710.0),
+        "expm1": (-40.0, 710.0),
+        "tanh": (-20.0, 20.0),
+        "log": (0.25, 4.0),
+        "log1p": (-1.0, 4.0),
+    }[name]
+    tiny = np.geomspace(5e-324, 4.0, 2**17)
+    return np.concatenate(
+        [SPECIAL, bits, np.linspace(lo, hi, 2**19), np.linspace(-1.5, 1.5, 2**18), tiny, -tiny]
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_float64_sweep(name):
+    x = sweep(name)
+    got = run(name, x)
+    check_against_numpy(name, x, got, max_ulp=2)  # measured: 1
+    if EXTENDED:
+        assert ulp_error_vs_longdouble(name, x, got) < 1.0  # measured: 0.69 (tanh) - 0.85 (log)
+
+
+def test_special_values():
+    nan, inf = np.nan, np.inf
+    assert vm.exp(-740.0) == np.exp(-740.0) > 0  # subnormal, not flushed
+    assert vm.exp(-745.2) == 0.0 and vm.exp(709.8) == inf and vm.exp(-inf) == 0.0
+    assert vm.log(0.0) == vm.log(-0.0) == -inf and np.isnan(vm.log(-1.0))
+    assert vm.log(5e-324) == np.log(5e-324) and vm.log(inf) == inf and np.isnan(vm.log(-inf))
+    assert vm.log1p(-1.0) == -inf and np.isnan(vm.log1p(-2.0)) and vm.log1p(inf) == inf
+    assert vm.expm1(-inf) == -1.0 and vm.expm1(inf) == inf and vm.expm1(800.0) == inf
+    assert vm.tanh(30.0) == 1.0 and vm.tanh(-inf) == -1.0 and vm.tanh(1e-300) == 1e-300
+    for f in (vm.expm1, vm.log1p, vm.tanh):
+        assert np.signbit(f(-0.0)) and not np.signbit(f(0.0)) and f(-5e-324) == -5e-324
+    for name in NAMES:
+        assert np.isnan(getattr(vm, name)(nan))
+        assert np.isnan(getattr(vm, name + "_f32")(np.float32(nan)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.sampled_from(NAMES), x=st.floats(allow_nan=True, allow_infinity=True))
+def test_float64_hypothesis(name, x):
+    xs = np.array([x])
+    got = np.array([getattr(vm, name)(x)])
+    check_against_numpy(name, xs, got, max_ulp=2)
+    if EXTENDED:
+        assert ulp_error_vs_longdouble(name, xs, got) < 1.0
+
+
+def check_float32(name, x):
+    got = run(name, x)
+    check_against_numpy(name, x, got, max_ulp=3)  # NumPy's own float32 log is 2.7 ulp off
+    with np.errstate(all="ignore"):
+        ref = numpy_fn(name, x.astype(np.float64)).astype(np.float32)
+    fin = np.isfinite(ref)
+    assert ulp_distance(got[fin], ref[fin]).max(initial=0) <= 1  # measured: 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_float32_sweep(name):
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2**32, 2**19, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    dense = np.linspace(-100.0, 100.0, 2**18, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        special = SPECIAL.astype(np.float32)
+    check_float32(name, np.concatenate([special, bits, dense]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.sampled_from(NAMES), x=st.floats(width=32))
+def test_float32_hypothesis(name, x):
+    check_float32(name, np.array([x], dtype=np.float32))
+
+
+def _has_fma():
+    import llvmlite.binding as ll
+
+    return bool(ll.get_host_cpu_features().get("fma"))
+
+
+@pytest.mark.skipif(not _has_fma(), reason="without hardware FMA llvm.fma is a libm call")
+@pytest.mark.parametrize("name", NAMES + [n + "_f32" for n in NAMES])
+def test_loop_is_inlined_and_vectorised(name):
+    kernel = _loop(getattr(vm, name))
+    dtype = np.float32 if name.endswith("_f32") else np.float64
+    x = np.linspace(0.5, 1.5, 64, dtype=dtype)
+    kernel(x, np.empty_like(x))
+    ir = "".join(kernel.inspect_llvm().values())
+    called = set(re.findall(r"call [^@\n]*@\"?([\w.$]+)", ir))
+    assert not [c for c in called if "10numba_math" in c], "not inlined"  # mangled module name
+    assert not called & {"exp", "expm1", "log", "log1p", "tanh", "fma"}, "libm call"
+    assert re.search(r"fmul <\d+ x double>", ir), "not vectorised"
+
+
+CALLER = """
+import sys
+import numpy as np
+from numba import njit
+from fusegrad.lazy.engines import numba_math as vm
+
+@njit(cache=True, error_model="numpy")
+def kernel(x, out):
+    for i in range(x.size):
+        out[i] = vm.tanh(x[i]) + vm.log(vm.exp(x[i]))
+
+x = np.linspace(-3.0, 3.0, 101)
+out = np.empty_like(x)
+kernel(x, out)
+assert np.allclose(out, np.tanh(x) + x, rtol=0, atol=1e-15)
+print(sum(kernel.stats.cache_hits.values()))
+"""
+
+
+def test_caller_in_another_module_is_cached(tmp_path):
+    (tmp_path / "vm_caller.py").write_text(textwrap.dedent(CALLER))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path)] + sys.path))
+    hits = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", "import vm_caller"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        hits.append(int(proc.stdout.split()[-1]))
+    assert hits == [0, 1]
