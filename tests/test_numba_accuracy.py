@@ -30,6 +30,7 @@ import pytest  # noqa: E402
 from fusegrad.lazy.engines import numba_codegen as cg  # noqa: E402
 from fusegrad.lazy.engines import numba_engine as ne  # noqa: E402
 from fusegrad.lazy.kernel import Kernel, Output  # noqa: E402
+from fusegrad.memory import track_allocations  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not ne.available(), reason="numba not importable")
 
@@ -160,6 +161,22 @@ def test_parallel_variant(monkeypatch):
     rows_and_columns_ok(x, adversarial((1 << 14, 50), F8), F8)
 
 
+def test_column_sums_keep_partials_per_thread_not_per_block(monkeypatch):
+    """Column sums cross the parallel axis: each slot (thread) keeps a total, a compensation
+    and a block scratch row, however many blocks of ~128 rows there are."""
+    monkeypatch.setattr(ne, "PARALLEL_MIN_NS", 0)
+    y = np.random.default_rng(3).lognormal(size=(1 << 13, 1000))
+    k = sums_2d(y)
+    ne.run(k)
+    with track_allocations() as t:
+        rows, cols, full = ne.run(k)
+    outs = 8 * (y.shape[0] + y.shape[1] + 1)
+    slots = 3 * ne._nthreads() * 8 * y.shape[1]
+    assert t.peak_bytes <= outs + slots + 4096, (t.peak_bytes, outs, slots)  # blocks: 64 -> 8x more
+    np.testing.assert_allclose(cols.ravel(), exact(y.T)[0], rtol=1e-14)
+    np.testing.assert_allclose(full.ravel(), exact(y.reshape(1, -1))[0], rtol=1e-14)
+
+
 @pytest.mark.parametrize("dt", [F8, F4])
 def test_long_rows_mean_error_within_numpy(dt):
     x = np.random.default_rng(7).lognormal(size=(16, 1 << 17)).astype(dt)
@@ -207,13 +224,13 @@ def test_inner_loops_vectorise_without_gathers(tmp_path):
         k = sums_2d(x)
         mod = mod or _compile_uncached(k, tmp_path)
         e = ne._Entry(k.signature(), ne._plan_for(k.signature(), k), mod)
-        args = [1, *k.domain, x, np.empty((3, 1)), np.empty((1, n)), np.empty((1, 1))]
-        args += [np.zeros((1, 1, n)), np.zeros((1, 1, 1))]
-        assert e.partial == (False, True, True)
+        args = [1, 1, *k.domain, x, np.empty((3, 1)), np.empty((1, n)), np.empty((1, 1))]
+        args += [np.zeros((1, 3, 1, n)), np.zeros((1, 1, 1))]  # slot partials, block partials
+        assert e.partial == (False, True, True) and e.plan.slotted == (False, True, False)
         assert cg.long_rows(e.plan, 1, k.domain) == (entry == "kernel_ser_long")
         getattr(mod, entry)(*args)
         want = [x.sum(axis=1, keepdims=True), x.sum(axis=0, keepdims=True), x.sum(keepdims=True)]
-        for got, w in zip(args[4:7], want):
+        for got, w in zip(args[5:8], want):
             np.testing.assert_allclose(got, w, rtol=1e-12)
     for f in (mod.kernel_ser, mod.kernel_ser_long):
         ir = f.inspect_llvm(f.signatures[0])

@@ -6,11 +6,19 @@ invalidates stale generated modules.
 
 Layout of a generated kernel over a domain ``(n0, ..., n{d-1})``::
 
-    for b in prange(nblk):                 # blocks of axis 0 (per-block partials if a
-        for i0 in range(lo, hi):           # reduction crosses axis 0)
-            ...                            # values depending on i0 only are hoisted here
-            for i{d-1} in range(n{d-1}):
-                body: loads, scalar ops, elementwise stores, accumulation
+    for sl in prange(nslot):                   # slots (threads) run blocks of axis 0 in turn
+        for b in range(blocks of slot sl):     # ~128 rows each
+            for i0 in range(lo, hi):
+                ...                            # values depending on i0 only are hoisted here
+                for i{d-1} in range(n{d-1}):
+                    body: loads, scalar ops, elementwise stores, accumulation
+            fold the block's partials         # see below
+
+A reduction that crosses axis 0 cannot write its output from several threads. One reduced to a
+single value keeps a partial per block (a scalar each); one that keeps an axis (a column sum)
+keeps per slot a total and, for a float sum, a compensation and a block scratch row: each
+block's naive sum of ~128 rows is folded into the slot's total with TwoSum, so the partials
+cost ``3 * nthreads`` rows of the output whatever the number of blocks.
 
 Float sums over the innermost axis are about as accurate as NumPy's pairwise sum without losing
 the vectorised loop. The innermost loop is a plain running sum (``fastmath={'reassoc', 'nsz'}``
@@ -310,6 +318,7 @@ class Plan:
     outputs: tuple
     operand_dtype: list  # np.dtype or None for weak Python scalars
     needs_partial: tuple[bool, ...]  # per output: reduction crosses axis 0
+    slotted: tuple[bool, ...]  # per output: crosses axis 0 and keeps an axis (per-slot partials)
     prefilled: tuple[bool, ...]  # per output: target must be pre-filled with the identity
     has_reduction: bool
     chunk_inner: bool
@@ -382,6 +391,7 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
         if o.reduce not in (None, "sum", "prod", "max", "min"):
             err = err or f"reduction {o.reduce}"
     needs_partial = tuple(bool(o.reduce and o.axes and 0 in o.axes) for o in outputs)
+    slotted = tuple(p and len(set(o.axes)) < ndim for p, o in zip(needs_partial, outputs))
     prefilled = []
     for o in outputs:
         if not (o.reduce and o.axes):
@@ -400,6 +410,7 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
         tuple(outputs),
         dts,
         needs_partial,
+        slotted,
         tuple(prefilled),
         bool(has_red),
         bool(chunk),
@@ -597,6 +608,15 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
     raise NotImplementedError(op)
 
 
+def _loops(axes: list[int], stmts: list[str], ind: str) -> list[str]:
+    """``stmts`` in loops ``for k{ax} in range(n{ax})`` over ``axes``, at indentation ``ind``."""
+    loops = []
+    for ax in axes:
+        loops.append(f"{ind}for k{ax} in range(n{ax}):")
+        ind += "    "
+    return loops + [ind + st for st in stmts]
+
+
 def _over(axes: list[int], stmts: list[str], blocks: bool) -> list[str]:
     """``stmts`` in loops ``for k{ax} in range(n{ax})`` over ``axes``, inside
     ``for bb in range(1, nblk)`` if ``blocks``; at the indentation of a kernel body."""
@@ -681,9 +701,14 @@ def generate_source(plan: Plan) -> str:
 
     def out_index(o, j, partial):
         idx = ["0" if ax in o.axes else f"i{ax}" for ax in range(d)]
-        if partial:
+        if plan.slotted[j]:
+            idx = ["sl", "2" if fsum_slot(j) else "0"] + idx  # a float sum's block scratch
+        elif partial:
             idx = ["b"] + idx
         return ", ".join(idx) if idx else "()"
+
+    def fsum_slot(j):
+        return plan.slotted[j] and outs[j].reduce == "sum" and outs[j].dtype.kind == "f"
 
     def target(j):
         return f"p{j}" if plan.needs_partial[j] else f"o{j}"
@@ -747,8 +772,9 @@ def generate_source(plan: Plan) -> str:
             L += [ind + s for s in inner]
             return L
         rng = "prange" if parallel else "range"
-        L.append(f"{ind}for b in {rng}(nblk):")
-        ind2 = ind * 2
+        L.append(f"{ind}for sl in {rng}(nslot):")
+        L.append(f"{ind * 2}for b in range((sl * nblk) // nslot, ((sl + 1) * nblk) // nslot):")
+        ind2 = ind * 3
         L.append(f"{ind2}lo = (b * n0) // nblk")
         L.append(f"{ind2}hi = ((b + 1) * n0) // nblk")
         L += [ind2 + s for s in level_init[0]]
@@ -785,7 +811,35 @@ def generate_source(plan: Plan) -> str:
             fin = level_fin[ax]
             if fin:
                 L += [ind2 + ind * ax + s for s in fin]
+        # a slot's float sums: fold the block's scratch into the slot's total with TwoSum
+        for j, o in enumerate(outs):
+            if fsum_slot(j):
+                idx = ", ".join("0" if ax in o.axes else f"k{ax}" for ax in range(d))
+                tot, cmp, blk = (f"p{j}[sl, {r}, {idx}]" for r in range(3))
+                fold = [f"r = {tot}", f"rc = {cmp}", f"x = {blk}"]
+                fold += two_sum("r", "rc", "x", "") + [f"{tot} = r", f"{cmp} = rc"]
+                fold.append(f"{blk} = {_ident_src('sum', o.dtype)}")
+                keep = [ax for ax in range(d) if ax not in o.axes]
+                L += _loops(keep, fold, ind2)
         return L
+
+    def combine_slots(j, o) -> list[str]:
+        # Slot by slot over the whole output (contiguous loops LLVM vectorises). A float sum
+        # folds the slots' totals with TwoSum and adds up their compensations.
+        idx = ", ".join("0" if ax in o.axes else f"k{ax}" for ax in range(d))
+        keep = [ax for ax in range(d) if ax not in o.axes]
+        out, tot = f"o{j}[{idx}]", f"p{j}[tt, 0, {idx}]"
+        L = _loops(keep, [f"{out} = {tot.replace('tt', '0')}"], "    ")
+        slots = ["    for tt in range(1, nslot):"]
+        if not fsum_slot(j):
+            step = [f"{out} = {combine(o.reduce, out, tot, o.dtype)}"]
+            return L + slots + _loops(keep, step, "        ")
+        cmp0, cmp = f"p{j}[0, 1, {idx}]", f"p{j}[tt, 1, {idx}]"
+        fold = [f"r = {out}", f"x = {tot}", f"rc = {cmp0} + {cmp}"]
+        fold += two_sum("r", "rc", "x", "") + [f"{cmp0} = rc", f"{out} = r"]
+        L += slots + _loops(keep, fold, "        ")
+        fin = [f"r = {out}", f"rc = {cmp0}", f"{out} = {fsum_fin('r', 'rc')}"]
+        return L + _loops(keep, fin, "    ")
 
     def combine_partials() -> list[str]:
         L: list[str] = []
@@ -795,6 +849,9 @@ def generate_source(plan: Plan) -> str:
         # over the blocks, measured ~0.3 ms per 500k partials). A float sum folds them with
         # TwoSum, keeping the compensation in block 0's partial, scratch from then on.
         for j, o in enumerate(outs):
+            if plan.slotted[j]:
+                L += combine_slots(j, o)
+                continue
             if not plan.needs_partial[j]:
                 continue
             idx = ", ".join("0" if ax in o.axes else f"k{ax}" for ax in range(d))
@@ -828,7 +885,7 @@ def generate_source(plan: Plan) -> str:
 
     # The finalisation indentation above assumes level_fin[s] closes loop axis s: it lives in the
     # body of loop axis s-1 (indent ind2 + ind*s), after loop s. level_fin[0] is at block level.
-    params = ["nblk"] + [f"n{ax}" for ax in range(d)]
+    params = ["nblk", "nslot"] + [f"n{ax}" for ax in range(d)]
     params += [f"a{k}" for k in range(nin)] + [f"c{j}" for j in range(ncon)]
     params += [f"o{j}" for j in range(len(outs))]
     params += [f"p{j}" for j in range(len(outs)) if plan.needs_partial[j]]

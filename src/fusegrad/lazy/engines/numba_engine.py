@@ -395,6 +395,14 @@ def _choose_nblk(n0: int, partial_elems: int, parallel: bool, needs_partial: boo
     return max(1, min(n0, nblk, cap))
 
 
+def _choose_nslot(nblk: int, parallel: bool, slotted: bool) -> int:
+    """Slots run their blocks in turn: one per thread when outputs keep per-slot partials (their
+    memory is per slot), else one per block."""
+    if not parallel:
+        return 1
+    return min(_nthreads(), nblk) if slotted else nblk
+
+
 def _call(disp, args):
     before = len(disp.overloads)
     if before:
@@ -438,17 +446,28 @@ def run(kernel) -> list[np.ndarray]:
             out_arrays.append(np.empty(shape, dtype=o.dtype))
     partials = []
     if any(e.partial):
+        slotted = e.plan.slotted
+        # per-block partials only for outputs reduced to one value; the others keep one
+        # partial per slot (total, compensation, block scratch for a float sum)
         elems = sum(
-            int(np.prod(kernel.output_shape(o))) for j, o in enumerate(outs) if e.partial[j]
+            int(np.prod(kernel.output_shape(o)))
+            for j, o in enumerate(outs)
+            if e.partial[j] and not slotted[j]
         )
         nblk = _choose_nblk(dom[0], elems, parallel, True)
+        nslot = _choose_nslot(nblk, parallel, any(slotted))
         for j, o in enumerate(outs):
-            if e.partial[j]:
+            if slotted[j]:
+                rows = 3 if o.reduce == "sum" and o.dtype.kind == "f" else 1
+                shape = (nslot, rows) + kernel.output_shape(o)
+                partials.append(np.full(shape, e.idents[j], dtype=o.dtype))
+            elif e.partial[j]:
                 shape = (nblk,) + kernel.output_shape(o)
                 partials.append(np.full(shape, e.idents[j], dtype=o.dtype))
     else:
         nblk = _choose_nblk(dom[0], 0, parallel, False) if dom else 1
-    args = [nblk, *dom]
+        nslot = _choose_nslot(nblk, parallel, False)
+    args = [nblk, nslot, *dom]
     for a, v in zip(kernel.inputs, e.views):
         args.append(a[(0,) * a.ndim] if v is None else a[v])
     args += kernel.constants
