@@ -106,7 +106,7 @@ def squeeze(node: LazyArray, axis: int | tuple[int, ...] | None = None) -> LazyA
 
 def transpose(node: LazyArray, axes: Any = None) -> LazyArray:
     """``np.transpose``, lazily."""
-    return move(node, lambda v: np.transpose(v, axes))
+    return move(node, lambda v: v.transpose(axes))  # np.transpose of an ndarray, less wrapping
 
 
 def swapaxes(node: LazyArray, a: int, b: int) -> LazyArray:

@@ -91,6 +91,11 @@ def _with_dtype(a: Any, dtype: Any) -> LazyArray:
     return x if dtype is None else make_map("cast", (x,), np.dtype(dtype))
 
 
+# The reductions below compute a small concrete value as NumPy does for an ndarray: np.sum is
+# np.add.reduce after a Python wrapper, np.mean/var/std are NumPy's own (their float16 and
+# integer handling included).
+
+
 def _reduction(kind: str) -> Callable:
     def fn(
         a: Any,
@@ -102,6 +107,10 @@ def _reduction(kind: str) -> Callable:
     ) -> Any:
         if out is not None or kw:
             return NotImplemented
+        v = small.value_if_small(a)
+        if v is not None:
+            uf = reductions.REDUCE_UFUNC[kind]
+            return small.wrap(uf.reduce(v, axis=axis, dtype=dtype, keepdims=keepdims))
         x = _with_dtype(a, dtype)
         return reductions.reduce(kind, x, axis, keepdims)
 
@@ -122,11 +131,14 @@ def _mean(
 ) -> Any:
     if out is not None or kw:
         return NotImplemented
+    v = small.value_if_small(a)
+    if v is not None:
+        return small.wrap(np.mean(v, axis=axis, dtype=dtype, keepdims=keepdims))
     x = _with_dtype(a, dtype)
     return reductions.mean(x, axis, keepdims)
 
 
-def _var_std(which: Callable) -> Callable:
+def _var_std(which: Callable, numpy_fn: Callable) -> Callable:
     def fn(
         a: Any,
         axis: Any = None,
@@ -138,6 +150,9 @@ def _var_std(which: Callable) -> Callable:
     ) -> Any:
         if out is not None or kw:
             return NotImplemented
+        v = small.value_if_small(a)
+        if v is not None:
+            return small.wrap(numpy_fn(v, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
         x = _with_dtype(a, dtype)
         return which(x, axis, ddof, keepdims)
 
@@ -147,6 +162,9 @@ def _var_std(which: Callable) -> Callable:
 def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
     if x is None or y is None:
         return NotImplemented
+    vals = small.values_if_small((condition, x, y))
+    if vals is not None:
+        return small.wrap(np.where(*vals))
     args = tuple(_lazy_arg(v) for v in (condition, x, y))
     if any(a is None for a in args):
         return NotImplemented
@@ -156,6 +174,11 @@ def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
 def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kw: Any) -> Any:
     if out is not None or kw:
         return NotImplemented
+    vals = small.values_if_small((a, *(b for b in (a_min, a_max) if b is not None)))
+    if vals is not None:
+        lo = None if a_min is None else vals[1]
+        hi = None if a_max is None else vals[-1]
+        return small.wrap(np.clip(vals[0], lo, hi))
     x = asarray(a)
     if a_min is not None:
         x = np.maximum(x, a_min)
@@ -211,8 +234,8 @@ FUNCTIONS: dict[Callable, Callable] = {
     np.min: _extremum("min"),
     np.amin: _extremum("min"),
     np.mean: _mean,
-    np.var: _var_std(reductions.var),
-    np.std: _var_std(reductions.std),
+    np.var: _var_std(reductions.var, np.var),
+    np.std: _var_std(reductions.std, np.std),
     np.where: _where,
     np.clip: _clip,
     np.transpose: lambda a, axes=None: movement.transpose(asarray(a), axes),
@@ -260,6 +283,9 @@ def getitem(self: LazyArray, index: Any) -> Any:
     """``x[index]``: basic indexing stays lazy (a view of the leaves), advanced indexing runs
     on the materialised value."""
     if movement.is_basic_index(index):
+        v = small.value_if_small(self)
+        if v is not None:
+            return small.wrap(v[index])
         return movement.getitem(self, index)
     return materialize(self)[_concrete(index)]
 
@@ -277,6 +303,9 @@ def astype(self: LazyArray, dtype: Any, copy: bool = True) -> LazyArray:
     dtype = np.dtype(dtype)
     if dtype == self.dtype:
         return self
+    v = small.value_if_small(self)
+    if v is not None:
+        return small.wrap(v.astype(dtype))
     return make_map("cast", (self,), dtype)
 
 
@@ -284,12 +313,15 @@ _FAST_POWERS = {2: np.square, 0.5: np.sqrt, -1: np.reciprocal, 1: np.positive}
 
 
 def _power(self: LazyArray, other: Any) -> Any:
+    vals = small.values_if_small((self, other))
+    if vals is not None:
+        return small.wrap(vals[0] ** vals[1])  # ndarray.__pow__'s own choice of ufunc
     # As ndarray.__pow__: small constant exponents use the cheaper exact ufunc.
     if isinstance(other, int | float) and not isinstance(other, bool):
         fast = _FAST_POWERS.get(other)
         if fast is not None and self.dtype.kind == "f":
-            return _apply(fast, self)
-    return _apply(np.power, self, other)
+            return fast(self)
+    return np.power(self, other)
 
 
 ARITHMETIC = "add sub mul truediv floordiv mod matmul"

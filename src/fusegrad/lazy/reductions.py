@@ -41,14 +41,14 @@ def _result_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple[int, ...]:
 
 
 # What np.sum/prod/max/min call for an ndarray, without their Python wrappers (~0.7 us each).
-_NUMPY_REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+REDUCE_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
     """``kind`` in sum/prod/max/min over ``axis`` with NumPy's ``keepdims`` semantics, lazily."""
     v = small.value_if_small(x)
     if v is not None:
-        return small.wrap(_NUMPY_REDUCE[kind].reduce(v, axis=axis, keepdims=keepdims))
+        return small.wrap(REDUCE_UFUNC[kind].reduce(v, axis=axis, keepdims=keepdims))
     axes = normalize_axes(axis, x.ndim)
     shape = _result_shape(x.shape, axes, keepdims)
     if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes) and 0 not in shape:
