@@ -168,6 +168,27 @@ _MATH1 = {
     "rint": "np.rint",
 }
 
+# Ops with a branch-free version in numba_math (``vm``) that LLVM vectorises; math.* calls libm
+# one element at a time. float32 loops call the ``_f32`` variants (computed in float64).
+VECTORISED = frozenset({"exp", "expm1", "log", "log1p", "tanh"})
+# ... and ops written with them
+VECTORISED_VIA = frozenset({"expit", "xlogy", "xlog1py"})
+
+
+def vectorised(op: str, dtype: np.dtype) -> bool:
+    """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call.
+
+    >>> vectorised("tanh", np.dtype("f8")), vectorised("sin", np.dtype("f8"))
+    (True, False)
+    """
+    return dtype.kind == "f" and (op in VECTORISED or op in VECTORISED_VIA)
+
+
+def _vm_call(op: str, x: str, lt: np.dtype, plan: Plan) -> str:
+    plan.helpers.add("vm")
+    return f"vm.{op}{'_f32' if lt == np.float32 else ''}({x})"
+
+
 # Scalar helpers, emitted into a generated module only when used. They follow NumPy's C loops
 # (npymath npy_divmod, npy_logaddexp) and SciPy's _logit.h so results match to the last ulp or so.
 HELPERS = {
@@ -590,6 +611,8 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
         return f"({x} * {T}({float(c)!r}))"
     if op == "heaviside":
         return f"({x} if {x} != {x} else ({y} if {x} == 0 else ({T}(0) if {x} < 0 else {T}(1))))"
+    if op in VECTORISED and lt.kind == "f":
+        return _vm_call(op, x, lt, plan)
     if op in _MATH1:
         return f"{_MATH1[op]}({x})"
     if op == "arctan2":
@@ -600,11 +623,12 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
         plan.helpers.add("_" + op)
         return f"_{op}({', '.join(a)})"
     if op == "expit":
-        return f"({T}(1) / ({T}(1) + math.exp(-{x})))"
+        return f"({T}(1) / ({T}(1) + {_vm_call('exp', f'-{x}', lt, plan)}))"
     if op == "xlogy":
-        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * math.log({y}))"
+        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * {_vm_call('log', y, lt, plan)})"
     if op == "xlog1py":
-        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * math.log1p({y}))"
+        log1p = _vm_call("log1p", y, lt, plan)
+        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * {log1p})"
     raise NotImplementedError(op)
 
 
@@ -912,6 +936,8 @@ def generate_source(plan: Plan) -> str:
         kernels += body(par, "long") + combine_partials()
         kernels.append("    return 0")
     src = ["import math", "", "import numpy as np", "from numba import njit, prange", ""]
-    for h in sorted(plan.helpers):
+    if "vm" in plan.helpers:
+        src[-1:] = ["", "from fusegrad.lazy.engines import numba_math as vm", ""]
+    for h in sorted(plan.helpers - {"vm"}):
         src.append(HELPERS[h].rstrip() + "\n")
     return "\n".join(src + kernels) + "\n"

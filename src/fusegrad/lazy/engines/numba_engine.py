@@ -49,7 +49,8 @@ STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, 
 
 # Parallel (prange) variant when the estimated serial time exceeds PARALLEL_MIN_NS, estimated
 # as size * (ARITH_NS + EXPENSIVE_NS * per-point transcendental ops). Measured with
-# benchmarks/bench_kernels.py: serial arithmetic row sum ~0.15 ns/point, exp/tanh ~10 ns/point.
+# benchmarks/bench_kernels.py: serial arithmetic row sum ~0.15 ns/point, exp/tanh through libm
+# ~10 ns/point, through numba_math ~3 ns/point.
 # On a quiet 2-core machine one prange region costs well under a millisecond, and the N=8000
 # arithmetic row sum (64M points, ~10 ms serial) runs in 4.0 ms parallel against 7.9 ms serial,
 # so kernels from ~2 ms of work go parallel. (Under heavy oversubscription, load ~5, a region
@@ -57,6 +58,7 @@ STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, 
 PARALLEL_MIN_NS = 2e6
 ARITH_NS = 0.15
 EXPENSIVE_NS = 10.0
+VECTOR_NS = 3.0
 
 # `auto` threshold, see prefers(): arithmetic kernels of at least this many points go to numba
 # even before they are compiled (numba ~0.15x numpy_blocked's time at 1e5 points, so the
@@ -110,8 +112,11 @@ def _fusegrad_version() -> str:
 
 def _codegen_hash() -> str:
     h = hashlib.sha256()
-    for mod in (_cg, sys.modules[__name__]):
-        with open(mod.__file__, "rb") as f:
+    # numba's own cache of a generated module does not notice changes in numba_math (inlined
+    # into its kernels), so that file's source is part of the key too
+    here = os.path.dirname(_cg.__file__)
+    for name in ("numba_codegen.py", "numba_engine.py", "numba_math.py"):
+        with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()
 
@@ -184,34 +189,48 @@ def supports(kernel) -> bool:
     return True
 
 
-def inner_expensive(kernel) -> int:
-    """Number of transcendental ops evaluated at every point (those that depend on the
-    innermost domain axis; ones hoisted to outer loops run once per row and are not counted).
+def inner_ops(kernel) -> tuple[int, int]:
+    """Transcendental ops evaluated at every point (those that depend on the innermost domain
+    axis; ones hoisted to outer loops run once per row and are not counted): ``(libm,
+    vectorised)``, the scalar libm calls and the ops ``numba_math`` computes in SIMD lanes.
 
     >>> from fusegrad.lazy.kernel import Kernel
-    >>> inner_expensive(Kernel((), (), (), (), ()))
-    0
+    >>> inner_ops(Kernel((), (), (), (), ()))
+    (0, 0)
     """
     sig = kernel.signature()
-    n = _INNER_EXP.get(sig)
+    n = _INNER_OPS.get(sig)
     if n is None:
         d = len(kernel.domain)
         inner = {d - 1} if d else set()
         deps = [{ax for ax, b in enumerate(flags) if not b} & inner for _, flags in sig[1]] + [
             set()
         ] * len(kernel.constants)
-        n = 0
+        libm = vec = 0
         for ins in kernel.program:
             dep = set().union(*(deps[a] for a in ins.args))
             deps.append(dep)
             op = _ops.OPS.get(ins.op)
             if op is not None and op.expensive and (dep or d == 0):
-                n += 1
-        _INNER_EXP[sig] = n
+                if _cg.vectorised(ins.op, ins.dtype):
+                    vec += 1
+                else:
+                    libm += 1
+        n = _INNER_OPS[sig] = (libm, vec)
     return n
 
 
-_INNER_EXP: dict[tuple, int] = {}
+def inner_expensive(kernel) -> int:
+    """Scalar libm calls per point (``inner_ops(kernel)[0]``).
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> inner_expensive(Kernel((), (), (), (), ()))
+    0
+    """
+    return inner_ops(kernel)[0]
+
+
+_INNER_OPS: dict[tuple, tuple[int, int]] = {}
 
 
 def prefers(kernel) -> bool:
@@ -219,12 +238,13 @@ def prefers(kernel) -> bool:
 
     Rule (``python benchmarks/bench_kernels.py``, 2 shared cores; table in benchmarks/README.md):
 
-    - a transcendental op evaluated per point (``inner_expensive(kernel) > 0``) -> numpy_blocked
-      at every size: NumPy's SIMD ``exp``/``tanh`` beat numba's scalar libm 2-7x (tanh row sum
-      over 10^4..10^7 points: numba 2.4-6.9x slower; Gaussian row+col sums 1.9-5.3x);
-    - otherwise (arithmetic, compares, selects, transcendental ops hoisted out of the inner loop)
-      -> numba once ``kernel.size >= AUTO_MIN_SIZE`` (numba 0.08-0.18x numpy_blocked's time
-      from 3*10^4 points up; 0.4-0.6x at 10^3-10^4), or at any size once compiled.
+    - a scalar libm call per point (``inner_expensive(kernel) > 0``: ``sin``, ``arctan``, ...)
+      -> numpy_blocked at every size: NumPy's SIMD ufuncs beat numba's scalar libm 2-7x (tanh
+      row sum through libm, 10^4..10^7 points: numba 2.4-6.9x slower);
+    - otherwise (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
+      ``numba_math``, ops hoisted out of the inner loop) -> numba once ``kernel.size >=
+      AUTO_MIN_SIZE`` (arithmetic: numba 0.08-0.2x numpy_blocked's time from 3*10^4 points up;
+      tanh row sum 0.5-1.0x, Gaussian row+col sums 0.3-0.8x), or at any size once compiled.
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> prefers(Kernel((), (), (), (), ()))
@@ -395,6 +415,11 @@ def _choose_nblk(n0: int, partial_elems: int, parallel: bool, needs_partial: boo
     return max(1, min(n0, nblk, cap))
 
 
+def _ns_per_point(kernel) -> float:
+    libm, vec = inner_ops(kernel)
+    return ARITH_NS + EXPENSIVE_NS * libm + VECTOR_NS * vec
+
+
 def _choose_nslot(nblk: int, parallel: bool, slotted: bool) -> int:
     """Slots run their blocks in turn: one per thread when outputs keep per-slot partials (their
     memory is per slot), else one per block."""
@@ -432,11 +457,7 @@ def run(kernel) -> list[np.ndarray]:
     dom = kernel.domain
     outs = kernel.outputs
     size = kernel.size
-    parallel = (
-        len(dom) > 0
-        and dom[0] > 1
-        and size * (ARITH_NS + EXPENSIVE_NS * inner_expensive(kernel)) >= PARALLEL_MIN_NS
-    )
+    parallel = len(dom) > 0 and dom[0] > 1 and size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
     out_arrays = []
     for j, o in enumerate(outs):
         shape = kernel.output_shape(o)
