@@ -191,8 +191,10 @@ def supports(kernel) -> bool:
 
 def inner_ops(kernel) -> tuple[int, int]:
     """Transcendental ops evaluated at every point (those that depend on the innermost domain
-    axis; ones hoisted to outer loops run once per row and are not counted): ``(libm,
-    vectorised)``, the scalar libm calls and the ops ``numba_math`` computes in SIMD lanes.
+    axis; ones hoisted to outer loops run once per row and are not counted): ``(slow, fast)``.
+    Slow ones NumPy's SIMD ufuncs compute much faster: scalar libm calls, and float32 ``tanh``
+    (``numba_math`` computes it in float64; 2.3x NumPy blocked's time for a tanh row sum of
+    9*10^6 points). Fast ones are the other ``numba_math`` ops, computed in SIMD lanes.
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> inner_ops(Kernel((), (), (), (), ()))
@@ -206,22 +208,22 @@ def inner_ops(kernel) -> tuple[int, int]:
         deps = [{ax for ax, b in enumerate(flags) if not b} & inner for _, flags in sig[1]] + [
             set()
         ] * len(kernel.constants)
-        libm = vec = 0
+        slow = fast = 0
         for ins in kernel.program:
             dep = set().union(*(deps[a] for a in ins.args))
             deps.append(dep)
             op = _ops.OPS.get(ins.op)
             if op is not None and op.expensive and (dep or d == 0):
-                if _cg.vectorised(ins.op, ins.dtype):
-                    vec += 1
+                if _cg.vectorised(ins.op, ins.dtype) and (ins.op, ins.dtype) != _TANH_F4:
+                    fast += 1
                 else:
-                    libm += 1
-        n = _INNER_OPS[sig] = (libm, vec)
+                    slow += 1
+        n = _INNER_OPS[sig] = (slow, fast)
     return n
 
 
 def inner_expensive(kernel) -> int:
-    """Scalar libm calls per point (``inner_ops(kernel)[0]``).
+    """Per-point ops NumPy computes much faster (``inner_ops(kernel)[0]``).
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> inner_expensive(Kernel((), (), (), (), ()))
@@ -231,6 +233,7 @@ def inner_expensive(kernel) -> int:
 
 
 _INNER_OPS: dict[tuple, tuple[int, int]] = {}
+_TANH_F4 = ("tanh", np.dtype("f4"))
 
 
 def prefers(kernel) -> bool:
@@ -238,9 +241,9 @@ def prefers(kernel) -> bool:
 
     Rule (``python benchmarks/bench_kernels.py``, 2 shared cores; table in benchmarks/README.md):
 
-    - a scalar libm call per point (``inner_expensive(kernel) > 0``: ``sin``, ``arctan``, ...)
-      -> numpy_blocked at every size: NumPy's SIMD ufuncs beat numba's scalar libm 2-7x (tanh
-      row sum through libm, 10^4..10^7 points: numba 2.4-6.9x slower);
+    - a scalar libm call per point (``inner_expensive(kernel) > 0``: ``sin``, ``arctan``, ...,
+      and float32 ``tanh``) -> numpy_blocked at every size: NumPy's SIMD ufuncs beat numba's
+      scalar libm 2-7x (tanh row sum through libm, 10^4..10^7 points: 2.4-6.9x slower);
     - otherwise (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
       ``numba_math``, ops hoisted out of the inner loop) -> numba once ``kernel.size >=
       AUTO_MIN_SIZE`` (arithmetic: numba 0.08-0.2x numpy_blocked's time from 3*10^4 points up;
@@ -416,8 +419,8 @@ def _choose_nblk(n0: int, partial_elems: int, parallel: bool, needs_partial: boo
 
 
 def _ns_per_point(kernel) -> float:
-    libm, vec = inner_ops(kernel)
-    return ARITH_NS + EXPENSIVE_NS * libm + VECTOR_NS * vec
+    slow, fast = inner_ops(kernel)
+    return ARITH_NS + EXPENSIVE_NS * slow + VECTOR_NS * fast
 
 
 def _choose_nslot(nblk: int, parallel: bool, slotted: bool) -> int:
