@@ -307,6 +307,7 @@ def test_prefers_rule():
     arith = kernel(
         (n, n), (x, y), (), (Instr("subtract", (0, 1), F8),), (Output(2, "sum", (1,), F8),)
     )
+
     def trans(op, dt=F8):
         return kernel(
             (n, n),
