@@ -351,20 +351,35 @@ def forward_operators(cls: type, names: str, reflected: bool = True) -> None:
     ``a + b`` dispatches like ``np.add(a, b)``."""
     for name in names.split():
         uf = _OPERATOR_UFUNCS[name]
-        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _apply(_u, self, o))
+        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _u(self, o))
         if reflected:
-            setattr(cls, f"__r{name}__", lambda self, o, _u=uf: _apply(_u, o, self))
+            setattr(cls, f"__r{name}__", lambda self, o, _u=uf: _u(o, self))
 
 
 def forward_methods(cls: type, names: str) -> None:
     """Give ``cls`` the array methods ``names`` (space-separated) as calls of the NumPy
-    functions of the same names, so ``x.sum(axis=0)`` does what ``np.sum(x, axis=0)`` does.
-
-    The methods skip NumPy's dispatch, so their other arguments must not be arrays (which could
-    be another library's): ``clip`` dispatches through ``np.clip``."""
+    functions of the same names, so ``x.sum(axis=0)`` dispatches like ``np.sum(x, axis=0)``."""
     for name in names.split():
         fn = getattr(np, name)
-        setattr(cls, name, lambda self, *a, _fn=fn, **k: _call(_fn, (self, *a), k))
+        setattr(cls, name, lambda self, *a, _fn=fn, **k: _fn(self, *a, **k))
+
+
+def _lazy_operators(names: str, reflected: bool = True) -> None:
+    """``forward_operators`` for ``LazyArray``, trying the small-array path first (``_apply``)."""
+    for name in names.split():
+        uf = _OPERATOR_UFUNCS[name]
+        setattr(LazyArray, f"__{name}__", lambda self, o, _u=uf: _apply(_u, self, o))
+        if reflected:
+            setattr(LazyArray, f"__r{name}__", lambda self, o, _u=uf: _apply(_u, o, self))
+
+
+def _lazy_methods(names: str) -> None:
+    """``forward_methods`` for ``LazyArray``: the method calls its ``FUNCTIONS`` entry without
+    NumPy's dispatch, as only ``self`` can be an array among the arguments of these methods
+    (``clip``'s bounds can be: it dispatches through ``np.clip``)."""
+    for name in names.split():
+        fn = getattr(np, name)
+        setattr(LazyArray, name, lambda self, *a, _fn=fn, **k: _call(_fn, (self, *a), k))
 
 
 def _install() -> None:
@@ -375,8 +390,8 @@ def _install() -> None:
     cls.__array__ = array
     cls.__getitem__ = getitem
     cls.astype = astype
-    forward_operators(cls, ARITHMETIC + " and or xor")  # matmul: not fusable, runs eagerly
-    forward_operators(cls, COMPARISONS, reflected=False)
+    _lazy_operators(ARITHMETIC + " and or xor")  # matmul: not fusable, runs eagerly
+    _lazy_operators(COMPARISONS, reflected=False)
     cls.__pow__ = _power
     cls.__rpow__ = lambda self, other: _apply(np.power, other, self)
     cls.__hash__ = lambda self: id(self)
@@ -396,8 +411,8 @@ def _install() -> None:
     cls.real = property(lambda self: self if self.dtype.kind != "c" else eager(np.real, self))
     cls.conj = lambda self: np.conjugate(self)
     cls.conjugate = cls.conj
-    forward_methods(cls, "sum prod max min mean var std transpose swapaxes squeeze ravel")
-    cls.clip = lambda self, *a, **k: np.clip(self, *a, **k)
+    _lazy_methods("sum prod max min mean var std transpose swapaxes squeeze ravel")
+    forward_methods(cls, "clip")
     cls.reshape = lambda self, *shape, **k: _call(
         np.reshape, (self, shape[0] if len(shape) == 1 else shape), k
     )
