@@ -186,6 +186,7 @@ def bench_small(repeat: int) -> None:
         "tanh(x)*2": lambda m, x, y: np.tanh(x) * 2.0,
         "5 ops+sum": lambda m, x, y: np.sum(np.exp(-((x - y) ** 2)) * 0.5 + x),
         "row sums": lambda m, x, y: np.sum(x.reshape(10, -1) * 2 - y.reshape(10, -1), axis=1),
+        "where/std": lambda m, x, y: np.where(x > 0.5, (x - np.mean(x)) / np.std(y), 0.0),
     }
     for n in (1000, 5000, 9990):
         x, y = np.random.rand(n), np.random.rand(n)
