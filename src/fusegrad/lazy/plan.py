@@ -75,6 +75,8 @@ def materialize(*nodes: Any) -> Any:
     >>> materialize(asarray(np.ones(2)) * 3)
     array([3., 3.])
     """
+    if len(nodes) == 1 and type(nodes[0]) is Leaf and replay.active() is None:
+        return nodes[0].array  # the small-array path's results: nothing to plan
     values = materialize_many(nodes)
     return values[0] if len(values) == 1 else tuple(values)
 
