@@ -65,12 +65,13 @@ def k_tanh_rowsum(x, y):
 
 
 def k_half_rowsum(x, y):
-    """``sum((x[:, None] - y[None, :]) / 2, axis=1)`` as a Kernel."""
+    """``sum((x[:, None] - y[None, :]) / 2, axis=1)`` as the Kernel ``fusegrad.lazy`` builds:
+    ``/ 2`` becomes ``* 0.5`` (exact; ``nodes.make_map``)."""
     return Kernel(
         (x.size, y.size),
         (x[:, None], y[None, :]),
-        (2,),
-        (Instr("subtract", (0, 1), F8), Instr("divide", (3, 2), F8)),
+        (0.5,),
+        (Instr("subtract", (0, 1), F8), Instr("multiply", (3, 2), F8)),
         (Output(4, "sum", (1,), F8),),
     )
 
@@ -88,12 +89,12 @@ def k_gauss(x, y, axes_list):
 
 
 def k_half_elementwise(x, y):
-    """``(x[:, None] - y[None, :]) / 2`` written out (memory bound)."""
+    """``(x[:, None] - y[None, :]) / 2`` written out (memory bound), as fusegrad builds it."""
     return Kernel(
         (x.size, y.size),
         (x[:, None], y[None, :]),
-        (2,),
-        (Instr("subtract", (0, 1), F8), Instr("divide", (3, 2), F8)),
+        (0.5,),
+        (Instr("subtract", (0, 1), F8), Instr("multiply", (3, 2), F8)),
         (Output(4, None, (), F8),),
     )
 
