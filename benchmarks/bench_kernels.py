@@ -257,8 +257,17 @@ CHILD = textwrap.dedent(
     t = time.perf_counter(); ne.run(k(sys.argv[1])); second = time.perf_counter() - t
     kk = k(sys.argv[1])
     t = time.perf_counter(); ne.run(kk); third = time.perf_counter() - t
+    def k_tanh(n, m):  # numba_math's tanh inlined: a bigger loop body to compile
+        x, y = np.linspace(-1, 1, n), np.linspace(0, 2, m)
+        return Kernel((n, m), (x[:, None], y[None, :]), (0.5,),
+                      (Instr("subtract", (0, 1), f8), Instr("multiply", (3, 2), f8),
+                       Instr("tanh", (4,), f8)),
+                      (Output(5, "sum", (1,), f8), Output(5, "sum", (0,), f8)))
+    t = time.perf_counter(); ne.run(k_tanh(300, 200)); ser = time.perf_counter() - t
+    t = time.perf_counter(); ne.run(k_tanh(3000, 3000)); par = time.perf_counter() - t
     print(json.dumps({"import": t_import, "first kernel (cold process)": first,
                       "new kernel, warm process": second, "same kernel again": third,
+                      "new tanh kernel (serial)": ser, "its parallel variant": par,
                       "stats": ne.STATS}))
     """
 )

@@ -156,7 +156,7 @@ def test_adversarial_1d_any_blocking(dt, monkeypatch):
 
 
 def test_parallel_variant(monkeypatch):
-    monkeypatch.setattr(ne, "PARALLEL_MIN_NS", 0)  # force the prange variants
+    monkeypatch.setattr(ne, "PARALLEL_MIN_NS", 0)  # slots on the worker threads
     x = adversarial((3, 40 * C + 1), F8, at=(slice(None), 7))
     rows_and_columns_ok(x, adversarial((1 << 14, 50), F8), F8)
 
@@ -172,7 +172,9 @@ def test_column_sums_keep_partials_per_thread_not_per_block(monkeypatch):
         rows, cols, full = ne.run(k)
     outs = 8 * (y.shape[0] + y.shape[1] + 1)
     slots = 3 * ne._nthreads() * 8 * y.shape[1]
-    assert t.peak_bytes <= outs + slots + 4096, (t.peak_bytes, outs, slots)  # blocks: 64 -> 8x more
+    # per block, the 64 blocks' partials would be 8x the slots'; the slack covers the futures
+    # of the worker pool and the block partials of the full sum
+    assert t.peak_bytes <= outs + slots + 16384, (t.peak_bytes, outs, slots)
     np.testing.assert_allclose(cols.ravel(), exact(y.T)[0], rtol=1e-14)
     np.testing.assert_allclose(full.ravel(), exact(y.reshape(1, -1))[0], rtol=1e-14)
 
@@ -219,20 +221,20 @@ def test_inner_loops_vectorise_without_gathers(tmp_path):
     """The point of the chunk layout: the summing loops stay contiguous SIMD loads."""
     rng = np.random.default_rng(0)
     mod = None
-    for n, entry in ((3 * C + 1, "kernel_ser_long"), (C, "kernel_ser")):
+    for n, entry in ((3 * C + 1, "kernel_long"), (C, "kernel")):
         x = rng.lognormal(size=(3, n))
         k = sums_2d(x)
         mod = mod or _compile_uncached(k, tmp_path)
         e = ne._Entry(k.signature(), ne._plan_for(k.signature(), k), mod)
-        args = [1, 1, *k.domain, x, np.empty((3, 1)), np.empty((1, n)), np.empty((1, 1))]
+        args = [*k.domain, x, np.empty((3, 1)), np.empty((1, n)), np.empty((1, 1))]
         args += [np.zeros((1, 3, 1, n)), np.zeros((1, 1, 1))]  # slot partials, block partials
         assert e.partial == (False, True, True) and e.plan.slotted == (False, True, False)
-        assert cg.long_rows(e.plan, 1, k.domain) == (entry == "kernel_ser_long")
-        getattr(mod, entry)(*args)
+        assert cg.long_rows(e.plan, 1, k.domain) == (entry == "kernel_long")
+        getattr(mod, entry)(1, 1, 0, 1, True, *args)
         want = [x.sum(axis=1, keepdims=True), x.sum(axis=0, keepdims=True), x.sum(keepdims=True)]
-        for got, w in zip(args[5:8], want):
+        for got, w in zip(args[3:6], want):
             np.testing.assert_allclose(got, w, rtol=1e-12)
-    for f in (mod.kernel_ser, mod.kernel_ser_long):
+    for f in (mod.kernel, mod.kernel_long):
         ir = f.inspect_llvm(f.signatures[0])
         assert re.search(r"fadd reassoc nsz <\d+ x double>", ir), "summing loop not vectorised"
         assert "gather" not in ir

@@ -142,7 +142,7 @@ def test_row_sum_tanh_and_multi_output():
 
 
 def test_big_parallel_with_column_and_full_reductions(monkeypatch):
-    monkeypatch.setattr(ne, "PARALLEL_MIN_NS", 0)  # force the prange variant
+    monkeypatch.setattr(ne, "PARALLEL_MIN_NS", 0)  # slots on the worker threads
     rng = np.random.default_rng(1)
     n = 700
     x, y = rng.standard_normal(n), rng.standard_normal(n + 3)

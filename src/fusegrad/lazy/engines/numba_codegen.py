@@ -6,13 +6,22 @@ invalidates stale generated modules.
 
 Layout of a generated kernel over a domain ``(n0, ..., n{d-1})``::
 
-    for sl in prange(nslot):                   # slots (threads) run blocks of axis 0 in turn
-        for b in range(blocks of slot sl):     # ~128 rows each
-            for i0 in range(lo, hi):
-                ...                            # values depending on i0 only are hoisted here
-                for i{d-1} in range(n{d-1}):
-                    body: loads, scalar ops, elementwise stores, accumulation
-            fold the block's partials         # see below
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def kernel(nblk, nslot, sl0, sl1, fin, n0, ..., inputs, constants, outputs, partials):
+        for sl in range(sl0, sl1):                 # slots run blocks of axis 0 in turn
+            for b in range(blocks of slot sl):     # ~128 rows each
+                for i0 in range(lo, hi):
+                    ...                            # values depending on i0 only hoisted here
+                    for i{d-1} in range(n{d-1}):
+                        body: loads, scalar ops, elementwise stores, accumulation
+                fold the block's partials          # see below
+        if fin:
+            combine the partials into the outputs
+
+The engine calls it once for all slots, or, for a large kernel, once per slot on its worker
+threads (``nogil``) and then once with ``fin`` set and no slots. One compiled function serves
+every size; numba's ``parallel=True`` would compile a second variant, and its parfor pass made
+that take about twice as long (~1 s with an inlined ``tanh``).
 
 A reduction that crosses axis 0 cannot write its output from several threads. One reduced to a
 single value keeps a partial per block (a scalar each); one that keeps an axis (a column sum)
@@ -27,14 +36,14 @@ on that one add, so LLVM vectorises it: 4x8 lanes of float64 with AVX-512) over 
 whose compensation term is added at the end. Rows longer than ``CHUNK`` run a second entry
 point, chosen by the engine per call (``long_rows``), so a first use compiles only one nest::
 
-    def kernel_ser(...):                     # rows of at most CHUNK points
+    def kernel(...):                         # rows of at most CHUNK points
         ...
             for i{d-1} in range(n{d-1}):
                 cacc = _radd(cacc, v)
             row_sum = cacc                   # one chunk: nothing to fold
         ...                                  # combine per-block partials
 
-    def kernel_ser_long(...):                # same nest, innermost loop cut into chunks:
+    def kernel_long(...):                    # same nest, innermost loop cut into chunks:
         ...  for jb in range(np.uint64(0), .., CHUNK):
                  for i{d-1} in range(jb, je): ...
                  acc, cmp <- TwoSum(acc, cacc)
@@ -53,7 +62,7 @@ Example::
     >>> f8 = np.dtype("f8")
     >>> plan = analyse(2, ((f8, (False, True)), (f8, (True, False))), ("float",),
     ...                (Instr("subtract", (0, 1), f8),), (Output(3, "sum", (1,), f8),))
-    >>> "def kernel_par" in generate_source(plan)
+    >>> "def kernel(" in generate_source(plan)
     True
 """
 
@@ -669,12 +678,14 @@ def long_rows(plan: Plan, nblk: int, dom: tuple) -> bool:
 
 
 def generate_source(plan: Plan) -> str:
-    """The body of a generated module (imports, helpers, ``kernel_ser`` and ``kernel_par``,
-    and ``kernel_ser_long``/``kernel_par_long`` when the kernel has chunked sums).
+    """The body of a generated module (imports, helpers, ``kernel``, and ``kernel_long``
+    when the kernel has chunked sums).
 
-    Both functions take ``(nblk, n0.., in0.., c0.., out0.., part0..)``: ``nblk`` blocks of
-    axis 0, the domain sizes, inputs with broadcast axes dropped (fully broadcast inputs as
-    scalars), constants, outputs, then one partial buffer per output that crosses axis 0.
+    Both take ``(nblk, nslot, sl0, sl1, fin, n0.., in0.., c0.., out0.., part0..)``: ``nblk``
+    blocks of axis 0 in ``nslot`` slots, the slots ``sl0 <= sl < sl1`` to run, whether to
+    combine the partials, the domain sizes, inputs with broadcast axes dropped (fully
+    broadcast inputs as scalars), constants, outputs, then one partial buffer per output that
+    crosses axis 0.
     """
     d = plan.ndim
     nin = len(plan.in_dtypes)
@@ -784,7 +795,7 @@ def generate_source(plan: Plan) -> str:
         else:
             inner.append(f"{t} = {combine(o.reduce, t, vcast, o.dtype, plan)}")
 
-    def body(parallel: bool, mode: str | None = None) -> list[str]:
+    def body(mode: str | None = None) -> list[str]:
         """The loop nest, up to per-block partials; ``mode`` picks the innermost loop of a
         chunked kernel: ``"short"`` (one plain loop) or ``"long"`` (chunk loop)."""
         L: list[str] = []
@@ -795,8 +806,7 @@ def generate_source(plan: Plan) -> str:
         if d == 0:
             L += [ind + s for s in inner]
             return L
-        rng = "prange" if parallel else "range"
-        L.append(f"{ind}for sl in {rng}(nslot):")
+        L.append(f"{ind}for sl in range(sl0, sl1):")
         L.append(f"{ind * 2}for b in range((sl * nblk) // nslot, ((sl + 1) * nblk) // nslot):")
         ind2 = ind * 3
         L.append(f"{ind2}lo = (b * n0) // nblk")
@@ -868,7 +878,7 @@ def generate_source(plan: Plan) -> str:
     def combine_partials() -> list[str]:
         L: list[str] = []
         ind = "    "
-        # Combine per-block partials serially, after the parallel loop: block by block, each
+        # Combine per-block partials serially, after every slot has run: block by block, each
         # over the whole output (a contiguous loop LLVM vectorises; column by column, strided
         # over the blocks, measured ~0.3 ms per 500k partials). A float sum folds them with
         # TwoSum, keeping the compensation in block 0's partial, scratch from then on.
@@ -909,33 +919,29 @@ def generate_source(plan: Plan) -> str:
 
     # The finalisation indentation above assumes level_fin[s] closes loop axis s: it lives in the
     # body of loop axis s-1 (indent ind2 + ind*s), after loop s. level_fin[0] is at block level.
-    params = ["nblk", "nslot"] + [f"n{ax}" for ax in range(d)]
+    params = ["nblk", "nslot", "sl0", "sl1", "fin"] + [f"n{ax}" for ax in range(d)]
     params += [f"a{k}" for k in range(nin)] + [f"c{j}" for j in range(ncon)]
     params += [f"o{j}" for j in range(len(outs))]
     params += [f"p{j}" for j in range(len(outs)) if plan.needs_partial[j]]
-    fm = ""  # reassociation only inside _radd/_rmul, see combine()
     sig = ", ".join(params)
+    # nogil: the engine runs slots on its worker threads (numba's prange would compile a
+    # second, parallel variant: ~2x the compile time of a kernel, ~1 s with an inlined tanh)
+    deco = '@njit(cache=True, nogil=True, error_model="numpy")'
+    # The long (chunked) nest is a separate entry point, chosen by the engine for long rows
+    # (``long_rows``): with both nests in one function LLVM spilled the arguments in the short
+    # one's row loop (rows of 40-200 points measured 1.3-1.9x slower), and calling one from the
+    # other compiled both on first use (~0.5 s instead of ~0.28 s).
+    variants = [("kernel", "short" if plan.chunk_inner else None)]
+    variants += [("kernel_long", "long")] if plan.chunk_inner else []
     kernels = []
-    for name, par in (("kernel_ser", False), ("kernel_par", True)):
-        if not plan.chunk_inner:
-            kernels.append("")
-            kernels.append(f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})')
-            kernels.append(f"def {name}({sig}):")
-            kernels += body(par) + combine_partials()  # may add helpers
-            kernels.append("    return 0")
-            continue
-        # The long (chunked) nest is a separate entry point, chosen by the engine for long rows
-        # (``long_rows``): with both nests in one function LLVM spilled the arguments in the
-        # short one's row loop (rows of 40-200 points measured 1.3-1.9x slower), and calling
-        # one from the other compiled both on first use (~0.5 s instead of ~0.28 s).
-        deco = f'@njit(cache=True, parallel={par}, error_model="numpy"{fm})'
+    for name, mode in variants:
         kernels += ["", deco, f"def {name}({sig}):"]
-        kernels += body(par, "short") + combine_partials()
+        kernels += body(mode)
+        fin = combine_partials()  # may add helpers
+        if fin:
+            kernels += ["    if fin:"] + ["    " + st for st in fin]
         kernels.append("    return 0")
-        kernels += ["", deco, f"def {name}_long({sig}):"]
-        kernels += body(par, "long") + combine_partials()
-        kernels.append("    return 0")
-    src = ["import math", "", "import numpy as np", "from numba import njit, prange", ""]
+    src = ["import math", "", "import numpy as np", "from numba import njit", ""]
     if "vm" in plan.helpers:
         src[-1:] = ["", "from fusegrad.lazy.engines import numba_math as vm", ""]
     for h in sorted(plan.helpers - {"vm"}):

@@ -41,20 +41,18 @@ import numpy as np
 
 from fusegrad.lazy import ops as _ops
 from fusegrad.lazy.engines import numba_codegen as _cg
+from fusegrad.lazy.engines import numpy_blocked as _blocked
 
 # Counters for tests and benchmarks: "generated" = module source written, "loaded_from_disk" =
 # a valid module file reused, "compiled" = numba compiled a new overload, "cache_hits" = numba
 # loaded machine code from its disk cache.
 STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, "rebuilt": 0}
 
-# Parallel (prange) variant when the estimated serial time exceeds PARALLEL_MIN_NS, estimated
-# as size * (ARITH_NS + EXPENSIVE_NS * per-point transcendental ops). Measured with
-# benchmarks/bench_kernels.py: serial arithmetic row sum ~0.15 ns/point, exp/tanh through libm
-# ~10 ns/point, through numba_math ~3 ns/point.
-# On a quiet 2-core machine one prange region costs well under a millisecond, and the N=8000
-# arithmetic row sum (64M points, ~10 ms serial) runs in 4.0 ms parallel against 7.9 ms serial,
-# so kernels from ~2 ms of work go parallel. (Under heavy oversubscription, load ~5, a region
-# was seen to cost ~18 ms; that machine state is not the one to tune for.)
+# Slots run on the worker threads when the estimated serial time exceeds PARALLEL_MIN_NS,
+# estimated as size * (ARITH_NS + EXPENSIVE_NS * slow per-point ops + VECTOR_NS * fast ones).
+# Measured with benchmarks/bench_kernels.py: serial arithmetic row sum ~0.15 ns/point,
+# exp/tanh through libm ~10 ns/point, through numba_math ~3 ns/point; handing slots to the
+# pool costs tens of microseconds, so kernels from ~2 ms of work go parallel.
 PARALLEL_MIN_NS = 2e6
 ARITH_NS = 0.15
 EXPENSIVE_NS = 10.0
@@ -291,10 +289,8 @@ class _Entry:
         self.sig = sig
         self.plan = plan
         self.module = module
-        self.ser = module.kernel_ser
-        self.par = module.kernel_par
-        self.ser_long = getattr(module, "kernel_ser_long", None)
-        self.par_long = getattr(module, "kernel_par_long", None)
+        self.short = module.kernel
+        self.long = getattr(module, "kernel_long", None)
         self.ran = False
         self.views = []
         for flags in plan.in_bcast:
@@ -353,7 +349,7 @@ def _import(path: str, modname: str):
     sys.modules[modname] = mod  # before exec: numba's cache and pickling look it up there
     try:
         spec.loader.exec_module(mod)
-        mod.kernel_ser, mod.kernel_par  # noqa: B018 - both must exist
+        mod.kernel  # noqa: B018 - must exist
     except BaseException:
         sys.modules.pop(modname, None)
         raise
@@ -401,9 +397,7 @@ def _entry(kernel) -> _Entry:
 
 
 def _nthreads() -> int:
-    import numba
-
-    return numba.get_num_threads()
+    return _blocked.threads()
 
 
 def _choose_nblk(n0: int, partial_elems: int, parallel: bool, needs_partial: bool) -> int:
@@ -491,15 +485,29 @@ def run(kernel) -> list[np.ndarray]:
     else:
         nblk = _choose_nblk(dom[0], 0, parallel, False) if dom else 1
         nslot = _choose_nslot(nblk, parallel, False)
-    args = [nblk, nslot, *dom]
+    args = list(dom)
     for a, v in zip(kernel.inputs, e.views):
         args.append(a[(0,) * a.ndim] if v is None else a[v])
     args += kernel.constants
     args += out_arrays
     args += partials
-    if _cg.long_rows(e.plan, nblk, dom):
-        _call(e.par_long if parallel else e.ser_long, args)
+    fn = e.long if _cg.long_rows(e.plan, nblk, dom) else e.short
+    if nslot > 1:
+        if not fn.overloads:
+            _call(fn, [nblk, nslot, 0, 0, False, *args])  # compiles (or loads) it only
+        # contiguous runs of slots, one per thread (the first on this thread), as prange's
+        # static schedule: each hand-off costs a dispatch with the GIL held (~10 us)
+        nt = min(_nthreads(), nslot)
+        cuts = [nslot * t // nt for t in range(nt + 1)]
+        pool = _blocked.pool(nt)
+        done = [
+            pool.submit(fn, nblk, nslot, cuts[t], cuts[t + 1], False, *args) for t in range(1, nt)
+        ]
+        fn(nblk, nslot, cuts[0], cuts[1], False, *args)
+        for f in done:
+            f.result()
+        fn(nblk, nslot, 0, 0, True, *args)  # combine the partials
     else:
-        _call(e.par if parallel else e.ser, args)
+        _call(fn, [nblk, nslot, 0, nslot, True, *args])
     e.ran = True
     return out_arrays
