@@ -149,7 +149,7 @@ def child_env(lib: str, threads: int | None, thp: bool) -> dict:
             "NUMBA_NUM_THREADS",
             "NUMEXPR_NUM_THREADS",
             "VECLIB_MAXIMUM_THREADS",
-            "FUSEGRAD_NUM_THREADS",
+            "FUSEGRAD_THREADS",
         ):
             env[var] = str(threads)
         if threads == 1:
