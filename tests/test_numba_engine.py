@@ -441,3 +441,19 @@ def test_random_programs(k):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(k)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs())
+def test_random_programs_on_the_worker_pool(k):
+    """The same programs with every kernel run as slots on the worker threads (then combined)."""
+    if not ne.supports(k):
+        return
+    old = ne.PARALLEL_MIN_NS
+    ne.PARALLEL_MIN_NS = 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check(k)
+    finally:
+        ne.PARALLEL_MIN_NS = old
