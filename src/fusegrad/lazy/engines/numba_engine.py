@@ -190,9 +190,8 @@ def supports(kernel) -> bool:
 def inner_ops(kernel) -> tuple[int, int]:
     """Transcendental ops evaluated at every point (those that depend on the innermost domain
     axis; ones hoisted to outer loops run once per row and are not counted): ``(slow, fast)``.
-    Slow ones NumPy's SIMD ufuncs compute much faster: scalar libm calls, and float32 ``tanh``
-    (``numba_math`` computes it in float64; 2.3x NumPy blocked's time for a tanh row sum of
-    9*10^6 points). Fast ones are the other ``numba_math`` ops, computed in SIMD lanes.
+    Slow ones are scalar libm calls, which NumPy's SIMD ufuncs compute much faster; fast ones
+    are the ``numba_math`` ops, computed in SIMD lanes.
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> inner_ops(Kernel((), (), (), (), ()))
@@ -212,7 +211,7 @@ def inner_ops(kernel) -> tuple[int, int]:
             deps.append(dep)
             op = _ops.OPS.get(ins.op)
             if op is not None and op.expensive and (dep or d == 0):
-                if _cg.vectorised(ins.op, ins.dtype) and (ins.op, ins.dtype) != _TANH_F4:
+                if _cg.vectorised(ins.op, ins.dtype):
                     fast += 1
                 else:
                     slow += 1
@@ -221,7 +220,7 @@ def inner_ops(kernel) -> tuple[int, int]:
 
 
 def inner_expensive(kernel) -> int:
-    """Per-point ops NumPy computes much faster (``inner_ops(kernel)[0]``).
+    """Per-point scalar libm calls (``inner_ops(kernel)[0]``).
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> inner_expensive(Kernel((), (), (), (), ()))
@@ -231,7 +230,6 @@ def inner_expensive(kernel) -> int:
 
 
 _INNER_OPS: dict[tuple, tuple[int, int]] = {}
-_TANH_F4 = ("tanh", np.dtype("f4"))
 
 
 def prefers(kernel) -> bool:
@@ -239,13 +237,14 @@ def prefers(kernel) -> bool:
 
     Rule (``python benchmarks/bench_kernels.py``, 2 shared cores; table in benchmarks/README.md):
 
-    - a scalar libm call per point (``inner_expensive(kernel) > 0``: ``sin``, ``arctan``, ...,
-      and float32 ``tanh``) -> numpy_blocked at every size: NumPy's SIMD ufuncs beat numba's
-      scalar libm 2-7x (tanh row sum through libm, 10^4..10^7 points: 2.4-6.9x slower);
+    - a scalar libm call per point (``inner_expensive(kernel) > 0``: ``sin``, ``arctan``, ...)
+      -> numpy_blocked at every size: NumPy's SIMD ufuncs beat numba's scalar libm 2-7x (tanh
+      row sum through libm, 10^4..10^7 points: 2.4-6.9x slower);
     - otherwise (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
       ``numba_math``, ops hoisted out of the inner loop) -> numba once ``kernel.size >=
       AUTO_MIN_SIZE`` (arithmetic: numba 0.08-0.2x numpy_blocked's time from 3*10^4 points up;
-      tanh row sum 0.5-1.0x, Gaussian row+col sums 0.3-0.8x), or at any size once compiled.
+      tanh row sum 0.5-1.0x, Gaussian row+col sums 0.3-0.8x; float32 tanh row sum 0.5-0.6x,
+      elementwise 0.7-0.8x), or at any size once compiled.
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> prefers(Kernel((), (), (), (), ()))
