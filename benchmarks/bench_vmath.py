@@ -68,31 +68,23 @@ def _radd(a, b):
     return a + b
 
 
-@njit(parallel=True, error_model="numpy")
-def rows_math(x, y, out):
-    for i in prange(x.size):
-        acc = 0.0
-        for j in range(y.size):
-            acc = _radd(acc, math.tanh(x[i] - y[j]))
-        out[i] = acc
+def _row_sums(f, zero):
+    """A parallel loop of row sums of ``f(x[i] - y[j])``, accumulated from ``zero``."""
+
+    @njit(parallel=True, error_model="numpy")
+    def rows(x, y, out):
+        for i in prange(x.size):
+            acc = zero
+            for j in range(y.size):
+                acc = _radd(acc, f(x[i] - y[j]))
+            out[i] = acc
+
+    return rows
 
 
-@njit(parallel=True, error_model="numpy")
-def rows_vm(x, y, out):
-    for i in prange(x.size):
-        acc = 0.0
-        for j in range(y.size):
-            acc = _radd(acc, vm.tanh(x[i] - y[j]))
-        out[i] = acc
-
-
-@njit(parallel=True, error_model="numpy")
-def rows_vm32(x, y, out):
-    for i in prange(x.size):
-        acc = np.float32(0.0)
-        for j in range(y.size):
-            acc = _radd(acc, vm.tanh_f32(x[i] - y[j]))
-        out[i] = acc
+rows_math = _row_sums(math.tanh, 0.0)
+rows_vm = _row_sums(vm.tanh, 0.0)
+rows_vm32 = _row_sums(vm.tanh_f32, np.float32(0.0))
 
 
 def rows_numpy(x, y, out, block=64):
