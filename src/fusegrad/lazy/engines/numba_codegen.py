@@ -178,7 +178,7 @@ _MATH1 = {
 }
 
 # Ops with a branch-free version in numba_math (``vm``) that LLVM vectorises; math.* calls libm
-# one element at a time. float32 loops call the ``_f32`` variants (computed in float64).
+# one element at a time. float32 loops call the ``_f32`` variants (float32 lanes).
 VECTORISED = frozenset({"exp", "expm1", "log", "log1p", "tanh"})
 # ... and ops written with them
 VECTORISED_VIA = frozenset({"expit", "xlogy", "xlog1py", "logaddexp", "log_expit"})
@@ -188,7 +188,7 @@ def vectorised(op: str, dtype: np.dtype) -> bool:
     """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call.
 
     >>> vectorised("tanh", np.dtype("f8")), vectorised("sin", np.dtype("f8"))
-    (True, False)
+    (True)
     """
     return dtype.kind == "f" and (op in VECTORISED or op in VECTORISED_VIA)
 
@@ -649,16 +649,12 @@ def _loops(axes: list[int], stmts: list[str], ind: str) -> list[str]:
     return loops + [ind + st for st in stmts]
 
 
-def _over(axes: list[int], stmts: list[str], blocks: bool) -> list[str]:
-    """``stmts`` in loops ``for k{ax} in range(n{ax})`` over ``axes``, inside
-    ``for bb in range(1, nblk)`` if ``blocks``; at the indentation of a kernel body."""
-    ind = "    "
-    loops = [f"{ind}for bb in range(1, nblk):"] if blocks else []
-    cur = ind * (2 if blocks else 1)
-    for ax in axes:
-        loops.append(f"{cur}for k{ax} in range(n{ax}):")
-        cur += ind
-    return loops + [cur + st for st in stmts]
+def _over(axes: list[int], stmts: list[str], outer: str | None = None) -> list[str]:
+    """``stmts`` in loops over ``axes`` (``_loops``), inside ``for {outer}:`` when given; at the
+    indentation of a kernel body."""
+    if outer is None:
+        return _loops(axes, stmts, "    ")
+    return [f"    for {outer}:"] + _loops(axes, stmts, "        ")
 
 
 def long_rows(plan: Plan, nblk: int, dom: tuple) -> bool:
@@ -669,7 +665,7 @@ def long_rows(plan: Plan, nblk: int, dom: tuple) -> bool:
     >>> f8 = np.dtype("f8")
     >>> p = analyse(1, ((f8, (False,)),), (), (), (Output(0, "sum", (0,), f8),))
     >>> long_rows(p, 1, (1000,)), long_rows(p, 1, (5000,)), long_rows(p, 8, (5000,))
-    (False, True, False)
+    (False, True)
     """
     if not plan.chunk_inner:
         return False
@@ -862,21 +858,21 @@ def generate_source(plan: Plan) -> str:
         idx = ", ".join("0" if ax in o.axes else f"k{ax}" for ax in range(d))
         keep = [ax for ax in range(d) if ax not in o.axes]
         out, tot = f"o{j}[{idx}]", f"p{j}[tt, 0, {idx}]"
-        L = _loops(keep, [f"{out} = {tot.replace('tt', '0')}"], "    ")
-        slots = ["    for tt in range(1, nslot):"]
+        slots = "tt in range(1, nslot)"
+        L = _over(keep, [f"{out} = {tot.replace('tt', '0')}"])
         if not fsum_slot(j):
-            step = [f"{out} = {combine(o.reduce, out, tot, o.dtype)}"]
-            return L + slots + _loops(keep, step, "        ")
+            return L + _over(keep, [f"{out} = {combine(o.reduce, out, tot, o.dtype)}"], slots)
         cmp0, cmp = f"p{j}[0, 1, {idx}]", f"p{j}[tt, 1, {idx}]"
         fold = [f"r = {out}", f"x = {tot}", f"rc = {cmp0} + {cmp}"]
         fold += two_sum("r", "rc", "x", "") + [f"{cmp0} = rc", f"{out} = r"]
-        L += slots + _loops(keep, fold, "        ")
+        L += _over(keep, fold, slots)
         fin = [f"r = {out}", f"rc = {cmp0}", f"{out} = {fsum_fin('r', 'rc')}"]
-        return L + _loops(keep, fin, "    ")
+        return L + _over(keep, fin)
 
     def combine_partials() -> list[str]:
         L: list[str] = []
         ind = "    "
+        blocks = "bb in range(1, nblk)"
         # Combine per-block partials serially, after every slot has run: block by block, each
         # over the whole output (a contiguous loop LLVM vectorises; column by column, strided
         # over the blocks, measured ~0.3 ms per 500k partials). A float sum folds them with
@@ -908,12 +904,12 @@ def generate_source(plan: Plan) -> str:
                 fold = [f"r = {out}", f"x = {pb}", f"rc = {p0}"]
                 fold += two_sum("r", "rc", "x", "") + [f"{p0} = rc", f"{out} = r"]
                 fin = [f"r = {out}", f"rc = {p0}", f"{out} = {fsum_fin('r', 'rc')}"]
-                L += _over(keep, [f"{out} = {p0}", f"{p0} = {zero}"], False)
-                L += _over(keep, fold, True)
-                L += _over(keep, fin, False)
+                L += _over(keep, [f"{out} = {p0}", f"{p0} = {zero}"])
+                L += _over(keep, fold, blocks)
+                L += _over(keep, fin)
             else:
-                L += _over(keep, [f"{out} = {p0}"], False)
-                L += _over(keep, [f"{out} = {combine(o.reduce, out, pb, o.dtype)}"], True)
+                L += _over(keep, [f"{out} = {p0}"])
+                L += _over(keep, [f"{out} = {combine(o.reduce, out, pb, o.dtype)}"], blocks)
         return L
 
     # The finalisation indentation above assumes level_fin[s] closes loop axis s: it lives in the
