@@ -188,7 +188,7 @@ def vectorised(op: str, dtype: np.dtype) -> bool:
     """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call.
 
     >>> vectorised("tanh", np.dtype("f8")), vectorised("sin", np.dtype("f8"))
-    (True)
+    (True, False)
     """
     return dtype.kind == "f" and (op in VECTORISED or op in VECTORISED_VIA)
 
@@ -665,7 +665,7 @@ def long_rows(plan: Plan, nblk: int, dom: tuple) -> bool:
     >>> f8 = np.dtype("f8")
     >>> p = analyse(1, ((f8, (False,)),), (), (), (Output(0, "sum", (0,), f8),))
     >>> long_rows(p, 1, (1000,)), long_rows(p, 1, (5000,)), long_rows(p, 8, (5000,))
-    (False, True)
+    (False, True, False)
     """
     if not plan.chunk_inner:
         return False
