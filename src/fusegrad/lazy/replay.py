@@ -14,10 +14,10 @@ every time instead.
 
 Example::
 
-    >>> from fusegrad.lazy import asarray, materialize
+    >>> from fusegrad.lazy import asarray, materialize, small
     >>> x = np.arange(3.0)
     >>> rec = Recorder([x])
-    >>> with rec, sanctioned():
+    >>> with rec, sanctioned(), small.fusing():  # as jit records: no small-array shortcut
     ...     y = materialize(asarray(x) * 2)
     >>> program = rec.program([y])
     >>> program.run([np.ones(3)])
@@ -38,8 +38,10 @@ from .nodes import LazyArray, Leaf, Map, Reduce
 
 _local = threading.local()
 # Recordings open in any thread: while none is, active() skips the thread-local lookup (~0.3 us,
-# which every small-array materialisation would pay).
+# which every small-array materialisation would pay). Counted under a lock: a lost update would
+# hide an open recording from its own materialisations.
 _open = [0]
+_open_lock = threading.Lock()
 
 
 def active() -> Recorder | None:
@@ -147,12 +149,14 @@ class Recorder:
         if not hasattr(_local, "stack"):
             _local.stack = []
         _local.stack.append(self)
-        _open[0] += 1
+        with _open_lock:
+            _open[0] += 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _local.stack.remove(self)
-        _open[0] -= 1
+        with _open_lock:
+            _open[0] -= 1
 
     def may_sanction(self) -> bool:
         """Only the outermost transformation (or ``jit`` itself, with no transformation in

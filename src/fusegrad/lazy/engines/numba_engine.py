@@ -498,7 +498,7 @@ def run(kernel) -> list[np.ndarray]:
         # static schedule: each hand-off costs a dispatch with the GIL held (~10 us)
         nt = min(_nthreads(), nslot)
         cuts = [nslot * t // nt for t in range(nt + 1)]
-        pool = _blocked.pool(_nthreads())  # the shared pool, at its one size
+        pool = _blocked.pool()
         done = [
             pool.submit(fn, nblk, nslot, cuts[t], cuts[t + 1], False, *args) for t in range(1, nt)
         ]

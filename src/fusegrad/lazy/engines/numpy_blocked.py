@@ -54,14 +54,15 @@ def threads() -> int:
         return os.cpu_count() or 1
 
 
-def pool(n: int) -> ThreadPoolExecutor:
-    """The engines' worker pool, with ``n`` threads (both engines share it).
+def pool() -> ThreadPoolExecutor:
+    """The worker pool both engines share, of ``threads()`` threads (a caller may use fewer).
 
-    >>> pool(2).submit(sum, [1, 2]).result()
+    >>> pool().submit(sum, [1, 2]).result()
     3
     """
     global _pool
-    if _pool is None or _pool._max_workers != n:
+    n = threads()
+    if _pool is None or _pool._max_workers != n:  # FUSEGRAD_THREADS changed
         _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="fusegrad")
     return _pool
 
@@ -307,7 +308,7 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
     if n_threads == 1:
         worker(0)
         return
-    results = list(pool(n_threads).map(worker, range(n_threads)))
+    results = list(pool().map(worker, range(n_threads)))
     for k, (o, arr) in enumerate(zip(kernel.outputs, outs)):
         if accumulate[k]:
             arr[...] = results[0][k]
