@@ -41,8 +41,10 @@ _RECORDS: list[list[dict]] = []
 def recording() -> Iterator[list[dict]]:
     """Collect every planning decision and kernel run inside the block into a list.
 
-    >>> with recording() as rec:
-    ...     materialize(np.exp(asarray(np.ones(3))))
+    >>> from . import small
+    >>> from .nodes import asarray
+    >>> with recording() as rec, small.fusing():  # 3 elements: else computed eagerly, unplanned
+    ...     _ = materialize(np.exp(asarray(np.ones(3))))
     >>> rec[-1]["event"]
     'kernel'
     """
