@@ -219,7 +219,7 @@ def value_and_grad(
     """A function returning ``(fun(*args), gradient)``; see ``grad``.
 
     >>> value_and_grad(lambda x: np.sum(x * x))(np.ones(2))
-    (2.0, array([2., 2.]))
+    (np.float64(2.0), array([2., 2.]))
     """
     return _value_and_grad(fun, argnums, has_aux, with_value=True)
 

@@ -4,11 +4,11 @@ It runs ``fusegrad.grad(fun, argnums)(*args)`` once, inside ``fusegrad.lazy.reco
 ``fusegrad.memory.track_allocations()``, prints a report and returns it as an ``Explanation``::
 
     >>> import numpy as np, fusegrad as fg
-    >>> e = explain(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])), np.zeros(3), quiet=True)
-    >>> [k["domain"] for k in e.kernels]      # one fused pass over 3×3, then one over 3
-    [(3, 3), (3,)]
+    >>> e = explain(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])), np.zeros(20), quiet=True)
+    >>> [k["domain"] for k in e.kernels]      # one fused pass over 20×20, then one over 20
+    [(20, 20), (20,)]
     >>> e.grad.shape
-    (3,)
+    (20,)
 """
 
 from __future__ import annotations

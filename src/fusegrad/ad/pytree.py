@@ -5,9 +5,10 @@ structure. ``None`` is an empty subtree.
 
 Example::
 
-    >>> leaves, rebuild = flatten({"w": np.ones(2), "b": (0.0, None)})
+    >>> import numpy as np
+    >>> leaves, rebuild = flatten({"w": np.ones(2), "b": (0.0, None)})  # dict keys in order
     >>> len(leaves), rebuild([1, 2])
-    (2, {'b': (2, None), 'w': 1})
+    (2, {'b': (1, None), 'w': 2})
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
 def structure(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], tuple]:
     """``flatten(tree)`` plus a hashable key of the structure (types, keys, field names).
 
+    >>> import numpy as np
     >>> structure((np.ones(2), {"a": 1.0}))[2][0] is tuple
     True
     """

@@ -5,6 +5,7 @@ Arrays, Python and NumPy scalars, tuples, lists, dicts and ``Tangent`` add struc
 are the identity; plain thunks are unthunked; lazy thunks (``keeps_lazy``) add lazily through
 their own operators::
 
+    >>> from fusegrad.tangents import ZeroTangent
     >>> add((1.0, {"a": np.ones(2)}), (ZeroTangent(), {"a": 1.0}))
     (1.0, {'a': array([2., 2.])})
 """
@@ -36,6 +37,7 @@ def _kind(x: Any) -> str:
 def add(a: Any, b: Any) -> Any:
     """``a + b`` for tangents, without changing either; a new array result is marked owned.
 
+    >>> from fusegrad.tangents import ZeroTangent
     >>> add(ZeroTangent(), np.ones(2))
     array([1., 1.])
     >>> add([1.0, 2.0], [3.0, 4.0])

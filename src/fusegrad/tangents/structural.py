@@ -3,6 +3,7 @@
 Fields that are not given are zero. Tuples, lists, dicts, arrays and floats need no wrapper:
 they are their own tangents, nested arbitrarily::
 
+    >>> from dataclasses import dataclass
     >>> @dataclass
     ... class Point:
     ...     x: float
@@ -24,6 +25,7 @@ from .zeros import ZeroTangent
 class Tangent:
     """Structural tangent of an object of type ``primal_type``: one tangent per field.
 
+    >>> Point = dataclasses.make_dataclass("Point", ["x", "y"])
     >>> Tangent(Point, x=1.0) + Tangent(Point, x=2.0, y=3.0)
     Tangent(Point, x=3.0, y=3.0)
     """
@@ -121,6 +123,7 @@ def move_primal(primal: Any, tangent: Tangent) -> Any:
     Dataclasses are rebuilt with ``dataclasses.replace``; other objects are shallow-copied and
     their fields set. ``primal`` itself is never changed.
 
+    >>> Point = dataclasses.make_dataclass("Point", ["x", "y"])
     >>> move_primal(Point(1.0, 2.0), Tangent(Point, y=1.0))
     Point(x=1.0, y=3.0)
     """

@@ -3,6 +3,7 @@
 A thunk postpones computing a cotangent until something needs its value, so a cotangent that is
 never used is never computed::
 
+    >>> import numpy as np
     >>> t = Thunk(lambda: np.ones(2))
     >>> unthunk(t + 1.0)
     array([2., 2.])
@@ -106,6 +107,7 @@ class InplaceThunk(AbstractThunk):
     ``thunk`` (a ``Thunk`` or a zero-argument callable) gives the value when there is nothing to
     add into. ``iadd(owned_dest, InplaceThunk(...))`` calls ``add_fn``, so no temporary is made.
 
+    >>> import numpy as np
     >>> it = InplaceThunk(lambda d: np.add(d, 1.0, out=d), lambda: np.ones(2))
     >>> unthunk(it)
     array([1., 1.])

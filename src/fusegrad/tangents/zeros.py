@@ -83,6 +83,7 @@ class AbstractZero:
 class ZeroTangent(AbstractZero):
     """The zero tangent: the derivative could have been non-zero, but is zero here.
 
+    >>> import numpy as np
     >>> ZeroTangent() + np.ones(2)
     array([1., 1.])
     """
