@@ -5,8 +5,8 @@ It runs ``fusegrad.grad(fun, argnums)(*args)`` once, inside ``fusegrad.lazy.reco
 
     >>> import numpy as np, fusegrad as fg
     >>> e = explain(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])), np.zeros(20), quiet=True)
-    >>> [k["domain"] for k in e.kernels]      # one fused pass over 20×20, then one over 20
-    [(20, 20), (20,)]
+    >>> [k["domain"] for k in e.kernels]      # one fused pass over 20×20
+    [(20, 20)]
     >>> e.grad.shape
     (20,)
 """
@@ -104,6 +104,8 @@ def _output(out: tuple) -> str:
     kind, axes, shape, dtype = out
     if kind == "map":
         return f"map -> {_shape(shape)} {dtype}"
+    if kind == "mirrored sum":
+        return f"mirrored sum (rows over axis 1 + columns over axis 0) -> {_shape(shape)} {dtype}"
     return f"{kind} over axes {tuple(axes)} -> {_shape(shape)} {dtype}"
 
 

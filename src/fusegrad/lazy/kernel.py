@@ -18,6 +18,11 @@ Example, the row sum of ``tanh(x[:, None] - y[None, :])`` over an ``(n, m)`` dom
 
 An engine's ``run(kernel)`` returns one array per output, each of the *keepdims* shape: the domain
 with every reduced axis set to 1.
+
+A *mirrored* sum (``Output(value, "sum", (1,), dtype, mirror=other)``, domain axes 0 and 1 of equal
+size) adds the column sums of a second value onto the row sums: ``out[i] = sum_j v[i, j] +
+sum_j other[j, i]``. It is the gradient of a variable used on both sides of a pairwise expression
+(``x[:, None] - x[None, :]``), computed in one pass with no column partials.
 """
 
 from __future__ import annotations
@@ -42,12 +47,17 @@ class Instr:
 
 @dataclass(frozen=True)
 class Output:
-    """A program value written out: elementwise (``reduce is None``) or reduced over ``axes``."""
+    """A program value written out: elementwise (``reduce is None``) or reduced over ``axes``.
+
+    ``mirror``: for a sum over axis 1 only, a second program value whose sum over axis 0 is added
+    onto the same output, its kept axis 1 read as axis 0 (see the module docstring).
+    """
 
     value: int
     reduce: str | None
     axes: tuple[int, ...]
     dtype: np.dtype
+    mirror: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +70,19 @@ class Kernel:
     program: tuple[Instr, ...]
     outputs: tuple[Output, ...]
     _sig: tuple | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for o in self.outputs:
+            if o.mirror is not None and not (
+                o.reduce == "sum"
+                and o.axes == (1,)
+                and len(self.domain) >= 2
+                and self.domain[0] == self.domain[1]
+            ):
+                raise ValueError(
+                    f"a mirrored output must be a sum over axis 1 of a domain whose axes 0 and 1 "
+                    f"have one size; got {o.reduce} over {o.axes} of {self.domain}"
+                )
 
     @property
     def size(self) -> int:
@@ -83,7 +106,7 @@ class Kernel:
             )
             consts = tuple(_const_kind(c) for c in self.constants)
             prog = tuple((i.op, i.args, i.dtype.str) for i in self.program)
-            outs = tuple((o.value, o.reduce, o.axes, o.dtype.str) for o in self.outputs)
+            outs = tuple((o.value, o.reduce, o.axes, o.dtype.str, o.mirror) for o in self.outputs)
             object.__setattr__(self, "_sig", (len(self.domain), inputs, consts, prog, outs))
         return self._sig
 

@@ -97,12 +97,62 @@ def materialize_many(nodes: Sequence[Any]) -> list[Any]:
     return [value(n) for n in nodes]
 
 
+def mirrored(n: Any) -> tuple[Reduce, Reduce] | None:
+    """``(rows, cols)`` when ``n`` is ``rows + cols``, the sums over axis 1 and over axis 0 of two
+    values on one domain whose axes 0 and 1 have one size: one mirrored sum (``kernel.py``),
+    computed in one pass without the two sums' own arrays or column partials. It is how the
+    gradient of a variable used on both sides of a pairwise expression accumulates.
+
+    >>> from . import small
+    >>> from .nodes import asarray
+    >>> with small.fusing():  # 10 elements: else computed eagerly, no nodes
+    ...     v = asarray(np.ones(10))
+    ...     d = v[:, None] - v[None, :]
+    ...     pair = mirrored(np.sum(d * d, axis=1) + np.sum(-d, axis=0))
+    >>> [r.axes for r in pair]
+    [(1,), (0,)]
+    """
+    if type(n) is not Map or n.op != "add" or n.cached is not None or n.dtype.kind != "f":
+        return None
+    rows, cols = n.args
+    if not (type(rows) is Reduce and type(cols) is Reduce):
+        return None
+    if rows.axes == (0,):
+        rows, cols = cols, rows
+    dom = rows.arg.shape
+    if (
+        rows.axes != (1,)
+        or cols.axes != (0,)
+        or rows.kind != "sum"
+        or cols.kind != "sum"
+        or cols.arg.shape != dom
+        or dom[0] != dom[1]
+        or rows.shape != n.shape  # no broadcasting in the add
+        or cols.shape != n.shape
+        or rows.dtype != n.dtype
+        or cols.dtype != n.dtype
+        or rows.cached is not None
+        or cols.cached is not None
+        or inline(rows) is not None
+        or inline(cols) is not None
+    ):
+        return None
+    return rows, cols
+
+
 def _domain(node: LazyArray) -> tuple[int, ...]:
-    return node.arg.shape if isinstance(node, Reduce) else node.shape
+    if isinstance(node, Reduce):
+        return node.arg.shape
+    pair = mirrored(node)
+    return pair[0].arg.shape if pair else node.shape
 
 
-def _body(node: LazyArray) -> Any:
-    return node.arg if isinstance(node, Reduce) else node
+def _bodies(node: LazyArray) -> list[Any]:
+    """What a kernel computing ``node`` evaluates at each point of its domain."""
+    if isinstance(node, Reduce):
+        return [node.arg]
+    pair = mirrored(node)
+    return [pair[0].arg, pair[1].arg] if pair else [node]
 
 
 def _largest_leaf(node: Any, memo: dict) -> int:
@@ -134,9 +184,9 @@ def inline(n: Reduce) -> LazyArray | None:
     return movement.reshape(reductions.unrolled(n.kind, n.arg, n.axes), n.shape)
 
 
-def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
+def _walk(roots: list, domain_size: int, prereqs: dict, policy_store) -> None:
     """Collect the nodes a kernel over a domain of ``domain_size`` must have computed first."""
-    stack = [root]
+    stack = list(roots)
     seen: set[int] = set()
     memo: dict = {}
     while stack:
@@ -153,9 +203,12 @@ def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
             else:
                 prereqs[id(n)] = n
             continue
+        if mirrored(n):
+            prereqs[id(n)] = n  # computed first, in its own kernel, and read as an array
+            continue
         # A blow-up (larger than every leaf under it) is never stored (DESIGN, policy rule 2).
         if (
-            n is not root
+            all(n is not r for r in roots)
             and n.size < domain_size
             and is_expensive(n)
             and n.size <= _largest_leaf(n, memo)
@@ -167,26 +220,28 @@ def _walk(root: Any, domain_size: int, prereqs: dict, policy_store) -> None:
 
 
 def _compute(outputs: list[LazyArray]) -> None:
+    # Mirrored sums run in kernels of their own (numba_pairs' tiled nest takes nothing else).
     groups: dict[tuple, list[LazyArray]] = {}
     for o in outputs:
-        groups.setdefault(_domain(o), []).append(o)
+        groups.setdefault((_domain(o), mirrored(o) is not None), []).append(o)
 
     prereqs: dict[int, LazyArray] = {}
 
     def store(n: LazyArray, reason: str) -> None:
         _note(event="store", node=repr(n), shape=n.shape, dtype=str(n.dtype), reason=reason)
 
-    for domain, outs in groups.items():
+    for (domain, _), outs in groups.items():
         size = math.prod(domain)
         for o in outs:
-            _walk(_body(o), size, prereqs, store)
+            _walk(_bodies(o), size, prereqs, store)
     # Rule 2 of the policy: expensive, not a blow-up, consumed by two or more kernels.
     consumers: dict[int, set] = {}
     nodes_by_id: dict[int, LazyArray] = {}
-    for domain, outs in groups.items():
+    for key, outs in groups.items():
         for o in outs:
-            for nid in _ids_in(_body(o), nodes_by_id):
-                consumers.setdefault(nid, set()).add(domain)
+            for body in _bodies(o):
+                for nid in _ids_in(body, nodes_by_id):
+                    consumers.setdefault(nid, set()).add(key)
     memo: dict = {}
     for nid, domains in consumers.items():
         n = nodes_by_id[nid]
@@ -208,9 +263,14 @@ def _compute(outputs: list[LazyArray]) -> None:
         # reduction shares one pass with them when its domain is theirs (the x, y and s
         # gradients of sum(exp(-(x[:, None] - y[None, :])**2 / (2 * s**2))) come from one pass).
         targets = {id(p) for p in pending}
-        free = [o for outs in groups.values() for o in outs if not _reaches(_body(o), targets)]
+        free = [
+            o
+            for outs in groups.values()
+            for o in outs
+            if not any(_reaches(b, targets) for b in _bodies(o))
+        ]
         _compute(list({id(n): n for n in pending + free}.values()))
-    for domain, outs in groups.items():
+    for (domain, _), outs in groups.items():
         _run_group(domain, [o for o in outs if o.cached is None])
 
 
@@ -260,7 +320,12 @@ def _run_group(domain: tuple, outs: list[LazyArray]) -> None:
         engine=engine,
         domain=domain,
         outputs=[
-            (out.reduce or "map", out.axes, o.shape, str(out.dtype))
+            (
+                "mirrored sum" if out.mirror is not None else out.reduce or "map",
+                out.axes,
+                o.shape,
+                str(out.dtype),
+            )  # fmt: skip
             for out, o in zip(kernel.outputs, outs)
         ],
         inputs=[a.shape for a in kernel.inputs],
@@ -299,7 +364,7 @@ def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
 
     # Iterative post-order walk: a recursive closure would form a reference cycle that keeps
     # every node (and its cached value) alive until the garbage collector runs.
-    stack: list[tuple[Any, bool]] = [(_body(o), False) for o in reversed(outs)]
+    stack: list[tuple[Any, bool]] = [(b, False) for o in reversed(outs) for b in _bodies(o)[::-1]]
     while stack:
         n, expanded = stack.pop()
         if not isinstance(n, LazyArray):
@@ -346,8 +411,12 @@ def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
 
     outputs = []
     for o in outs:
+        pair = None if isinstance(o, Reduce) else mirrored(o)
         if isinstance(o, Reduce):
             outputs.append(Output(operand(o.arg), o.kind, o.axes, o.dtype))
+        elif pair:
+            rows, cols = pair
+            outputs.append(Output(operand(rows.arg), "sum", (1,), o.dtype, operand(cols.arg)))
         else:
             outputs.append(Output(operand(o), None, (), o.dtype))
     return Kernel(tuple(domain), tuple(inputs), tuple(constants), tuple(program), tuple(outputs))

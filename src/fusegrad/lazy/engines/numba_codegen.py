@@ -351,6 +351,7 @@ class Plan:
     chunk_inner: bool
     helpers: set
     error: str | None = None
+    mirrored: bool = False  # outputs are mirrored sums: the tiled nest of numba_pairs
 
 
 def _weak_rep(kind: str) -> object:
@@ -417,6 +418,9 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
             err = err or f"output dtype {o.dtype}"
         if o.reduce not in (None, "sum", "prod", "max", "min"):
             err = err or f"reduction {o.reduce}"
+    mirrored = any(o.mirror is not None for o in outputs)
+    if mirrored and not all(o.mirror is not None for o in outputs):
+        err = err or "mirrored sums mixed with other outputs"
     needs_partial = tuple(bool(o.reduce and o.axes and 0 in o.axes) for o in outputs)
     slotted = tuple(p and len(set(o.axes)) < ndim for p, o in zip(needs_partial, outputs))
     prefilled = []
@@ -427,7 +431,8 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
         s = _suffix_start(o.axes, ndim)
         prefilled.append(set(o.axes) != set(range(s, ndim)) or 0 in o.axes)
     has_red = any(o.reduce and o.axes for o in outputs)
-    chunk = any(compensated(o, ndim) for o in outputs)
+    # the tiled nest of mirrored sums (numba_pairs) has no chunked variant
+    chunk = not mirrored and any(compensated(o, ndim) for o in outputs)
     return Plan(
         ndim,
         tuple(dts[: len(inputs)]),
@@ -443,6 +448,7 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
         bool(chunk),
         helpers,
         err,
+        mirrored,
     )
 
 
@@ -483,7 +489,12 @@ def identity(reduce: str, dt: np.dtype) -> object:
     return dt.type(info.min if reduce == "max" else info.max)
 
 
-def _ident_src(reduce: str, dt: np.dtype) -> str:
+def ident_src(reduce: str, dt: np.dtype) -> str:
+    """Source of a reduction's identity as a typed scalar.
+
+    >>> ident_src("sum", np.dtype("f4")), ident_src("max", np.dtype("f8"))
+    ('np.float32(0.0)', 'np.float64(-np.inf)')
+    """
     v = identity(reduce, dt)
     if dt.kind == "f":
         lit = repr(float(v)).replace("inf", "np.inf")
@@ -640,21 +651,25 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
     raise NotImplementedError(op)
 
 
-def _loops(axes: list[int], stmts: list[str], ind: str) -> list[str]:
-    """``stmts`` in loops ``for k{ax} in range(n{ax})`` over ``axes``, at indentation ``ind``."""
-    loops = []
+def loops(axes: list[int], stmts: list[str], ind: str) -> list[str]:
+    """``stmts`` in loops ``for k{ax} in range(n{ax})`` over ``axes``, at indentation ``ind``.
+
+    >>> loops([0], ["x += 1"], "")
+    ['for k0 in range(n0):', '    x += 1']
+    """
+    nest = []
     for ax in axes:
-        loops.append(f"{ind}for k{ax} in range(n{ax}):")
+        nest.append(f"{ind}for k{ax} in range(n{ax}):")
         ind += "    "
-    return loops + [ind + st for st in stmts]
+    return nest + [ind + st for st in stmts]
 
 
 def _over(axes: list[int], stmts: list[str], outer: str | None = None) -> list[str]:
-    """``stmts`` in loops over ``axes`` (``_loops``), inside ``for {outer}:`` when given; at the
+    """``stmts`` in loops over ``axes`` (``loops``), inside ``for {outer}:`` when given; at the
     indentation of a kernel body."""
     if outer is None:
-        return _loops(axes, stmts, "    ")
-    return [f"    for {outer}:"] + _loops(axes, stmts, "        ")
+        return loops(axes, stmts, "    ")
+    return [f"    for {outer}:"] + loops(axes, stmts, "        ")
 
 
 def long_rows(plan: Plan, nblk: int, dom: tuple) -> bool:
@@ -672,15 +687,18 @@ def long_rows(plan: Plan, nblk: int, dom: tuple) -> bool:
     return dom[0] > CHUNK * nblk if len(dom) == 1 else dom[-1] > CHUNK
 
 
-def generate_source(plan: Plan) -> str:
-    """The body of a generated module (imports, helpers, ``kernel``, and ``kernel_long``
-    when the kernel has chunked sums).
+def program_source(plan: Plan) -> tuple[dict[int, list[str]], list[str]]:
+    """The loads and scalar ops of a kernel's program, each at the loop level where its value
+    is first known: ``stmts[lv]`` runs inside the loop over axis ``lv - 1`` (level 0: before
+    every loop), reading ``a{k}[i..]`` inputs. Also the source name of every operand.
 
-    Both take ``(nblk, nslot, sl0, sl1, fin, n0.., in0.., c0.., out0.., part0..)``: ``nblk``
-    blocks of axis 0 in ``nslot`` slots, the slots ``sl0 <= sl < sl1`` to run, whether to
-    combine the partials, the domain sizes, inputs with broadcast axes dropped (fully
-    broadcast inputs as scalars), constants, outputs, then one partial buffer per output that
-    crosses axis 0.
+    >>> from fusegrad.lazy.kernel import Instr
+    >>> f8 = np.dtype("f8")
+    >>> p = analyse(2, ((f8, (False, True)), (f8, (True, False))), (),
+    ...             (Instr("subtract", (0, 1), f8),), ())
+    >>> stmts, names = program_source(p)
+    >>> stmts[1], stmts[2], names
+    (['x0 = a0[i0]'], ['x1 = a1[i1]', 'v2 = np.float64((x0 - x1))'], ['x0', 'x1', 'v2'])
     """
     d = plan.ndim
     nin = len(plan.in_dtypes)
@@ -725,6 +743,24 @@ def generate_source(plan: Plan) -> str:
             if not (ins.op in _BOOL_NATIVE and ins.dtype.kind == "b"):
                 expr = cast(expr, None, ins.dtype)
         stmts[(max(dep) + 1) if dep else 0].append(f"{name} = {expr}")
+    return stmts, names
+
+
+def generate_source(plan: Plan) -> str:
+    """The body of a generated module (imports, helpers, ``kernel``, and ``kernel_long``
+    when the kernel has chunked sums).
+
+    Both take ``(nblk, nslot, sl0, sl1, fin, n0.., in0.., c0.., out0.., part0..)``: ``nblk``
+    blocks of axis 0 in ``nslot`` slots, the slots ``sl0 <= sl < sl1`` to run, whether to
+    combine the partials, the domain sizes, inputs with broadcast axes dropped (fully
+    broadcast inputs as scalars), constants, outputs, then one partial buffer per output that
+    crosses axis 0.
+    """
+    d = plan.ndim
+    nin = len(plan.in_dtypes)
+    ncon = len(plan.const_kinds)
+    dts = plan.operand_dtype
+    stmts, names = program_source(plan)
 
     outs = plan.outputs
     oidx_all = [f"i{ax}" for ax in range(d)]
@@ -760,7 +796,7 @@ def generate_source(plan: Plan) -> str:
         part = plan.needs_partial[j]
         t = f"{target(j)}[{out_index(o, j, part)}]"
         s = _suffix_start(o.axes, d)
-        ident = _ident_src(o.reduce, o.dtype)
+        ident = ident_src(o.reduce, o.dtype)
 
         def store(val, j=j, o=o, t=t, s=s, part=part):
             if plan.prefilled[j] and not (part and s == 0):
@@ -847,9 +883,9 @@ def generate_source(plan: Plan) -> str:
                 tot, cmp, blk = (f"p{j}[sl, {r}, {idx}]" for r in range(3))
                 fold = [f"r = {tot}", f"rc = {cmp}", f"x = {blk}"]
                 fold += two_sum("r", "rc", "x", "") + [f"{tot} = r", f"{cmp} = rc"]
-                fold.append(f"{blk} = {_ident_src('sum', o.dtype)}")
+                fold.append(f"{blk} = {ident_src('sum', o.dtype)}")
                 keep = [ax for ax in range(d) if ax not in o.axes]
-                L += _loops(keep, fold, ind2)
+                L += loops(keep, fold, ind2)
         return L
 
     def combine_slots(j, o) -> list[str]:
@@ -889,7 +925,7 @@ def generate_source(plan: Plan) -> str:
             fsum = o.reduce == "sum" and o.dtype.kind == "f"
             if not keep:  # one value: accumulate in registers
                 L.append(f"{ind}r = {p0}")
-                L += [f"{ind}rc = {_ident_src('sum', o.dtype)}"] if fsum else []
+                L += [f"{ind}rc = {ident_src('sum', o.dtype)}"] if fsum else []
                 L.append(f"{ind}for bb in range(1, nblk):")
                 if fsum:
                     L += [f"{ind * 2}x = {pb}"] + [
@@ -900,7 +936,7 @@ def generate_source(plan: Plan) -> str:
                     L.append(f"{ind * 2}r = {combine(o.reduce, 'r', pb, o.dtype)}")
                     L.append(f"{ind}{out} = r")
             elif fsum:
-                zero = _ident_src("sum", o.dtype)
+                zero = ident_src("sum", o.dtype)
                 fold = [f"r = {out}", f"x = {pb}", f"rc = {p0}"]
                 fold += two_sum("r", "rc", "x", "") + [f"{p0} = rc", f"{out} = r"]
                 fin = [f"r = {out}", f"rc = {p0}", f"{out} = {fsum_fin('r', 'rc')}"]

@@ -41,6 +41,7 @@ import numpy as np
 
 from fusegrad.lazy import ops as _ops
 from fusegrad.lazy.engines import numba_codegen as _cg
+from fusegrad.lazy.engines import numba_pairs as _pairs
 from fusegrad.lazy.engines import numpy_blocked as _blocked
 
 # Counters for tests and benchmarks: "generated" = module source written, "loaded_from_disk" =
@@ -113,7 +114,7 @@ def _codegen_hash() -> str:
     # numba's own cache of a generated module does not notice changes in numba_math (inlined
     # into its kernels), so that file's source is part of the key too
     here = os.path.dirname(_cg.__file__)
-    for name in ("numba_codegen.py", "numba_engine.py", "numba_math.py"):
+    for name in ("numba_codegen.py", "numba_engine.py", "numba_math.py", "numba_pairs.py"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
     return h.hexdigest()
@@ -373,7 +374,7 @@ def _load(sig, plan):
             "corrupt:" + key,
             f"fusegrad: kernel cache file {path} was not usable ({problem}); rebuilding it.",
         )
-    body = _cg.generate_source(plan)
+    body = (_pairs if plan.mirrored else _cg).generate_source(plan)
     text = _HEADER.format(key=key, digest=hashlib.sha256(body.encode()).hexdigest()) + body
     _write_atomic(path, text)
     STATS["generated"] += 1
@@ -454,6 +455,8 @@ def run(kernel) -> list[np.ndarray]:
     outs = kernel.outputs
     size = kernel.size
     parallel = len(dom) > 0 and dom[0] > 1 and size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
+    if e.plan.mirrored:
+        return _run_mirrored(e, kernel, parallel)
     out_arrays = []
     for j, o in enumerate(outs):
         shape = kernel.output_shape(o)
@@ -510,3 +513,34 @@ def run(kernel) -> list[np.ndarray]:
         _call(fn, [nblk, nslot, 0, nslot, True, *args])
     e.ran = True
     return out_arrays
+
+
+def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
+    """Mirrored sums (``numba_pairs``): the tiles of a round-robin schedule, phase by phase on
+    the worker threads, each adding into the outputs directly."""
+    dom = kernel.domain
+    nt = min(_nthreads(), max(1, dom[0] // (2 * _pairs.MIN_BLOCK))) if parallel else 1
+    outs = [np.zeros(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
+    scratch = [
+        [np.zeros(_pairs.scratch_shape(dom), o.dtype) for o in kernel.outputs] for _ in range(nt)
+    ]
+    args = list(dom)
+    for a, v in zip(kernel.inputs, e.views):
+        args.append(a[(0,) * a.ndim] if v is None else a[v])
+    args += kernel.constants
+    args += outs
+    fn = e.short
+    if nt == 1:
+        _call(fn, [1, np.zeros((1, 2), np.int64), *args, *scratch[0]])
+    else:
+        if not fn.overloads:
+            _call(fn, [1, np.zeros((0, 2), np.int64), *args, *scratch[0]])  # compiles only
+        pool = _blocked.pool()
+        for phase in _pairs.schedule(nt):
+            tiles = [np.array(p, np.int64) for p in phase]
+            done = [pool.submit(fn, 2 * nt, tiles[t], *args, *scratch[t]) for t in range(1, nt)]
+            fn(2 * nt, tiles[0], *args, *scratch[0])
+            for f in done:
+                f.result()
+    e.ran = True
+    return outs

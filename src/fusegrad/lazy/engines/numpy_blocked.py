@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,8 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     >>> run(Kernel((3,), (np.arange(3.0),), (), (), (Output(0, "max", (0,), np.dtype("f8")),)))
     [array([2.])]
     """
+    if any(o.mirror is not None for o in kernel.outputs):
+        return _run_mirrored(kernel)
     outs = [np.empty(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
     size = kernel.size
     if size == 0:
@@ -125,6 +128,24 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     else:
         _run_blocked(kernel, outs)
     return outs
+
+
+def _run_mirrored(kernel: Kernel) -> list[np.ndarray]:
+    """A kernel with mirrored sums, as the plain kernel computing their row and column sums
+    apart, each pair then added (the reference semantics; the numba engine needs no partials)."""
+    outputs: list[Output] = []
+    for o in kernel.outputs:
+        outputs.append(replace(o, mirror=None))
+        if o.mirror is not None:
+            outputs.append(Output(o.mirror, "sum", (0,), o.dtype))
+    parts = iter(run(replace(kernel, outputs=tuple(outputs), _sig=None)))
+    results = []
+    for o in kernel.outputs:
+        r = next(parts)
+        if o.mirror is not None:
+            r += next(parts).reshape(r.shape)  # column j of the mirror adds onto row j
+        results.append(r)
+    return results
 
 
 def _run_whole(kernel: Kernel, outs: list[np.ndarray]) -> None:

@@ -1,0 +1,168 @@
+"""Mirrored sums on the numba engine: a tiled loop nest, and a schedule under which threads add
+straight into the output, with no partials.
+
+A mirrored output ``out[i] = sum_j v[i, j] + sum_j w[j, i]`` (see ``kernel.py``) takes row ``i``
+of the domain and column ``i``. Axes 0 and 1 are cut into the same ``nb`` blocks; a *tile*
+``(a, b)``, the rows of block ``a`` by the columns of block ``b``, writes output blocks ``a`` and
+``b`` only. With ``nb = 2T`` blocks for ``T`` threads, a round-robin tournament pairs the blocks
+in ``2T - 1`` phases: in each, every thread owns one pair ``{a, b}`` and runs tiles ``(a, b)``
+and ``(b, a)``; a last phase runs the diagonal tiles, two per thread. Within a phase no two
+threads write the same output entries. The peak memory is the output plus one strip of
+scratch per thread, against three output-sized rows per thread for a column sum.
+
+Layout of a generated kernel over ``(n0, n1, ...)`` (``n0 == n1``)::
+
+    @njit(cache=True, nogil=True, error_model="numpy")
+    def kernel(nb, tiles, n0, n1, .., inputs, constants, outputs, scratch):
+        for t in range(tiles.shape[0]):             # this call's tiles
+            for jb in range(clo, chi, STRIP):       # strips of columns
+                for ib in range(rlo, rhi, BAND):    # bands of rows
+                    for i0 in range(ib, ie):
+                        racc = 0
+                        for k in range(je - jb):    # i1 = jb + k
+                            racc += v;  s[k] += w
+                        out[i0] += racc
+                    out[jb:je] += s;  s[:] = 0
+
+Accuracy: an output entry is a plain sum of ``n/STRIP`` row partials (each a vectorised sum of
+``STRIP`` points) and ``n/BAND`` column partials (each a sum of ``BAND`` points). For
+``n = 8000`` that is a chain of 31 + 62 adds, where NumPy's column sum (``axis=0``) is a chain
+of ``n``. Domains with axes after the first two (``(n, n, 3)``: pairwise displacements) loop over
+them innermost and add each point into the output and the scratch.
+
+Example::
+
+    >>> import numpy as np
+    >>> from fusegrad.lazy.engines.numba_codegen import analyse
+    >>> from fusegrad.lazy.kernel import Instr, Output
+    >>> f8 = np.dtype("f8")
+    >>> plan = analyse(2, ((f8, (False, True)), (f8, (True, False))), (),
+    ...                (Instr("subtract", (0, 1), f8), Instr("negative", (2,), f8)),
+    ...                (Output(2, "sum", (1,), f8, mirror=3),))
+    >>> "_radd(racc0, v2)" in generate_source(plan)  # the row sum, in a register
+    True
+    >>> schedule(2)[0]  # phase 0: thread 0 owns blocks {0, 3}, thread 1 owns {1, 2}
+    [[(0, 3), (3, 0)], [(1, 2), (2, 1)]]
+"""
+
+from __future__ import annotations
+
+from fusegrad.lazy.engines import numba_codegen as cg
+
+# Columns per strip: the scratch row of a thread (2 KiB of float64), and the length of the
+# vectorised row sums. Rows per band: how many points a column partial adds before it goes into
+# the output.
+STRIP = 256
+BAND = 128
+# Rows per block at least: smaller tiles cost more in hand-offs to the threads than they share.
+MIN_BLOCK = BAND
+
+
+def schedule(threads: int) -> list[list[list[tuple[int, int]]]]:
+    """Phases of tiles over ``2 * threads`` blocks: ``phases[p][t]`` lists thread ``t``'s tiles
+    in phase ``p``. Every tile occurs once, and within a phase the threads' tiles touch disjoint
+    blocks (rows and columns alike).
+
+    >>> [len(p) for p in schedule(3)], sum(len(t) for p in schedule(3) for t in p)
+    ([3, 3, 3, 3, 3, 3], 36)
+    """
+    m = 2 * threads
+    phases = []
+    for r in range(m - 1):  # the circle method: block m-1 stays, the others rotate
+        pairs = [(r, m - 1)] + [((r + k) % (m - 1), (r - k) % (m - 1)) for k in range(1, threads)]
+        phases.append([[(a, b), (b, a)] for a, b in pairs])
+    phases.append([[(2 * t, 2 * t), (2 * t + 1, 2 * t + 1)] for t in range(threads)])
+    return phases
+
+
+def scratch_shape(domain: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of one thread's scratch for one output: a strip of column partials.
+
+    >>> scratch_shape((8000, 8000, 3))
+    (256, 3)
+    """
+    return (min(STRIP, domain[1]),) + tuple(domain[2:])
+
+
+def generate_source(plan: cg.Plan) -> str:
+    """The module of a kernel whose outputs are all mirrored sums (``plan.mirrored``).
+
+    ``kernel(nb, tiles, n0.., in0.., c0.., out0.., s0..)`` runs the tiles ``(row block, column
+    block)`` listed in the int64 array ``tiles`` (shape ``(k, 2)``), blocks being the ``nb``
+    equal cuts of axes 0 and 1; ``out*`` must start at zero, ``s*`` (``scratch_shape``) too, and
+    they are left at zero.
+    """
+    d = plan.ndim
+    nin, ncon = len(plan.in_dtypes), len(plan.const_kinds)
+    dts = plan.operand_dtype
+    stmts, names = cg.program_source(plan)
+    rest = list(range(2, d))
+    ridx = "".join(f", i{ax}" for ax in rest)
+    inner: list[str] = []  # at each point
+    after_row: list[str] = []  # after the loop over a row's strip (2D domains)
+    before_row: list[str] = []
+    for j, o in enumerate(plan.outputs):
+        v = cg.cast(names[o.value], dts[o.value], o.dtype)
+        w = cg.cast(names[o.mirror], dts[o.mirror], o.dtype)
+        s = f"s{j}[k{ridx}]"
+        inner.append(f"{s} = {cg.combine('sum', s, w, o.dtype)}")
+        if rest:
+            t = f"o{j}[i0, 0{ridx}]"
+            inner.append(f"{t} = {cg.combine('sum', t, v, o.dtype)}")
+        else:  # a vectorised running sum over the strip (reassociated add only)
+            zero = cg.ident_src("sum", o.dtype)
+            before_row.append(f"racc{j} = {zero}")
+            inner.append(f"racc{j} = {cg.combine('sum', f'racc{j}', v, o.dtype, plan)}")
+            t = f"o{j}[i0, 0]"
+            after_row.append(f"{t} = {cg.combine('sum', t, f'racc{j}', o.dtype)}")
+
+    I = "    "
+    L = [I + st for st in stmts[0]]
+    L += [
+        f"{I}for t in range(tiles.shape[0]):",
+        f"{I * 2}ra = tiles[t, 0]",
+        f"{I * 2}cb = tiles[t, 1]",
+        f"{I * 2}rlo = (ra * n0) // nb",
+        f"{I * 2}rhi = ((ra + 1) * n0) // nb",
+        f"{I * 2}clo = (cb * n1) // nb",
+        f"{I * 2}chi = ((cb + 1) * n1) // nb",
+        f"{I * 2}for jb in range(clo, chi, {STRIP}):",
+        f"{I * 3}m = np.uint64(min(jb + {STRIP}, chi) - jb)",
+        f"{I * 3}ju = np.uint64(jb)",
+        f"{I * 3}for ib in range(rlo, rhi, {BAND}):",
+        f"{I * 4}for i0 in range(ib, min(ib + {BAND}, rhi)):",
+    ]
+    ind = I * 5
+    L += [ind + st for st in stmts[1] + before_row]
+    # unsigned strip indices: LLVM vectorises the loop (see numba_codegen's module docstring)
+    L += [f"{ind}for k in range(np.uint64(0), m):", f"{ind}{I}i1 = ju + k"]
+    cur = ind + I
+    L += [cur + st for st in stmts[2]]
+    for ax in rest:
+        L.append(f"{cur}for i{ax} in range(n{ax}):")
+        cur += I
+        L += [cur + st for st in stmts[ax + 1]]
+    L += [cur + st for st in inner]
+    L += [ind + st for st in after_row]
+    # the band's column partials go into the output, and the scratch back to zero
+    fold = []
+    kidx = "".join(f", k{ax}" for ax in rest)
+    for j, o in enumerate(plan.outputs):
+        t, s = f"o{j}[ju + k, 0{kidx}]", f"s{j}[k{kidx}]"
+        zero = cg.ident_src("sum", o.dtype)
+        fold += [f"{t} = {cg.combine('sum', t, s, o.dtype)}", f"{s} = {zero}"]
+    L.append(f"{I * 4}for k in range(np.uint64(0), m):")
+    L += cg.loops(rest, fold, I * 5)
+    L.append(f"{I}return 0")
+
+    params = ["nb", "tiles"] + [f"n{ax}" for ax in range(d)]
+    params += [f"a{k}" for k in range(nin)] + [f"c{j}" for j in range(ncon)]
+    params += [f"o{j}" for j in range(len(plan.outputs))]
+    params += [f"s{j}" for j in range(len(plan.outputs))]
+    head = ["import math", "", "import numpy as np", "from numba import njit", ""]
+    if "vm" in plan.helpers:
+        head[-1:] = ["", "from fusegrad.lazy.engines import numba_math as vm", ""]
+    for h in sorted(plan.helpers - {"vm"}):
+        head.append(cg.HELPERS[h].rstrip() + "\n")
+    deco = '@njit(cache=True, nogil=True, error_model="numpy")'
+    return "\n".join(head + ["", deco, f"def kernel({', '.join(params)}):"] + L) + "\n"
