@@ -47,6 +47,10 @@ Example::
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
 from fusegrad.lazy.engines import numba_codegen as cg
 
 # Columns per strip: the scratch row of a thread (2 KiB of float64), and the length of the
@@ -75,6 +79,20 @@ def schedule(threads: int) -> list[list[list[tuple[int, int]]]]:
     return phases
 
 
+@functools.cache
+def tile_arrays(threads: int) -> tuple[tuple[np.ndarray, ...], ...]:
+    """``schedule(threads)`` as the int64 arrays a kernel takes, ``[phase][thread]``, made once
+    (not to be written: numba would compile a second variant for read-only arrays).
+
+    >>> tile_arrays(1)[0][0].tolist()
+    [[0, 1], [1, 0]]
+    """
+    phases = []
+    for phase in schedule(threads):
+        phases.append(tuple(np.array(tiles, np.int64) for tiles in phase))
+    return tuple(phases)
+
+
 def scratch_shape(domain: tuple[int, ...]) -> tuple[int, ...]:
     """The shape of one thread's scratch for one output: a strip of column partials.
 
@@ -90,7 +108,7 @@ def generate_source(plan: cg.Plan) -> str:
     ``kernel(nb, tiles, n0.., in0.., c0.., out0.., s0..)`` runs the tiles ``(row block, column
     block)`` listed in the int64 array ``tiles`` (shape ``(k, 2)``), blocks being the ``nb``
     equal cuts of axes 0 and 1; ``out*`` must start at zero, ``s*`` (``scratch_shape``) too, and
-    they are left at zero.
+    they are left at zero. Strips are as wide as the scratch.
     """
     d = plan.ndim
     nin, ncon = len(plan.in_dtypes), len(plan.const_kinds)
@@ -118,6 +136,8 @@ def generate_source(plan: cg.Plan) -> str:
 
     I = "    "
     L = [I + st for st in stmts[0]]
+    # the strip width is the scratch's: a kernel never writes past the scratch it is given
+    L.append(f"{I}w = s0.shape[0]")
     L += [
         f"{I}for t in range(tiles.shape[0]):",
         f"{I * 2}ra = tiles[t, 0]",
@@ -126,8 +146,8 @@ def generate_source(plan: cg.Plan) -> str:
         f"{I * 2}rhi = ((ra + 1) * n0) // nb",
         f"{I * 2}clo = (cb * n1) // nb",
         f"{I * 2}chi = ((cb + 1) * n1) // nb",
-        f"{I * 2}for jb in range(clo, chi, {STRIP}):",
-        f"{I * 3}m = np.uint64(min(jb + {STRIP}, chi) - jb)",
+        f"{I * 2}for jb in range(clo, chi, w):",
+        f"{I * 3}m = np.uint64(min(jb + w, chi) - jb)",
         f"{I * 3}ju = np.uint64(jb)",
         f"{I * 3}for ib in range(rlo, rhi, {BAND}):",
         f"{I * 4}for i0 in range(ib, min(ib + {BAND}, rhi)):",
