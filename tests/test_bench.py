@@ -154,11 +154,13 @@ def test_table_formatting():
     assert report.fmt_ratio(41168.3) == "41,168×"
     rows = [
         {"lib": "numpy", "workload": "W2T", "n": 8000, "status": "ok", "median_s": 0.2,
-         "peak_rss_bytes": 2 << 20, "first_s": 0.3, "rel_err": 6.5e-15},
+         "peak_rss_bytes": 4096, "warm_rss_bytes": 0, "tracemalloc_peak_bytes": 64000,
+         "first_s": 0.3, "rel_err": 6.5e-15},
         {"lib": "autograd", "workload": "W2T", "n": 8000, "status": "ok", "median_s": 1.0,
          "peak_rss_bytes": 2 << 30, "first_s": 1.2, "rel_err": 6.5e-15},
         {"lib": "jax-jit", "workload": "W2T", "n": 8000, "status": "ok", "median_s": 0.4,
-         "peak_rss_bytes": 732 << 20, "first_s": 0.5, "cold_s": 0.1, "rel_err": 1.5e-15},
+         "peak_rss_bytes": 732 << 20, "warm_rss_bytes": 4096, "first_s": 0.5, "cold_s": 0.1,
+         "rel_err": 1.5e-15},
         {"lib": "fusegrad", "workload": "W2T", "n": 8000, "status": "wrong", "median_s": 0.1,
          "first_s": 0.2, "rel_err": 0.5},
         {"lib": "torch", "workload": "W2T", "n": 8000, "status": "skipped",
@@ -167,7 +169,9 @@ def test_table_formatting():
     cells = {r[0]: r for r in report.table_rows(rows, thp=False)}
     assert cells["jax-jit"][1:4] == ["400 ms", "2.00×", "1.00×"]
     assert cells["autograd"][3] == "2.50×"  # against the best peer, jax-jit
-    assert cells["jax-jit"][6] == "500 ms (cold 100 ms)"
+    assert cells["jax-jit"][8] == "500 ms (cold 100 ms)"
+    assert cells["jax-jit"][6:8] == ["<1 MiB", "–"]  # warm call ΔRSS; nothing traced
+    assert cells["numpy"][5:8] == ["1.00×ᵗ", "<1 MiB", "62.5 KiB"]  # ÷floor from tracemalloc
     assert cells["fusegrad"][1] == "–" and cells["fusegrad"][-1] == "wrong 5.0e-01"
     assert cells["torch"][-1] == "skipped: not installed (pip install torch)"
     md = report.workload_sections(rows, thp=False)
@@ -220,3 +224,11 @@ def test_wrong_gradient_is_reported_as_wrong(monkeypatch):
     assert r["status"] == "wrong"
     cells = report.table_rows([{**r, "thp": False}], thp=False)
     assert cells[0][1] == "–" and cells[0][-1].startswith("wrong ")
+
+
+def test_case_records_the_warm_call_and_the_traced_peak():
+    r = run_case({"lib": "numpy", "workload": "W1", "n": 100_000, "budget_s": 0.01})
+    assert r["status"] == "ok", r
+    # the hand gradient of sum((1 - x) / 2) is one array of n float64 (and a scalar or two)
+    assert 8 * 100_000 <= r["tracemalloc_peak_bytes"] < 8 * 100_000 + 4096, r
+    assert 0 <= r["warm_rss_bytes"] <= r["peak_rss_bytes"]

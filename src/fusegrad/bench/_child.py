@@ -49,6 +49,29 @@ def rel_error(got, ref, scale: float = 0.0) -> float:
     return worst
 
 
+def _traced_peak(fn) -> int:
+    """The ``tracemalloc`` peak of one more call above the level before it: NumPy buffers and
+    Python objects, byte-exact where RSS cannot resolve a small peak.
+
+    Example:
+        >>> _traced_peak(lambda: bytearray(10**6)) >= 10**6
+        True
+    """
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = fn()
+        peak = tracemalloc.get_traced_memory()[1] - before
+        del result
+    finally:
+        tracemalloc.stop()
+    return max(0, peak)
+
+
 def _pin_threads(threads: int | None) -> None:
     if threads and hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
@@ -104,13 +127,15 @@ def run_case(spec: dict) -> dict:
         del result
         # Check the first result now and drop it before timing: kept alive, it would put two
         # gradients in every library's peak; the check's own temporaries are not counted.
-        first_peak = peak.delta_bytes()
+        first_peak = out["first_rss_bytes"] = peak.delta_bytes()
         phase = "check"
         ref = wl.hand_grad(*args)
         err = rel_error(grads, ref, wl.check_scale(spec["n"]))
         del grads, ref
         gc.collect()
+        measure.release_freed()  # else the check's freed heap stays resident in the peak
         peak.restart()
+        warm = measure.PeakRSS()  # the timed calls alone, above the RSS they start from
 
         phase = "timing"
         out.update(
@@ -121,8 +146,12 @@ def run_case(spec: dict) -> dict:
                 first_s=out["first_s"],
             )
         )
+        out["warm_rss_bytes"] = warm.delta_bytes()
         out["peak_rss_bytes"] = max(first_peak, peak.delta_bytes())
         out["rss_exact"] = peak.exact
+        if libs.LIBS[spec["lib"]].numpy_arrays:
+            phase = "tracemalloc"
+            out["tracemalloc_peak_bytes"] = _traced_peak(fn)
 
         out["rel_err"] = err
         out["check"] = "ok" if err <= TOLERANCE else "wrong"

@@ -26,7 +26,8 @@ class Lib:
     """A library runner: its name, the module that must import, and its child environment.
 
     ``peer`` marks the libraries fusegrad is compared against for the "best peer" ratio;
-    ``env`` is added to the child's environment (engine choice, JAX's 64-bit switch).
+    ``env`` is added to the child's environment (engine choice, JAX's 64-bit switch);
+    ``numpy_arrays``: its arrays are NumPy's, so ``tracemalloc`` sees them (not JAX, torch).
 
     Example:
         >>> LIBS["fusegrad-numba"].env
@@ -38,6 +39,7 @@ class Lib:
     pip: str
     peer: bool = False
     env: dict = field(default_factory=dict)
+    numpy_arrays: bool = True
 
     def installed(self) -> bool:
         """Whether the library's module can be imported (without importing it).
@@ -50,6 +52,7 @@ class Lib:
 
 
 _JAX_ENV = {"JAX_ENABLE_X64": "1", "JAX_PLATFORMS": "cpu"}
+_JAX = {"peer": True, "env": _JAX_ENV, "numpy_arrays": False}
 
 LIBS: dict[str, Lib] = {
     lib.name: lib
@@ -60,9 +63,9 @@ LIBS: dict[str, Lib] = {
         Lib("fusegrad-numba", "fusegrad", "pip install -e .", env={"FUSEGRAD_ENGINE": "numba"}),
         Lib("numpy", "numpy", "pip install numpy"),
         Lib("autograd", "autograd", "pip install autograd", peer=True),
-        Lib("jax", "jax", "pip install jax jaxlib", peer=True, env=_JAX_ENV),
-        Lib("jax-jit", "jax", "pip install jax jaxlib", peer=True, env=_JAX_ENV),
-        Lib("torch", "torch", "pip install torch", peer=True),
+        Lib("jax", "jax", "pip install jax jaxlib", **_JAX),
+        Lib("jax-jit", "jax", "pip install jax jaxlib", **_JAX),
+        Lib("torch", "torch", "pip install torch", peer=True, numpy_arrays=False),
     ]
 }
 
