@@ -529,24 +529,31 @@ def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
     dom = kernel.domain
     nt = min(_nthreads(), max(1, dom[0] // (2 * _pairs.MIN_BLOCK))) if parallel else 1
     outs = [np.zeros(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
-    scratch = [
-        [np.zeros(_pairs.scratch_shape(dom), o.dtype) for o in kernel.outputs] for _ in range(nt)
-    ]
+    dtypes = [o.dtype for o in kernel.outputs]
     args = list(dom)
     for a, v in zip(kernel.inputs, e.views):
         args.append(a[(0,) * a.ndim] if v is None else a[v])
     args += kernel.constants
     args += outs
     fn = e.short
+
+    def tiles(nb, which, first=False):  # on the thread that runs them, with its own strips
+        strips = _pairs.take_strips(dom, dtypes)
+        if first:
+            _call(fn, [nb, which, *args, *strips])
+        else:
+            fn(nb, which, *args, *strips)
+        _pairs.give_back(strips)
+
     if nt == 1:
-        _call(fn, [1, _WHOLE, *args, *scratch[0]])
+        tiles(1, _WHOLE, first=True)
     else:
         if not fn.overloads:
-            _call(fn, [1, _WHOLE[:0], *args, *scratch[0]])  # compiles (or loads) it only
+            tiles(1, _WHOLE[:0], first=True)  # compiles (or loads) it only
         pool = _blocked.pool()
-        for tiles in _pairs.tile_arrays(nt):
-            done = [pool.submit(fn, 2 * nt, tiles[t], *args, *scratch[t]) for t in range(1, nt)]
-            fn(2 * nt, tiles[0], *args, *scratch[0])
+        for phase in _pairs.tile_arrays(nt):
+            done = [pool.submit(tiles, 2 * nt, phase[t]) for t in range(1, nt)]
+            tiles(2 * nt, phase[0])
             for f in done:
                 f.result()
     e.ran = True

@@ -48,6 +48,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
@@ -91,6 +92,43 @@ def tile_arrays(threads: int) -> tuple[tuple[np.ndarray, ...], ...]:
     for phase in schedule(threads):
         phases.append(tuple(np.array(tiles, np.int64) for tiles in phase))
     return tuple(phases)
+
+
+_LOCAL = threading.local()
+
+
+def take_strips(domain: tuple[int, ...], dtypes: list) -> list[np.ndarray]:
+    """This thread's zeroed scratch strips, one per output dtype, kept between calls like a BLAS
+    workspace (a kernel leaves them at zero): a call allocates only its outputs. Strips taken
+    and not given back (their kernel raised) are zeroed again.
+
+    >>> s = take_strips((500, 500), [np.dtype("f8")]); s[0].shape, s[0].any()
+    ((256,), False)
+    >>> give_back(s)
+    """
+    shape = scratch_shape(domain)
+    mine = getattr(_LOCAL, "strips", None)
+    if mine is None:
+        mine = _LOCAL.strips = {}
+    out = []
+    for k, dt in enumerate(dtypes):
+        key = (shape, dt.str, k)
+        entry = mine.get(key)
+        if entry is None:
+            entry = mine[key] = [np.zeros(shape, dt), True]
+        elif not entry[1]:
+            entry[0].fill(0)
+        entry[1] = False
+        out.append(entry[0])
+    return out
+
+
+def give_back(strips: list[np.ndarray]) -> None:
+    """Mark strips from ``take_strips`` as back at zero (their kernel finished)."""
+    ids = {id(s) for s in strips}
+    for entry in _LOCAL.strips.values():
+        if id(entry[0]) in ids:
+            entry[1] = True
 
 
 def scratch_shape(domain: tuple[int, ...]) -> tuple[int, ...]:
