@@ -277,3 +277,55 @@ def test_a_gradient_of_numbers_only_is_folded_and_still_fresh():
     g2 = fg.jit(fg.grad(lambda x: np.sum((1 - x) / 2)))
     g2(np.ones(3))
     np.testing.assert_array_equal(g2(np.zeros(3)), np.full(3, -0.5))
+
+
+def test_first_call_runs_on_the_arguments_without_copying_them():
+    x = np.random.default_rng(0).standard_normal(200_000)
+    g = fg.jit(fg.grad(lambda x: np.sum((1 - x) / 2)))
+    with track_allocations() as mem:
+        out = g(x)  # traced and recorded: the gradient is the only large array
+    np.testing.assert_array_equal(out, np.full(x.size, -0.5))
+    assert mem.peak_bytes < 1.25 * x.nbytes, mem
+    # this gradient reads no input (it is -0.5 everywhere): a result this large is computed again
+    # at each replay, not kept by the recording and copied (an 8-byte seed is kept)
+    assert mem.arrays_at_least(x.nbytes // 2) == 1, mem
+    out[:] = 0.0
+    with track_allocations() as mem:
+        again = g(x)
+    np.testing.assert_array_equal(again, np.full(x.size, -0.5))
+    assert mem.peak_bytes < 1.1 * x.nbytes and mem.arrays_at_least(x.nbytes // 2) == 1, mem
+    assert g.cache_info()[0]["replayable"]
+
+
+def test_a_closure_alias_of_an_argument_is_still_a_constant():
+    # c is read from the closure and passed as x: by memory the two cannot be told apart, so the
+    # recording is redone on a copy of x, and c stays a constant of the replay
+    c = np.arange(4.0)
+    g = fg.jit(fg.grad(lambda x: np.sum(c * x**2)))
+    np.testing.assert_allclose(g(c), 2 * c * c)
+    y = np.full(4, 3.0)
+    np.testing.assert_allclose(g(y), 2 * c * y)
+    assert g.cache_info()[0]["replayable"]
+
+
+def test_the_same_array_twice_then_two_arrays():
+    g = fg.jit(fg.grad(lambda x, y: np.sum(np.tanh(x[:, None] - y[None, :])), argnums=(0, 1)))
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(30), rng.standard_normal(30)
+    for a, b in ((x, x), (x, y), (y, x)):
+        t = 1 - np.tanh(a[:, None] - b[None, :]) ** 2
+        ga, gb = g(a, b)
+        np.testing.assert_allclose(ga, t.sum(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(gb, -t.sum(axis=0), rtol=1e-12)
+
+
+def test_lazy_values_computed_before_the_first_call_are_not_reused():
+    import fusegrad.lazy as fl
+
+    x = np.linspace(-1.0, 1.0, 50)
+    fl.materialize(np.tanh(fl.asarray(x)) * 2)  # cached on the nodes of x's own leaf
+    g = fg.jit(lambda x: np.tanh(x) * 2)
+    np.testing.assert_allclose(g(x), np.tanh(x) * 2)
+    y = x + 1
+    np.testing.assert_allclose(g(y), np.tanh(y) * 2)  # replayed, not the recorded result
+    assert g.cache_info()[0]["replayable"]

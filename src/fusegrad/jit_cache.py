@@ -141,6 +141,29 @@ def _replay(entry: _Entry, arrays: list | tuple) -> Any:
     return entry.rebuild(entry.program.run(inputs))
 
 
+def _recording_inputs(arrays: list, copy: bool) -> list[np.ndarray]:
+    """What a recording runs on: for each C-contiguous array that overlaps no other argument, a
+    view with a base of its own (its leaf and every node above it are new: nothing hash-consed
+    or cached earlier is reused, so every kernel runs and is recorded); else a copy.
+
+    >>> x = np.arange(3.0)
+    >>> v, c = _recording_inputs([x, x], copy=False)  # the same memory twice: the second copied
+    >>> np.shares_memory(v, x), np.shares_memory(c, x)
+    (True, False)
+    """
+    out: list[np.ndarray] = []
+    for a in arrays:
+        fresh = None
+        if not copy and type(a) is np.ndarray and a.flags.c_contiguous and a.size:
+            if not any(np.may_share_memory(a, b) for b in out):
+                try:
+                    fresh = np.frombuffer(memoryview(a).cast("B"), a.dtype).reshape(a.shape)
+                except (TypeError, ValueError):  # a dtype the buffer protocol lacks (datetime)
+                    fresh = None
+        out.append(np.array(a, order="C", copy=True) if fresh is None else fresh)
+    return out
+
+
 def _record(
     fun: Callable,
     entry: _Entry,
@@ -148,11 +171,12 @@ def _record(
     rebuild_args: Callable,
     positions: list,
     arrays: list,
+    copy: bool = False,
 ) -> Any:
-    copies = [np.array(a, order="C", copy=True) for a in arrays]
+    inputs = _recording_inputs(arrays, copy)
     traced = list(leaves)
-    rec = replay.Recorder(copies, top_is_api=getattr(fun, "__fusegrad_api__", False))
-    for i, c, a in zip(positions, copies, arrays):
+    rec = replay.Recorder(inputs, top_is_api=getattr(fun, "__fusegrad_api__", False))
+    for i, c, a in zip(positions, inputs, arrays):
         traced[i] = node = leaf(c)
         rec.originals[id(node)] = a
     args, kwargs = rebuild_args(traced)
@@ -167,6 +191,10 @@ def _record(
             else v
             for n, v in zip(out_leaves, values)
         ]
+    if rec.foreign and not copy:
+        # an array in an argument's memory reached a kernel by another way (a closure, a global):
+        # only copies of the arguments tell the two apart
+        return _record(fun, entry, leaves, rebuild_args, positions, arrays, copy=True)
     program = rec.program(values)
     if program is None:
         entry.reason = rec.escape or "not replayable"

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .kernel import Kernel
-from .nodes import LazyArray, Leaf, Map, Reduce
+from .nodes import LazyArray, Leaf, Map, Reduce, _base
 
 _local = threading.local()
 # Recordings open in any thread: while none is, active() skips the thread-local lookup (~0.3 us,
@@ -127,6 +127,9 @@ def _pointer(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+FOLD_MAX_BYTES = 1 << 20  # a kernel of numbers only, with results up to this size, is folded
+
+
 class Recorder:
     """Watches one call: records kernels, and why the call cannot be replayed (``escape``)."""
 
@@ -136,6 +139,10 @@ class Recorder:
         for a in inputs:
             self._track(a)
         self.n_inputs = len(inputs)
+        # Views derived from an input keep its base; an array in an input's memory with another
+        # base (a closure's alias of an argument) cannot be told apart from the input by memory.
+        self.bases = [_base(a) for a in inputs]
+        self.foreign = False
         self.steps: list[tuple] = []
         self.derived: dict[int, tuple] = {}
         self.originals: dict[int, Any] = {}
@@ -174,6 +181,8 @@ class Recorder:
         lo, hi = _bounds(a)
         for slot, (blo, bhi) in enumerate(self.spans):
             if blo <= lo and hi <= bhi:
+                if slot < self.n_inputs and _base(a) is not self.bases[slot]:
+                    self.foreign = True
                 offset = _pointer(a) - _pointer(self.slots[slot])
                 return (slot, offset, a.shape, a.strides, a.dtype)
         return None
@@ -214,8 +223,12 @@ class Recorder:
         for a in kernel.inputs:
             where = self.locate(a)
             sources.append(("const", a) if where is None else where)
-        if all(s[0] == "const" and self._literal(s[1]) for s in sources):
-            # Reads only numbers: the same results at every call (W2's gradient is one).
+        if all(s[0] == "const" and self._literal(s[1]) for s in sources) and (
+            sum(r.nbytes for r in results) <= FOLD_MAX_BYTES
+        ):
+            # Reads only numbers: the same results at every call (W2's gradient is one), kept
+            # and copied at each replay. Larger ones run again (W1's -0.5s at n=10^7): a kept
+            # copy would hold their memory for the program's life, for no time saved.
             template = None
         else:
             template = Kernel(
