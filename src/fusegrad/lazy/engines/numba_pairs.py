@@ -7,15 +7,16 @@ of the domain and column ``i``. Axes 0 and 1 are cut into the same ``nb`` blocks
 ``b`` only. With ``nb = 2T`` blocks for ``T`` threads, a round-robin tournament pairs the blocks
 in ``2T - 1`` phases: in each, every thread owns one pair ``{a, b}`` and runs tiles ``(a, b)``
 and ``(b, a)``; a last phase runs the diagonal tiles, two per thread. Within a phase no two
-threads write the same output entries. The peak memory is the output plus one strip of
-scratch per thread, against three output-sized rows per thread for a column sum.
+threads write the same output entries. A call allocates the output only; each thread keeps a
+strip of scratch between calls (2 KiB), against three output-sized rows per thread that a
+column sum's partials take.
 
 Layout of a generated kernel over ``(n0, n1, ...)`` (``n0 == n1``)::
 
     @njit(cache=True, nogil=True, error_model="numpy")
     def kernel(nb, tiles, n0, n1, .., inputs, constants, outputs, scratch):
         for t in range(tiles.shape[0]):             # this call's tiles
-            for jb in range(clo, chi, STRIP):       # strips of columns
+            for jb in range(clo, chi, w):           # strips of w = len(s) columns
                 for ib in range(rlo, rhi, BAND):    # bands of rows
                     for i0 in range(ib, ie):
                         racc = 0
@@ -102,7 +103,7 @@ def take_strips(domain: tuple[int, ...], dtypes: list) -> list[np.ndarray]:
     workspace (a kernel leaves them at zero): a call allocates only its outputs. Strips taken
     and not given back (their kernel raised) are zeroed again.
 
-    >>> s = take_strips((500, 500), [np.dtype("f8")]); s[0].shape, s[0].any()
+    >>> s = take_strips((500, 500), [np.dtype("f8")]); s[0].shape, bool(s[0].any())
     ((256,), False)
     >>> give_back(s)
     """
