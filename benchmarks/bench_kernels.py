@@ -16,7 +16,9 @@ count on a shared machine):
    at domain sizes 10^3 .. 10^7 (what ``numba_engine.prefers`` encodes);
 5. first use of a new kernel (compile) and disk-cache hits, in fresh subprocesses;
 6. accuracy (``--only accuracy``): float sums of 10^7 lognormal values against ``math.fsum``,
-   the mean error relative to sum|x| over the outputs, for numba, ``np.sum`` and numpy_blocked.
+   the mean error relative to sum|x| over the outputs, for numba, ``np.sum`` and numpy_blocked;
+7. mirrored sums (``--only mirrored``): W2T's gradient as one mirrored sum against row and
+   column sums added after: time, tracemalloc peak, accuracy.
 """
 
 from __future__ import annotations
@@ -328,13 +330,67 @@ def accuracy(seed: int = 0) -> None:
             print(f"  {name:16}{dt.name:>7}{nb:11.2e}{npy:11.2e}{bk:11.2e}  {ratio}")
 
 
+def mirrored(n: int, rounds: int) -> None:
+    """The gradient of sum(tanh(v[:, None] - v[None, :])): rows + cols as one mirrored sum
+    (numba_pairs), against the row and column sums of one kernel added after (the plan before
+    mirrored sums): time, tracemalloc peak, and the error of lognormal sums against math.fsum."""
+    f8 = np.dtype("f8")
+    v = np.random.default_rng(0).standard_normal(n)
+    # operands: 0 = v[:, None], 1 = v[None, :], 2 = the constant 1.0, then the program
+    prog = (
+        Instr("subtract", (0, 1), f8),  # 3: d
+        Instr("tanh", (3,), f8),  # 4: t
+        Instr("multiply", (4, 4), f8),  # 5: t*t
+        Instr("subtract", (2, 5), f8),  # 6: sech^2 d
+        Instr("negative", (6,), f8),  # 7: its cotangent through v[None, :]
+    )
+    ins = (v[:, None], v[None, :])
+    km = Kernel((n, n), ins, (1.0,), prog, (Output(6, "sum", (1,), f8, mirror=7),))
+    k2 = Kernel((n, n), ins, (1.0,), prog, (Output(6, "sum", (1,), f8), Output(7, "sum", (0,), f8)))
+
+    def two():
+        r, c = ne.run(k2)
+        return r[:, 0] + c[0]
+
+    np.testing.assert_allclose(ne.run(km)[0][:, 0], two(), atol=1e-9)
+    cases = {"mirrored sum": lambda: ne.run(km), "row + column sums, then add": two}
+    show(f"gradient of sum(tanh(v[:,None]-v[None,:])), N={n}", bench(cases, rounds), "mirrored sum")
+    for name, fn in cases.items():
+        fn()
+        tracemalloc.start()
+        fn()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"  tracemalloc peak, {name}: {peak / 1024:.1f} KiB (gradient {8 * n / 1024:.1f})")
+
+    m = min(n, 4000)
+    rng = np.random.default_rng(2)
+    a, b = rng.lognormal(size=(m, m)), rng.lognormal(size=(m, m))
+    k = Kernel((m, m), (a, b), (), (), (Output(0, "sum", (1,), f8, mirror=1),))
+    kk = Kernel((m, m), (a, b), (), (), (Output(0, "sum", (1,), f8), Output(1, "sum", (0,), f8)))
+    rows = range(0, m, max(1, m // 400))
+    want = np.array([math.fsum(np.concatenate([a[i], b[:, i]])) for i in rows])
+    mags = (a.sum(axis=1) + b.sum(axis=0))[list(rows)]
+    r, c = ne.run(kk)
+    got = {
+        "mirrored sum": ne.run(k)[0][:, 0],
+        "row + column sums, then add": r[:, 0] + c[0],
+        "numpy a.sum(1) + b.sum(0)": a.sum(axis=1) + b.sum(axis=0),
+    }
+    print(f"\n  mean |err| / sum|x| of lognormal rows + columns, {m}x{m}, against math.fsum:")
+    for name, g in got.items():
+        print(f"    {name:30}{np.mean(np.abs(g[list(rows)] - want) / mags):.2e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--eager", action="store_true", help="also time NumPy eager on tanh/gauss")
-    ap.add_argument("--only", choices=["targets", "sweep", "compile", "accuracy"], default=None)
+    ap.add_argument(
+        "--only", choices=["targets", "sweep", "compile", "accuracy", "mirrored"], default=None
+    )
     a = ap.parse_args()
     n, rounds = (2000, 5) if a.quick else (a.n, a.rounds)
     sizes = [32, 100, 316, 1000] if a.quick else [32, 100, 178, 316, 1000, 3162]
@@ -349,6 +405,8 @@ def main() -> None:
         sweep(sizes, rounds)
     if a.only in (None, "accuracy"):
         accuracy()
+    if a.only in (None, "mirrored"):
+        mirrored(n, rounds)
 
 
 if __name__ == "__main__":
