@@ -89,10 +89,6 @@ def test_stays_lazy(name):
     assert_lazy(out, ref(dense_outer()))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the lazy IR has no real/imag op: .real/.imag of a complex BroadcastThunk materialise",
-)
 def test_complex_conj_real_imag_stay_lazy():
     z = fl.asarray(X + 1j * np.arange(6.0))
     b = BroadcastThunk(z[:, None] * fl.asarray(Y)[None, :])
@@ -163,9 +159,6 @@ def test_project_casts_float64_to_float32_primal_lazily():
     np.testing.assert_allclose(unthunk(p), dense_outer().astype(np.float32), rtol=1e-7)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the lazy IR has no real op: projecting complex onto real materialises"
-)
 def test_project_complex_onto_real_drops_imaginary_part_lazily():
     b = BroadcastThunk(fl.asarray(X) * (1 + 2j))
     with fl.recording() as rec:

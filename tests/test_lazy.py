@@ -451,11 +451,6 @@ def test_policy_expensive_shared_value_stored_once(engine):
     assert len([ev for ev in rec if ev["event"] == "store"]) == 1
 
 
-@pytest.mark.xfail(
-    reason="movement is pushed below maps, so exp(x)[:, None] is the node exp(x[:, None]), "
-    "not exp(x): the planner cannot see that both kernels need the same value",
-    strict=True,
-)
 def test_policy_expensive_shared_value_through_movement():
     xa, ya = rng.random(100), rng.random(80)
     x, y = fl.asarray(xa), fl.asarray(ya)
@@ -488,3 +483,23 @@ def test_blocked_and_threaded_path_matches(blocks):
         np.testing.assert_allclose(c, np.tanh(da).sum(0), rtol=1e-12)
         assert m == da.max()
         np.testing.assert_allclose(full, np.tanh(da)[::7], rtol=1e-15)
+
+
+def test_real_and_imag_parts_fuse(engine):
+    z = np.arange(6.0) + 1j * np.linspace(-1.0, 1.0, 6)
+    w = np.linspace(0.5, 2.0, 4)
+    Z, W = fl.asarray(z), fl.asarray(w)
+    prod = Z[:, None] * W[None, :]  # complex, 6×4
+    with fl.recording() as rec:
+        re, im = np.real(prod), prod.imag
+        assert isinstance(re, fl.LazyArray) and re.dtype == np.float64  # nothing computed yet
+        got = fl.materialize(np.sum(re * re + im, axis=1))
+    dense = z[:, None] * w[None, :]
+    np.testing.assert_allclose(got, np.sum(dense.real**2 + dense.imag, axis=1), rtol=1e-13)
+    assert [e["ops"] for e in rec if e["event"] == "kernel"] == [
+        ["multiply", "real", "multiply", "imag", "add"]
+    ]  # one pass
+    real_only = fl.asarray(w)
+    assert np.real(real_only) is real_only
+    zeros = real_only.imag
+    assert zeros.shape == (4,) and not np.asarray(zeros).any()

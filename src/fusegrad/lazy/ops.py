@@ -19,12 +19,26 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Op:
-    """An elementwise operation: its name, its ufunc, its arity, whether it is expensive."""
+    """An elementwise operation: its name, its ufunc (or a function called like one, with
+    ``out=``), its arity, whether it is expensive."""
 
     name: str
     ufunc: np.ufunc
     nin: int
     expensive: bool
+
+
+def _part(fn):
+    """``np.real``/``np.imag`` called like a unary ufunc: ``f(z, out=None)``."""
+
+    def part(z, out=None):
+        if out is None:
+            return np.array(fn(z))  # a copy: np.real of an array is a view of it
+        np.copyto(out, fn(z))
+        return out
+
+    part.__name__ = fn.__name__
+    return part
 
 
 _CHEAP = """
@@ -57,8 +71,14 @@ try:  # SciPy is optional.
 except ImportError:  # pragma: no cover - depends on the environment
     pass
 
+# The parts of a complex value: not ufuncs in NumPy (``np.real(z)`` is a view), fused as ops.
+OPS["real"] = Op("real", _part(np.real), 1, False)
+OPS["imag"] = Op("imag", _part(np.imag), 1, False)
+
 # Aliases NumPy exposes under two names point at one entry.
-BY_UFUNC: dict[np.ufunc, Op] = {op.ufunc: op for op in OPS.values()}
+BY_UFUNC: dict[np.ufunc, Op] = {
+    op.ufunc: op for op in OPS.values() if isinstance(op.ufunc, np.ufunc)
+}
 
 REDUCING_UFUNCS = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
 

@@ -226,7 +226,21 @@ def _full_like(
     return np.full(a.shape if shape is None else shape, fill_value, dtype=dtype or a.dtype)
 
 
+def _real(a: Any) -> Any:
+    a = asarray(a)
+    return a if a.dtype.kind != "c" else make_map("real", (a,))
+
+
+def _imag(a: Any) -> Any:
+    a = asarray(a)
+    if a.dtype.kind != "c":  # zeros, as a stride-0 view: lazy and O(1) in memory
+        return asarray(np.broadcast_to(np.zeros((), a.dtype), a.shape))
+    return make_map("imag", (a,))
+
+
 FUNCTIONS: dict[Callable, Callable] = {
+    np.real: _real,
+    np.imag: _imag,
     np.sum: _reduction("sum"),
     np.prod: _reduction("prod"),
     np.max: _extremum("max"),
@@ -408,7 +422,8 @@ def _install() -> None:
     cls.__index__ = lambda self: operator.index(materialize(self))
     cls.T = property(lambda self: movement.transpose(self))
     cls.mT = property(lambda self: movement.swapaxes(self, -1, -2))
-    cls.real = property(lambda self: self if self.dtype.kind != "c" else eager(np.real, self))
+    cls.real = property(_real)
+    cls.imag = property(_imag)
     cls.conj = lambda self: np.conjugate(self)
     cls.conjugate = cls.conj
     _lazy_methods("sum prod max min mean var std transpose swapaxes squeeze ravel")

@@ -579,8 +579,10 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
         return f"_ipow({x}, {y})"
     if op == "negative":
         return f"(-{x})"
-    if op in ("positive", "conjugate"):
+    if op in ("positive", "conjugate", "real"):  # complex values never reach numba kernels
         return x
+    if op == "imag":
+        return f"{T}(0)"
     if op in ("absolute", "fabs"):
         return x if lt.kind in "ub" else f"abs({x})"
     if op == "sign":
