@@ -184,8 +184,31 @@ def inline(n: Reduce) -> LazyArray | None:
     return movement.reshape(reductions.unrolled(n.kind, n.arg, n.axes), n.shape)
 
 
-def _walk(roots: list, domain_size: int, prereqs: dict, policy_store) -> None:
-    """Collect the nodes a kernel over a domain of ``domain_size`` must have computed first."""
+def _squeezed(n: Map) -> LazyArray:
+    """``n`` without its size-1 axes, when that is the same expression on views of its leaves
+    (``exp(x[:, None])`` -> ``exp(x)``, hash-consed with any other use of it); else ``n``."""
+    shape = tuple(d for d in n.shape if d != 1)
+    if shape == n.shape:
+        return n
+    stack, seen = [n], set()
+    while stack:  # only maps over concrete values: moving them computes nothing
+        m = stack.pop()
+        if not isinstance(m, LazyArray) or id(m) in seen or m.cached is not None:
+            continue
+        seen.add(id(m))
+        if isinstance(m, Reduce):
+            return n
+        if isinstance(m, Map):
+            stack.extend(m.args)
+    return movement.reshape(n, shape)
+
+
+def _walk(
+    roots: list, domain_size: int, prereqs: dict, policy_store, aliases: list | None = None
+) -> None:
+    """Collect the nodes a kernel over a domain of ``domain_size`` must have computed first.
+    A value stored at its own size is computed without its size-1 axes; ``aliases`` gets
+    ``(node, stored)`` pairs for those, whose values are then views of each other."""
     stack = list(roots)
     seen: set[int] = set()
     memo: dict = {}
@@ -213,8 +236,11 @@ def _walk(roots: list, domain_size: int, prereqs: dict, policy_store) -> None:
             and is_expensive(n)
             and n.size <= _largest_leaf(n, memo)
         ):
-            policy_store(n, "expensive, and broadcast over a larger domain")
-            prereqs[id(n)] = n
+            stored = _squeezed(n)
+            policy_store(stored, "expensive, and broadcast over a larger domain")
+            prereqs[id(stored)] = stored
+            if stored is not n and aliases is not None:
+                aliases.append((n, stored))
             continue
         stack.extend(n.args)
 
@@ -230,10 +256,11 @@ def _compute(outputs: list[LazyArray]) -> None:
     def store(n: LazyArray, reason: str) -> None:
         _note(event="store", node=repr(n), shape=n.shape, dtype=str(n.dtype), reason=reason)
 
+    aliases: list[tuple[LazyArray, LazyArray]] = []
     for (domain, _), outs in groups.items():
         size = math.prod(domain)
         for o in outs:
-            _walk(_bodies(o), size, prereqs, store)
+            _walk(_bodies(o), size, prereqs, store, aliases)
     # Rule 2 of the policy: expensive, not a blow-up, consumed by two or more kernels.
     consumers: dict[int, set] = {}
     nodes_by_id: dict[int, LazyArray] = {}
@@ -262,7 +289,7 @@ def _compute(outputs: list[LazyArray]) -> None:
         # Outputs that need no prerequisite join the prerequisites' planning, so that a nested
         # reduction shares one pass with them when its domain is theirs (the x, y and s
         # gradients of sum(exp(-(x[:, None] - y[None, :])**2 / (2 * s**2))) come from one pass).
-        targets = {id(p) for p in pending}
+        targets = {id(p) for p in pending} | {id(n) for n, _ in aliases}
         free = [
             o
             for outs in groups.values()
@@ -270,6 +297,9 @@ def _compute(outputs: list[LazyArray]) -> None:
             if not any(_reaches(b, targets) for b in _bodies(o))
         ]
         _compute(list({id(n): n for n in pending + free}.values()))
+    for n, stored in aliases:
+        if n.cached is None:
+            n.cached = stored.cached.reshape(n.shape)
     for (domain, _), outs in groups.items():
         _run_group(domain, [o for o in outs if o.cached is None])
 
