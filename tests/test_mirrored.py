@@ -308,3 +308,84 @@ def test_planned_rows_plus_cols_match_numpy(n, rest, dtype, op, swap, engine_nam
     tol = 1e-11 if dtype == "f8" else 1e-4
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * n)
     assert [o[0] for k in kernels for o in k["outputs"]] == ["mirrored sum"]
+
+
+# --- a mirrored sum sharing its pass ------------------------------------------------------------
+
+
+@needs_numba
+@settings(max_examples=12)  # each new combination of outputs is a compile (~0.3 s)
+@given(
+    n=st.integers(1, 30),
+    rest=st.sampled_from([(), (2,)]),
+    dtype=st.sampled_from(["f8", "f4"]),
+    extra=st.lists(st.sampled_from([(1,), (0,), (0, 1)]), min_size=1, max_size=3),
+    threads=st.sampled_from([None, 2, 3]),
+)
+def test_mirrored_kernel_with_row_column_and_total_sums(n, rest, dtype, extra, threads):
+    rng = np.random.default_rng(n + len(extra))
+    x = rng.standard_normal((n,) + rest).astype(dtype)
+    y = rng.standard_normal((n,) + rest).astype(dtype)
+    base = _pair_kernel(x, y, rest, dtype, "tanh")
+    dt = np.dtype(dtype)
+    outs = base.outputs + tuple(Output(3 + k % 3, "sum", axes, dt) for k, axes in enumerate(extra))
+    k = Kernel(base.domain, base.inputs, (), base.program, outs)
+    old = numba_engine.PARALLEL_MIN_NS, numba_pairs.MIN_BLOCK, numba_engine._nthreads
+    try:
+        if threads:
+            numba_engine.PARALLEL_MIN_NS, numba_pairs.MIN_BLOCK = 0, 1
+            numba_engine._nthreads = lambda: threads
+        got = numba_engine.run(k)
+    finally:
+        numba_engine.PARALLEL_MIN_NS, numba_pairs.MIN_BLOCK, numba_engine._nthreads = old
+    ref = numpy_blocked.run(k)
+    tol = 1e-11 if dtype == "f8" else 1e-4
+    for o, g, r in zip(outs, got, ref):
+        assert g.shape == r.shape == k.output_shape(o)
+        scale = max(1.0, float(np.abs(r).max()))
+        np.testing.assert_allclose(g, r, rtol=tol, atol=tol * scale * max(n, 1))
+
+
+def test_gradient_for_a_variable_on_both_sides_and_a_bandwidth_is_one_pass(engine):
+    """x used as both sides and s: the mirrored x gradient and s's total share one pass."""
+    v, s = np.random.default_rng(6).standard_normal(120), 0.7
+
+    def f(v, s):
+        return np.sum(np.exp(-((v[:, None] - v[None, :]) ** 2) / (2 * s**2)))
+
+    with fl.recording() as rec:
+        gv, gs = fg.grad(f, argnums=(0, 1))(v, s)
+    d = v[:, None] - v[None, :]
+    e = np.exp(-(d**2) / (2 * s**2))
+    np.testing.assert_allclose(gv, (-e * d / s**2).sum(1) + (e * d / s**2).sum(0), rtol=1e-10)
+    np.testing.assert_allclose(gs, (e * d**2 / s**3).sum(), rtol=1e-10)
+    (big,) = [k for k in rec if k["event"] == "kernel" and k["domain"] == (120, 120)]
+    assert sorted(o[0] for o in big["outputs"]) == ["mirrored sum", "sum"]
+    assert big["ops"].count("exp") == 1
+
+
+def test_two_pairwise_terms_of_one_variable_are_one_pass(engine):
+    v = np.random.default_rng(7).standard_normal(100)
+
+    def f(v):
+        return np.sum(np.tanh(v[:, None] - v[None, :])) + np.sum(np.exp(-(v[:, None] * v[None, :])))
+
+    with fl.recording() as rec:
+        g = fg.grad(f)(v)
+    t, e = np.tanh(v[:, None] - v[None, :]), np.exp(-(v[:, None] * v[None, :]))
+    s = 1 - t * t
+    want = s.sum(1) - s.sum(0) - (e * v[None, :]).sum(1) - (e * v[:, None]).sum(0)
+    np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-10)
+    assert len([k for k in rec if k["event"] == "kernel" and k["domain"] == (100, 100)]) == 1
+
+
+def test_a_mirrored_sum_next_to_an_output_the_tiles_do_not_take(engine):
+    x = np.linspace(-1.0, 1.0, 40)
+    v = fl.asarray(x)
+    d = v[:, None] - v[None, :]
+    pair = np.sum(d * d, axis=1) + np.sum(-d, axis=0)
+    (got, top), kernels = _kernels(pair, np.max(np.tanh(d), axis=1))
+    de = x[:, None] - x[None, :]
+    np.testing.assert_allclose(got, (de * de).sum(1) - de.sum(0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(top, np.tanh(de).max(1))
+    assert sorted(o[0] for k in kernels for o in k["outputs"]) == ["max", "mirrored sum"]

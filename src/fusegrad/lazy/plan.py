@@ -140,6 +140,11 @@ def mirrored(n: Any) -> tuple[Reduce, Reduce] | None:
     return rows, cols
 
 
+def _tileable(o: LazyArray) -> bool:
+    """A sum over axis 1, axis 0 or both: what can share a pass with a mirrored sum."""
+    return type(o) is Reduce and o.kind == "sum" and o.axes in ((1,), (0,), (0, 1))
+
+
 def _domain(node: LazyArray) -> tuple[int, ...]:
     if isinstance(node, Reduce):
         return node.arg.shape
@@ -246,10 +251,18 @@ def _walk(
 
 
 def _compute(outputs: list[LazyArray]) -> None:
-    # Mirrored sums run in kernels of their own (numba_pairs' tiled nest takes nothing else).
     groups: dict[tuple, list[LazyArray]] = {}
     for o in outputs:
-        groups.setdefault((_domain(o), mirrored(o) is not None), []).append(o)
+        groups.setdefault((_domain(o), False), []).append(o)
+    for key in [k for k, outs in groups.items() if any(mirrored(o) for o in outs)]:
+        # A mirrored sum shares its pass with sums over axis 1, axis 0 or both (numba_pairs'
+        # tiled nest takes those): a kernel of its own otherwise.
+        outs = groups.pop(key)
+        if all(mirrored(o) or _tileable(o) for o in outs):
+            groups[(key[0], True)] = outs
+        else:
+            groups[(key[0], True)] = [o for o in outs if mirrored(o)]
+            groups[key] = [o for o in outs if not mirrored(o)]
 
     prereqs: dict[int, LazyArray] = {}
 

@@ -418,9 +418,7 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
             err = err or f"output dtype {o.dtype}"
         if o.reduce not in (None, "sum", "prod", "max", "min"):
             err = err or f"reduction {o.reduce}"
-    mirrored = any(o.mirror is not None for o in outputs)
-    if mirrored and not all(o.mirror is not None for o in outputs):
-        err = err or "mirrored sums mixed with other outputs"
+    mirrored = any(o.mirror is not None for o in outputs)  # which outputs may join: numba_pairs
     needs_partial = tuple(bool(o.reduce and o.axes and 0 in o.axes) for o in outputs)
     slotted = tuple(p and len(set(o.axes)) < ndim for p, o in zip(needs_partial, outputs))
     prefilled = []

@@ -170,6 +170,8 @@ def supports(kernel) -> bool:
         return False
     if plan.error is not None:
         return False
+    if plan.mirrored and not all(_pairs.tile_kind(o) for o in kernel.outputs):
+        return False
     nin = len(kernel.inputs)
     for c in kernel.constants:
         if isinstance(c, int) and not isinstance(c, bool) and not -(2**63) <= c < 2**63:
@@ -524,12 +526,15 @@ _WHOLE = np.zeros((1, 2), np.int64)  # one block: the whole domain as one tile (
 
 
 def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
-    """Mirrored sums (``numba_pairs``): the tiles of a round-robin schedule, phase by phase on
-    the worker threads, each adding into the outputs directly."""
+    """A kernel with mirrored sums (``numba_pairs``): the tiles of a round-robin schedule, phase
+    by phase on the worker threads, each adding into the outputs directly; totals (sums over
+    axes 0 and 1) keep a running sum per thread of the schedule, added up at the end."""
     dom = kernel.domain
     nt = min(_nthreads(), max(1, dom[0] // (2 * _pairs.MIN_BLOCK))) if parallel else 1
     outs = [np.zeros(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
-    dtypes = [o.dtype for o in kernel.outputs]
+    strip_dtypes = [o.dtype for o in kernel.outputs if _pairs.needs_strip(o)]
+    totals = [j for j, o in enumerate(kernel.outputs) if _pairs.tile_kind(o) == "total"]
+    parts = [np.zeros((nt, 2) + dom[2:], kernel.outputs[j].dtype) for j in totals]
     args = list(dom)
     for a, v in zip(kernel.inputs, e.views):
         args.append(a[(0,) * a.ndim] if v is None else a[v])
@@ -537,24 +542,27 @@ def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
     args += outs
     fn = e.short
 
-    def tiles(nb, which, first=False):  # on the thread that runs them, with its own strips
-        strips = _pairs.take_strips(dom, dtypes)
+    def tiles(nb, which, slot, first=False):  # on the thread that runs them, with its strips
+        strips = _pairs.take_strips(dom, strip_dtypes)
+        call = [nb, which, *args, *strips, *(p[slot] for p in parts)]
         if first:
-            _call(fn, [nb, which, *args, *strips])
+            _call(fn, call)
         else:
-            fn(nb, which, *args, *strips)
+            fn(*call)
         _pairs.give_back(strips)
 
     if nt == 1:
-        tiles(1, _WHOLE, first=True)
+        tiles(1, _WHOLE, 0, first=True)
     else:
         if not fn.overloads:
-            tiles(1, _WHOLE[:0], first=True)  # compiles (or loads) it only
+            tiles(1, _WHOLE[:0], 0, first=True)  # compiles (or loads) it only
         pool = _blocked.pool()
         for phase in _pairs.tile_arrays(nt):
-            done = [pool.submit(tiles, 2 * nt, phase[t]) for t in range(1, nt)]
-            tiles(2 * nt, phase[0])
+            done = [pool.submit(tiles, 2 * nt, phase[t], t) for t in range(1, nt)]
+            tiles(2 * nt, phase[0], 0)
             for f in done:
                 f.result()
+    for j, p in zip(totals, parts):
+        outs[j][...] = (p[:, 0] + p[:, 1]).sum(axis=0)  # each thread's total and compensation
     e.ran = True
     return outs

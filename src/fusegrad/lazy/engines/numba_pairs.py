@@ -11,6 +11,12 @@ threads write the same output entries. A call allocates the output only; each th
 strip of scratch between calls (2 KiB), against three output-sized rows per thread that a
 column sum's partials take.
 
+Sums over axis 1, axis 0 or both of the same domain share the pass (``tile_kind``): row sums
+and column sums go into their outputs as a mirrored sum's two halves do, and a total keeps a
+running sum and compensation per thread of the schedule, added up at the end. So the gradients
+of ``sum(exp(-(v[:, None] - v[None, :])**2 / (2 * s**2)))`` with respect to ``v`` and ``s``
+come from one pass.
+
 Layout of a generated kernel over ``(n0, n1, ...)`` (``n0 == n1``)::
 
     @njit(cache=True, nogil=True, error_model="numpy")
@@ -141,13 +147,36 @@ def scratch_shape(domain: tuple[int, ...]) -> tuple[int, ...]:
     return (min(STRIP, domain[1]),) + tuple(domain[2:])
 
 
-def generate_source(plan: cg.Plan) -> str:
-    """The module of a kernel whose outputs are all mirrored sums (``plan.mirrored``).
+def tile_kind(o) -> str | None:
+    """What the tiled nest does with output ``o``: ``"mirrored"``, ``"rows"`` (a sum over axis
+    1), ``"cols"`` (over axis 0), ``"total"`` (over axes 0 and 1), or None: not supported.
 
-    ``kernel(nb, tiles, n0.., in0.., c0.., out0.., s0..)`` runs the tiles ``(row block, column
+    >>> from fusegrad.lazy.kernel import Output
+    >>> tile_kind(Output(0, "sum", (0, 1), np.dtype("f8"))), tile_kind(Output(0, "max", (1,), None))
+    ('total', None)
+    """
+    if o.mirror is not None:
+        return "mirrored"
+    if o.reduce != "sum":
+        return None
+    return {(1,): "rows", (0,): "cols", (0, 1): "total"}.get(tuple(o.axes))
+
+
+def needs_strip(o) -> bool:
+    """Whether output ``o`` collects column partials in a scratch strip."""
+    return tile_kind(o) in ("mirrored", "cols")
+
+
+def generate_source(plan: cg.Plan) -> str:
+    """The module of a kernel with a mirrored sum (``plan.mirrored``), whose other outputs are
+    sums over axis 1, axis 0 or both (``tile_kind``).
+
+    ``kernel(nb, tiles, n0.., in0.., c0.., out0.., s.., q..)`` runs the tiles ``(row block, column
     block)`` listed in the int64 array ``tiles`` (shape ``(k, 2)``), blocks being the ``nb``
-    equal cuts of axes 0 and 1; ``out*`` must start at zero, ``s*`` (``scratch_shape``) too, and
-    they are left at zero. Strips are as wide as the scratch.
+    equal cuts of axes 0 and 1. ``out*`` must start at zero; ``s*`` are the scratch strips of
+    the outputs that need one (``needs_strip``; ``scratch_shape``), at zero and left at zero;
+    strips are as wide as the scratch. ``q*`` are the running total and compensation (shape
+    ``(2, ...)``) of each ``"total"`` output, for the calls of one thread of the schedule.
     """
     d = plan.ndim
     nin, ncon = len(plan.in_dtypes), len(plan.const_kinds)
@@ -155,28 +184,42 @@ def generate_source(plan: cg.Plan) -> str:
     stmts, names = cg.program_source(plan)
     rest = list(range(2, d))
     ridx = "".join(f", i{ax}" for ax in rest)
+    kidx = "".join(f", k{ax}" for ax in rest)
     inner: list[str] = []  # at each point
-    after_row: list[str] = []  # after the loop over a row's strip (2D domains)
-    before_row: list[str] = []
+    before_row: list[str] = []  # before and after the loop over a row's strip
+    after_row: list[str] = []
+    fold: list[str] = []  # a band's column partials into the outputs
+    strips = [j for j, o in enumerate(plan.outputs) if needs_strip(o)]
+    totals = [j for j, o in enumerate(plan.outputs) if tile_kind(o) == "total"]
     for j, o in enumerate(plan.outputs):
+        kind = tile_kind(o)
         v = cg.cast(names[o.value], dts[o.value], o.dtype)
-        w = cg.cast(names[o.mirror], dts[o.mirror], o.dtype)
-        s = f"s{j}[k{ridx}]"
-        inner.append(f"{s} = {cg.combine('sum', s, w, o.dtype)}")
-        if rest:
-            t = f"o{j}[i0, 0{ridx}]"
-            inner.append(f"{t} = {cg.combine('sum', t, v, o.dtype)}")
-        else:  # a vectorised running sum over the strip (reassociated add only)
-            zero = cg.ident_src("sum", o.dtype)
+        zero = cg.ident_src("sum", o.dtype)
+        if kind in ("mirrored", "cols"):
+            w = v if kind == "cols" else cg.cast(names[o.mirror], dts[o.mirror], o.dtype)
+            s = f"s{j}[k{ridx}]"
+            inner.append(f"{s} = {cg.combine('sum', s, w, o.dtype)}")
+            t = f"o{j}[ju + k, 0{kidx}]" if kind == "mirrored" else f"o{j}[0, ju + k{kidx}]"
+            s = f"s{j}[k{kidx}]"
+            fold += [f"{t} = {cg.combine('sum', t, s, o.dtype)}", f"{s} = {zero}"]
+        if kind in ("mirrored", "rows", "total"):
+            if rest:  # short trailing axes: each point goes into its entry
+                t = f"o{j}[i0, 0{ridx}]" if kind != "total" else f"q{j}[0{ridx}]"
+                inner.append(f"{t} = {cg.combine('sum', t, v, o.dtype)}")
+                continue
+            # a vectorised running sum over the strip (reassociated add only)
             before_row.append(f"racc{j} = {zero}")
             inner.append(f"racc{j} = {cg.combine('sum', f'racc{j}', v, o.dtype, plan)}")
-            t = f"o{j}[i0, 0]"
-            after_row.append(f"{t} = {cg.combine('sum', t, f'racc{j}', o.dtype)}")
+            if kind == "total":
+                after_row += cg.two_sum(f"q{j}[0]", f"q{j}[1]", f"racc{j}", f"{j}")
+            else:
+                t = f"o{j}[i0, 0]"
+                after_row.append(f"{t} = {cg.combine('sum', t, f'racc{j}', o.dtype)}")
 
     I = "    "
     L = [I + st for st in stmts[0]]
     # the strip width is the scratch's: a kernel never writes past the scratch it is given
-    L.append(f"{I}w = s0.shape[0]")
+    L.append(f"{I}w = s{strips[0]}.shape[0]")
     L += [
         f"{I}for t in range(tiles.shape[0]):",
         f"{I * 2}ra = tiles[t, 0]",
@@ -203,13 +246,6 @@ def generate_source(plan: cg.Plan) -> str:
         L += [cur + st for st in stmts[ax + 1]]
     L += [cur + st for st in inner]
     L += [ind + st for st in after_row]
-    # the band's column partials go into the output, and the scratch back to zero
-    fold = []
-    kidx = "".join(f", k{ax}" for ax in rest)
-    for j, o in enumerate(plan.outputs):
-        t, s = f"o{j}[ju + k, 0{kidx}]", f"s{j}[k{kidx}]"
-        zero = cg.ident_src("sum", o.dtype)
-        fold += [f"{t} = {cg.combine('sum', t, s, o.dtype)}", f"{s} = {zero}"]
     L.append(f"{I * 4}for k in range(np.uint64(0), m):")
     L += cg.loops(rest, fold, I * 5)
     L.append(f"{I}return 0")
@@ -217,7 +253,7 @@ def generate_source(plan: cg.Plan) -> str:
     params = ["nb", "tiles"] + [f"n{ax}" for ax in range(d)]
     params += [f"a{k}" for k in range(nin)] + [f"c{j}" for j in range(ncon)]
     params += [f"o{j}" for j in range(len(plan.outputs))]
-    params += [f"s{j}" for j in range(len(plan.outputs))]
+    params += [f"s{j}" for j in strips] + [f"q{j}" for j in totals]
     head = ["import math", "", "import numpy as np", "from numba import njit", ""]
     if "vm" in plan.helpers:
         head[-1:] = ["", "from fusegrad.lazy.engines import numba_math as vm", ""]
