@@ -389,3 +389,16 @@ def test_a_mirrored_sum_next_to_an_output_the_tiles_do_not_take(engine):
     np.testing.assert_allclose(got, (de * de).sum(1) - de.sum(0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(top, np.tanh(de).max(1))
     assert sorted(o[0] for k in kernels for o in k["outputs"]) == ["max", "mirrored sum"]
+
+
+def test_an_empty_square_domain(engine):
+    f8 = np.dtype("f8")
+    x = np.zeros((0, 1))
+    k = Kernel((0, 0), (x, x.T), (), (), (Output(0, "sum", (1,), f8, mirror=1),))
+    run = numba_engine.run if engine == "numba" else numpy_blocked.run
+    (got,) = run(k)
+    assert got.shape == (0, 1)
+    v = fl.asarray(np.zeros(0))
+    d = v[:, None] - v[None, :]
+    out, _ = _kernels(np.sum(d, axis=1) + np.sum(d * 2, axis=0))
+    assert out.shape == (0,)

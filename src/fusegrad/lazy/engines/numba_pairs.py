@@ -144,7 +144,7 @@ def scratch_shape(domain: tuple[int, ...]) -> tuple[int, ...]:
     >>> scratch_shape((8000, 8000, 3))
     (256, 3)
     """
-    return (min(STRIP, domain[1]),) + tuple(domain[2:])
+    return (max(1, min(STRIP, domain[1])),) + tuple(domain[2:])  # >= 1: the strip step
 
 
 def tile_kind(o) -> str | None:
