@@ -117,13 +117,13 @@ def test_mirrored_kernel_on_the_threads_at_size_allocates_the_output_and_a_strip
 
 def test_scratch_strips_are_kept_per_thread_and_zeroed_again_after_a_failure():
     f8 = np.dtype("f8")
-    (s,) = numba_pairs.take_strips((1000, 1000), [f8])
+    (s,) = numba_pairs.take_strips([((256,), f8)])
     s[:] = 1.0  # as a kernel that raised would leave it
-    (again,) = numba_pairs.take_strips((1000, 1000), [f8])
+    (again,) = numba_pairs.take_strips([((256,), f8)])
     assert again is s and not again.any()
     numba_pairs.give_back([again])
     other = []
-    t = threading.Thread(target=lambda: other.extend(numba_pairs.take_strips((1000, 1000), [f8])))
+    t = threading.Thread(target=lambda: other.extend(numba_pairs.take_strips([((256,), f8)])))
     t.start()
     t.join()
     assert other[0] is not s  # each thread has its own
@@ -402,3 +402,29 @@ def test_an_empty_square_domain(engine):
     d = v[:, None] - v[None, :]
     out, _ = _kernels(np.sum(d, axis=1) + np.sum(d * 2, axis=0))
     assert out.shape == (0,)
+
+
+@needs_numba
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("special", [np.inf, np.nan])
+def test_infinite_and_nan_values_come_through(threads, special, monkeypatch):
+    """exp(800 - x_j) overflows: row 7 is +inf, every column holds +inf (so every other entry is
+    -inf) and the total is +inf; a compensation of inf - inf must not turn them into nan."""
+    monkeypatch.setattr(numba_engine, "_nthreads", lambda: threads)
+    monkeypatch.setattr(numba_engine, "PARALLEL_MIN_NS", 0)
+    monkeypatch.setattr(numba_pairs, "MIN_BLOCK", 1)
+    f8 = np.dtype("f8")
+    x = np.linspace(-1.0, 1.0, 300)
+    x[7] = 800.0 if special == np.inf else np.nan
+    prog = (Instr("subtract", (0, 1), f8), Instr("exp", (2,), f8), Instr("negative", (3,), f8))
+    outs = (Output(3, "sum", (1,), f8, mirror=4), Output(3, "sum", (0, 1), f8))
+    k = Kernel((300, 300), (x[:, None], x[None, :]), (), prog, outs)
+    with np.errstate(all="ignore"):
+        got, ref = numba_engine.run(k), numpy_blocked.run(k)
+    np.testing.assert_array_equal(got[0], ref[0])  # +-inf or nan entry by entry, alike
+    np.testing.assert_array_equal(got[1], ref[1])
+    if special == np.inf:
+        assert got[0][7, 0] == np.inf and (got[0][np.arange(300) != 7] == -np.inf).all()
+        assert got[1].item() == np.inf
+    else:
+        assert np.isnan(got[0]).all() and np.isnan(got[1]).all()

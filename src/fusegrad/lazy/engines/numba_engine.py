@@ -532,7 +532,7 @@ def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
     dom = kernel.domain
     nt = min(_nthreads(), max(1, dom[0] // (2 * _pairs.MIN_BLOCK))) if parallel else 1
     outs = [np.zeros(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
-    strip_dtypes = [o.dtype for o in kernel.outputs if _pairs.needs_strip(o)]
+    specs = _pairs.scratch_specs(dom, kernel.outputs)
     totals = [j for j, o in enumerate(kernel.outputs) if _pairs.tile_kind(o) == "total"]
     parts = [np.zeros((nt, 2) + dom[2:], kernel.outputs[j].dtype) for j in totals]
     args = list(dom)
@@ -543,7 +543,7 @@ def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
     fn = e.short
 
     def tiles(nb, which, slot, first=False):  # on the thread that runs them, with its strips
-        strips = _pairs.take_strips(dom, strip_dtypes)
+        strips = _pairs.take_strips(specs)
         call = [nb, which, *args, *strips, *(p[slot] for p in parts)]
         if first:
             _call(fn, call)
@@ -563,6 +563,7 @@ def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
             for f in done:
                 f.result()
     for j, p in zip(totals, parts):
-        outs[j][...] = (p[:, 0] + p[:, 1]).sum(axis=0)  # each thread's total and compensation
+        # each thread's total and compensation (which is nan when the total is infinite)
+        outs[j][...] = np.where(np.isfinite(p[:, 0]), p[:, 0] + p[:, 1], p[:, 0]).sum(axis=0)
     e.ran = True
     return outs

@@ -8,8 +8,8 @@ of the domain and column ``i``. Axes 0 and 1 are cut into the same ``nb`` blocks
 in ``2T - 1`` phases: in each, every thread owns one pair ``{a, b}`` and runs tiles ``(a, b)``
 and ``(b, a)``; a last phase runs the diagonal tiles, two per thread. Within a phase no two
 threads write the same output entries. A call allocates the output only; each thread keeps a
-strip of scratch between calls (2 KiB), against three output-sized rows per thread that a
-column sum's partials take.
+strip of scratch between calls (2 KiB, and 1 KiB of row compensations), against three
+output-sized rows per thread that a column sum's partials take.
 
 Sums over axis 1, axis 0 or both of the same domain share the pass (``tile_kind``): row sums
 and column sums go into their outputs as a mirrored sum's two halves do, and a total keeps a
@@ -22,19 +22,22 @@ Layout of a generated kernel over ``(n0, n1, ...)`` (``n0 == n1``)::
     @njit(cache=True, nogil=True, error_model="numpy")
     def kernel(nb, tiles, n0, n1, .., inputs, constants, outputs, scratch):
         for t in range(tiles.shape[0]):             # this call's tiles
-            for jb in range(clo, chi, w):           # strips of w = len(s) columns
-                for ib in range(rlo, rhi, BAND):    # bands of rows
+            for ib in range(rlo, rhi, BAND):        # bands of rows
+                for jb in range(clo, chi, w):       # strips of w = len(s) columns
                     for i0 in range(ib, ie):
                         racc = 0
                         for k in range(je - jb):    # i1 = jb + k
                             racc += v;  s[k] += w
-                        out[i0] += racc
+                        out[i0], r[i0 - ib] <- TwoSum(out[i0], racc)
                     out[jb:je] += s;  s[:] = 0
+                out[ib:ie] += r;  r[:] = 0         # the band's row compensations
 
-Accuracy: an output entry is a plain sum of ``n/STRIP`` row partials (each a vectorised sum of
-``STRIP`` points) and ``n/BAND`` column partials (each a sum of ``BAND`` points). For
-``n = 8000`` that is a chain of 31 + 62 adds, where NumPy's column sum (``axis=0``) is a chain
-of ``n``. Domains with axes after the first two (``(n, n, 3)``: pairwise displacements) loop over
+Accuracy: a row adds its strip sums (vectorised sums of ``w`` points) into the output with
+TwoSum, so within a tile it is about as accurate as a compensated sum, and an entry then adds
+one value per tile. Columns add ``n/BAND`` partials of ``BAND`` points each without
+compensation (that would need a compensation per output entry: a second gradient-sized array):
+for ``n = 8000`` a chain of 62 adds, where NumPy's column sum (``axis=0``) is a chain of
+``n``. Domains with axes after the first two (``(n, n, 3)``: pairwise displacements) loop over
 them innermost and add each point into the output and the scratch.
 
 Example::
@@ -104,21 +107,20 @@ def tile_arrays(threads: int) -> tuple[tuple[np.ndarray, ...], ...]:
 _LOCAL = threading.local()
 
 
-def take_strips(domain: tuple[int, ...], dtypes: list) -> list[np.ndarray]:
-    """This thread's zeroed scratch strips, one per output dtype, kept between calls like a BLAS
-    workspace (a kernel leaves them at zero): a call allocates only its outputs. Strips taken
-    and not given back (their kernel raised) are zeroed again.
+def take_strips(specs: list[tuple[tuple, np.dtype]]) -> list[np.ndarray]:
+    """This thread's zeroed scratch arrays for ``scratch_specs``, kept between calls like a BLAS
+    workspace (a kernel leaves them at zero): a call allocates only its outputs. Scratch taken
+    and not given back (its kernel raised) is zeroed again.
 
-    >>> s = take_strips((500, 500), [np.dtype("f8")]); s[0].shape, bool(s[0].any())
+    >>> s = take_strips([((256,), np.dtype("f8"))]); s[0].shape, bool(s[0].any())
     ((256,), False)
     >>> give_back(s)
     """
-    shape = scratch_shape(domain)
     mine = getattr(_LOCAL, "strips", None)
     if mine is None:
         mine = _LOCAL.strips = {}
     out = []
-    for k, dt in enumerate(dtypes):
+    for k, (shape, dt) in enumerate(specs):
         key = (shape, dt.str, k)
         entry = mine.get(key)
         if entry is None:
@@ -167,6 +169,25 @@ def needs_strip(o) -> bool:
     return tile_kind(o) in ("mirrored", "cols")
 
 
+def needs_row_comp(o, ndim: int) -> bool:
+    """Whether output ``o`` adds row partials into its entries with TwoSum, keeping the
+    compensation of a band's rows in scratch (2D domains; on longer ones rows add per point)."""
+    return ndim == 2 and tile_kind(o) in ("mirrored", "rows")
+
+
+def scratch_specs(domain: tuple[int, ...], outputs) -> list[tuple[tuple, np.dtype]]:
+    """``(shape, dtype)`` of the scratch a kernel takes, in its parameters' order: a strip per
+    output with column partials, then a band of row compensations per output that keeps them.
+
+    >>> from fusegrad.lazy.kernel import Output
+    >>> scratch_specs((500, 500), [Output(0, "sum", (1,), np.dtype("f8"), mirror=1)])
+    [((256,), dtype('float64')), ((128,), dtype('float64'))]
+    """
+    specs = [(scratch_shape(domain), o.dtype) for o in outputs if needs_strip(o)]
+    specs += [((BAND,), o.dtype) for o in outputs if needs_row_comp(o, len(domain))]
+    return specs
+
+
 def generate_source(plan: cg.Plan) -> str:
     """The module of a kernel with a mirrored sum (``plan.mirrored``), whose other outputs are
     sums over axis 1, axis 0 or both (``tile_kind``).
@@ -189,7 +210,9 @@ def generate_source(plan: cg.Plan) -> str:
     before_row: list[str] = []  # before and after the loop over a row's strip
     after_row: list[str] = []
     fold: list[str] = []  # a band's column partials into the outputs
+    band_end: list[str] = []  # the band's row compensations into the outputs
     strips = [j for j, o in enumerate(plan.outputs) if needs_strip(o)]
+    comps = [j for j, o in enumerate(plan.outputs) if needs_row_comp(o, d)]
     totals = [j for j, o in enumerate(plan.outputs) if tile_kind(o) == "total"]
     for j, o in enumerate(plan.outputs):
         kind = tile_kind(o)
@@ -212,9 +235,10 @@ def generate_source(plan: cg.Plan) -> str:
             inner.append(f"racc{j} = {cg.combine('sum', f'racc{j}', v, o.dtype, plan)}")
             if kind == "total":
                 after_row += cg.two_sum(f"q{j}[0]", f"q{j}[1]", f"racc{j}", f"{j}")
-            else:
-                t = f"o{j}[i0, 0]"
-                after_row.append(f"{t} = {cg.combine('sum', t, f'racc{j}', o.dtype)}")
+            else:  # into the output with TwoSum, the compensation kept for the band's rows
+                after_row += cg.two_sum(f"o{j}[i0, 0]", f"r{j}[i0 - ib]", f"racc{j}", f"r{j}")
+                fin = cg.fsum_fin(f"o{j}[i0, 0]", f"r{j}[i0 - ib]")  # inf stays inf, not nan
+                band_end += [f"o{j}[i0, 0] = {fin}", f"r{j}[i0 - ib] = {zero}"]
 
     I = "    "
     L = [I + st for st in stmts[0]]
@@ -228,11 +252,12 @@ def generate_source(plan: cg.Plan) -> str:
         f"{I * 2}rhi = ((ra + 1) * n0) // nb",
         f"{I * 2}clo = (cb * n1) // nb",
         f"{I * 2}chi = ((cb + 1) * n1) // nb",
-        f"{I * 2}for jb in range(clo, chi, w):",
-        f"{I * 3}m = np.uint64(min(jb + w, chi) - jb)",
-        f"{I * 3}ju = np.uint64(jb)",
-        f"{I * 3}for ib in range(rlo, rhi, {BAND}):",
-        f"{I * 4}for i0 in range(ib, min(ib + {BAND}, rhi)):",
+        f"{I * 2}for ib in range(rlo, rhi, {BAND}):",
+        f"{I * 3}ie = min(ib + {BAND}, rhi)",
+        f"{I * 3}for jb in range(clo, chi, w):",
+        f"{I * 4}m = np.uint64(min(jb + w, chi) - jb)",
+        f"{I * 4}ju = np.uint64(jb)",
+        f"{I * 4}for i0 in range(ib, ie):",
     ]
     ind = I * 5
     L += [ind + st for st in stmts[1] + before_row]
@@ -248,12 +273,15 @@ def generate_source(plan: cg.Plan) -> str:
     L += [ind + st for st in after_row]
     L.append(f"{I * 4}for k in range(np.uint64(0), m):")
     L += cg.loops(rest, fold, I * 5)
+    if band_end:
+        L.append(f"{I * 3}for i0 in range(ib, ie):")
+        L += [I * 4 + st for st in band_end]
     L.append(f"{I}return 0")
 
     params = ["nb", "tiles"] + [f"n{ax}" for ax in range(d)]
     params += [f"a{k}" for k in range(nin)] + [f"c{j}" for j in range(ncon)]
     params += [f"o{j}" for j in range(len(plan.outputs))]
-    params += [f"s{j}" for j in strips] + [f"q{j}" for j in totals]
+    params += [f"s{j}" for j in strips] + [f"r{j}" for j in comps] + [f"q{j}" for j in totals]
     head = ["import math", "", "import numpy as np", "from numba import njit", ""]
     if "vm" in plan.helpers:
         head[-1:] = ["", "from fusegrad.lazy.engines import numba_math as vm", ""]
