@@ -72,6 +72,8 @@ class Kernel:
     _sig: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self._sig is not None:  # made from a checked kernel's signature (jit's replays)
+            return
         for o in self.outputs:
             if o.mirror is not None and not (
                 o.reduce == "sum"
