@@ -37,30 +37,26 @@ from fusegrad.lazy.engines import numba_math as vm
 NAMES = ["exp", "expm1", "log", "log1p", "tanh"]
 
 
+def _elementwise(f):
+    """A jitted loop ``out[i] = f(x[i])``; each ``f`` gets its own compiled loop."""
+
+    @njit(error_model="numpy")
+    def loop(x, out):
+        for i in range(x.size):
+            out[i] = f(x[i])
+
+    return loop
+
+
 def _loops(name):
     lib, mine, mine32 = getattr(math, name), getattr(vm, name), getattr(vm, name + "_f32")
-
-    @njit(error_model="numpy")
-    def with_math(x, out):
-        for i in range(x.size):
-            out[i] = lib(x[i])
-
-    @njit(error_model="numpy")
-    def with_vm(x, out):
-        for i in range(x.size):
-            out[i] = mine(x[i])
-
-    @njit(error_model="numpy")
-    def with_vm32(x, out):
-        for i in range(x.size):
-            out[i] = mine32(x[i])
 
     @njit(error_model="numpy")
     def via64(x, out):
         for i in range(x.size):
             out[i] = np.float32(mine(np.float64(x[i])))
 
-    return with_math, with_vm, with_vm32, via64
+    return _elementwise(lib), _elementwise(mine), _elementwise(mine32), via64
 
 
 @njit(error_model="numpy", fastmath={"reassoc", "nsz"})
