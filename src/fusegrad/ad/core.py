@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import sys
 from typing import Any
 
 import numpy as np
@@ -121,7 +122,10 @@ def _name(f: Any) -> str:
     mod = getattr(f, "__module__", None) or ""
     name = getattr(f, "__name__", repr(f))
     if isinstance(f, np.ufunc):
-        return f"np.{name}"
+        special = sys.modules.get("scipy.special._ufuncs")
+        return f"scipy.special.{name}" if getattr(special, name, None) is f else f"np.{name}"
+    if mod.startswith("scipy."):  # scipy.special._logsumexp -> scipy.special (the public module)
+        mod = ".".join(itertools.takewhile(lambda p: not p.startswith("_"), mod.split(".")))
     if mod.startswith("numpy"):
         mod = "np" + mod[5:].replace(".linalg._linalg", ".linalg").replace("._core", "")
         mod = mod.split(".")[0] if ".fromnumeric" in mod or "._" in mod else mod

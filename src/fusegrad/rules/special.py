@@ -1,0 +1,206 @@
+"""Rules for scipy.special: the gamma family, error functions, entropies and Bessel functions.
+
+Each ufunc is declared once with ``scalar_rule`` (its partials as data), so its reverse rule is
+lazy and fused and its forward rule is derived from the same partials.
+
+| ufunc | partial(s) |
+|---|---|
+| ``gammaln``, ``gamma``, ``rgamma`` | ``ψ(x)``, ``y ψ(x)``, ``-y ψ(x)``; ``gammasgn``: 0 |
+| ``digamma``/``psi`` | ``ψ'(x) = ζ(2, x)`` (Hurwitz zeta) |
+| ``_zeta(s, q)`` (``zeta``'s ufunc) | ``∂q = -s ζ(s+1, q)``; ``∂s``: not implemented (error) |
+| ``beta``, ``betaln`` | ``y (ψ(a) - ψ(a+b))``, ``ψ(a) - ψ(a+b)`` (and in b) |
+| ``gammainc``, ``gammaincc`` | ``±exp(-x) x^(a-1) / Γ(a)`` in x; in a: not implemented |
+| ``erfinv``, ``erfcinv``, ``erfcx`` | ``±√π/2 exp(y²)``, ``2 x y - 2/√π`` |
+| ``ndtr``, ``ndtri``, ``log_ndtr`` | ``φ(x)``, ``1/φ(y)``, ``exp(-x²/2 - log√(2π) - y)`` |
+| ``entr`` | ``-(log x + 1)`` |
+| ``rel_entr``, ``kl_div`` | ``log(a/b) + 1, -a/b``; ``log(a/b), 1 - a/b`` |
+| ``j0``, ``j1``, ``jv`` | ``-J₁``, ``(J₀ - J₂)/2``, ``(J_{v-1} - J_{v+1})/2`` |
+| ``y0``, ``y1``, ``yn``, ``yv`` | ``-Y₁``, ``(Y₀ - Y₂)/2``, ``(Y_{n-1} - Y_{n+1})/2`` |
+| ``i0``, ``i1``, ``iv`` | ``I₁``, ``(I₀ + I₂)/2``, ``(I_{v-1} + I_{v+1})/2`` |
+| ``i0e``, ``i1e``, ``ive`` | the same of the scaled functions ``- sign(x) y`` |
+| ``kv`` | ``-(K_{v-1} + K_{v+1})/2`` |
+| ``np.sinc`` (also ``scipy.special.sinc``) | ``(cos(πx) - y) / x``, 0 at x = 0 |
+
+The order ``v``/``n`` of a Bessel function and ``a`` of ``gammainc``/``gammaincc`` get no
+derivative (JAX gives none either): their cotangent is an error raised only if that argument is
+traced, naming the function, so a constant order (float or int) costs nothing.
+
+Example::
+
+    >>> import fusegrad as fg, scipy.special as sp
+    >>> float(fg.grad(lambda x: sp.gammaln(x))(3.0))  # ψ(3) = 1.5 - γ
+    0.9227843350984671
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, unthunk
+from . import frules as _frules
+from .elementwise import PARTIALS, scalar_rule
+from .registry import FRULES, RRULES, is_differentiable, register_frule, register_rrule
+
+try:  # SciPy is optional: without it only np.sinc's rule (below) is registered.
+    import scipy.special as sp
+    from scipy.special import _ufuncs
+except ImportError:  # pragma: no cover - depends on the environment
+    sp = None
+
+SQRT_PI = float(np.sqrt(np.pi))
+INV_SQRT_2PI = float(1 / np.sqrt(2 * np.pi))
+LOG_SQRT_2PI = float(0.5 * np.log(2 * np.pi))
+
+
+class NoDerivativeError(NotImplementedError):
+    """A derivative fusegrad does not implement (the order of a Bessel function, ``a`` of
+    ``gammainc``): raised only when that argument is traced."""
+
+
+def _raiser(what: str) -> Callable[[], Any]:
+    def fail() -> Any:
+        raise NoDerivativeError(
+            f"fusegrad has no derivative of {what}. Pass that argument as a constant "
+            "(fusegrad.numpy.stop_gradient(v)), or register your own rule with "
+            "fusegrad.register_rrule"
+        )
+
+    return fail
+
+
+def _no_derivative_in(ufunc: np.ufunc, index: int, what: str) -> None:
+    """``ufunc``'s argument ``index`` has no derivative: its partial is kept as 0 in the table,
+    and the reverse/forward rules raise ``NoDerivativeError`` when that argument is traced (its
+    cotangent is a Thunk that raises when consumed; a constant's cotangent is never consumed)."""
+    rrule, lazy = RRULES[ufunc]
+    frule = FRULES.get(ufunc) or _frules.register_scalar_frule(ufunc)
+    message = f"scipy.special.{ufunc.__name__} with respect to {what}"
+
+    def rule(*args: Any, **kwargs: Any) -> tuple:
+        y, pullback = rrule(*args, **kwargs)
+
+        def checked(dy: Any) -> tuple:
+            grads = list(pullback(dy))
+            if is_differentiable(args[index]):
+                grads[index] = Thunk(_raiser(message))
+            return tuple(grads)
+
+        return y, checked
+
+    def forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
+        if not isinstance(tangents[index], AbstractZero | type(None)):
+            _raiser(message)()
+        return frule(tangents, *args, **kwargs)
+
+    rule.__name__ = f"rrule_{ufunc.__name__}"
+    forward.__name__ = f"frule_{ufunc.__name__}"
+    forward.lazy = True  # type: ignore[attr-defined]
+    register_rrule(ufunc, lazy=lazy)(rule)
+    register_frule(ufunc)(forward)
+
+
+def _ive_shift(x: Any, y: Any) -> Any:
+    return -np.sign(x) * y
+
+
+def _declare() -> None:
+    """The scalar_rule table of scipy.special's ufuncs (run once, when SciPy is installed)."""
+    _zeta = _ufuncs._zeta
+
+    def _trigamma(x: Any) -> Any:
+        return _zeta(2.0, x)
+
+    # fmt: off
+    scalar_rule(sp.gammaln,   lambda x, y: sp.digamma(x))
+    scalar_rule(sp.digamma,   lambda x, y: _trigamma(x))
+    scalar_rule(_zeta,        None, lambda s, q, y: -s * _zeta(s + 1, q))
+    scalar_rule(sp.gamma,     lambda x, y: y * sp.digamma(x))
+    scalar_rule(sp.rgamma,    lambda x, y: -y * sp.digamma(x))
+    scalar_rule(sp.gammasgn,  None)
+    scalar_rule(sp.beta,      lambda a, b, y: y * (sp.digamma(a) - sp.digamma(a + b)),
+                              lambda a, b, y: y * (sp.digamma(b) - sp.digamma(a + b)))
+    scalar_rule(sp.betaln,    lambda a, b, y: sp.digamma(a) - sp.digamma(a + b),
+                              lambda a, b, y: sp.digamma(b) - sp.digamma(a + b))
+    scalar_rule(sp.gammainc,  None, lambda a, x, y: np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
+    scalar_rule(sp.gammaincc, None, lambda a, x, y: -np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
+    scalar_rule(sp.erfinv,    lambda x, y: SQRT_PI / 2 * np.exp(y * y))
+    scalar_rule(sp.erfcinv,   lambda x, y: -SQRT_PI / 2 * np.exp(y * y))
+    scalar_rule(sp.erfcx,     lambda x, y: 2 * x * y - 2 / SQRT_PI)
+    scalar_rule(sp.ndtr,      lambda x, y: INV_SQRT_2PI * np.exp(-0.5 * x * x))
+    scalar_rule(sp.ndtri,     lambda x, y: np.exp(0.5 * y * y) / INV_SQRT_2PI)
+    scalar_rule(sp.log_ndtr,  lambda x, y: np.exp(-0.5 * x * x - LOG_SQRT_2PI - y))
+    scalar_rule(sp.entr,      lambda x, y: -(np.log(x) + 1))
+    scalar_rule(sp.rel_entr,  lambda a, b, y: np.log(a / b) + 1, lambda a, b, y: -a / b)
+    scalar_rule(sp.kl_div,    lambda a, b, y: np.log(a / b),     lambda a, b, y: 1 - a / b)
+    scalar_rule(sp.j0,        lambda x, y: -sp.j1(x))
+    scalar_rule(sp.j1,        lambda x, y: 0.5 * (sp.j0(x) - sp.jv(2.0, x)))
+    scalar_rule(sp.jv,        None, lambda v, x, y: 0.5 * (sp.jv(v - 1, x) - sp.jv(v + 1, x)))
+    scalar_rule(sp.y0,        lambda x, y: -sp.y1(x))
+    scalar_rule(sp.y1,        lambda x, y: 0.5 * (sp.y0(x) - sp.yv(2.0, x)))
+    scalar_rule(sp.yn,        None, lambda n, x, y: 0.5 * (sp.yn(n - 1, x) - sp.yn(n + 1, x)))
+    scalar_rule(sp.yv,        None, lambda v, x, y: 0.5 * (sp.yv(v - 1, x) - sp.yv(v + 1, x)))
+    scalar_rule(sp.i0,        lambda x, y: sp.i1(x))
+    scalar_rule(sp.i0e,       lambda x, y: sp.i1e(x) + _ive_shift(x, y))
+    scalar_rule(sp.i1,        lambda x, y: 0.5 * (sp.i0(x) + sp.iv(2.0, x)))
+    scalar_rule(sp.i1e,       lambda x, y: 0.5 * (sp.i0e(x) + sp.ive(2.0, x)) + _ive_shift(x, y))
+    scalar_rule(sp.iv,        None, lambda v, x, y: 0.5 * (sp.iv(v - 1, x) + sp.iv(v + 1, x)))
+    scalar_rule(sp.ive,       None, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x))
+                                                    + _ive_shift(x, y))
+    scalar_rule(sp.kv,        None, lambda v, x, y: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)))
+    # fmt: on
+
+    for u in list(PARTIALS):
+        if u not in FRULES:
+            _frules.register_scalar_frule(u)
+
+    _no_derivative_in(_zeta, 0, "its order s (scipy.special.zeta(s, q))")
+    _no_derivative_in(sp.gammainc, 0, "a (the derivative in x is implemented)")
+    _no_derivative_in(sp.gammaincc, 0, "a (the derivative in x is implemented)")
+    for u in (sp.jv, sp.yv, sp.iv, sp.ive, sp.kv):
+        _no_derivative_in(u, 0, "the order v (the derivative in x is implemented)")
+    _no_derivative_in(sp.yn, 0, "the order n")
+
+
+if sp is not None:
+    _declare()
+
+
+# --------------------------------------------------------------------------------------------------
+# np.sinc (a Python function in NumPy, so not a ufunc: an eager rule)
+# --------------------------------------------------------------------------------------------------
+
+
+def _dsinc(x: Any, y: Any) -> Any:
+    zero = np.equal(x, 0)
+    safe = np.where(zero, 1.0, x)
+    return np.where(zero, 0.0, (np.cos(np.pi * x) - y) / safe)
+
+
+if np.sinc not in RRULES:
+
+    @register_rrule(np.sinc)
+    def _sinc(x):
+        """np.sinc: dx = dy (cos(πx) - sinc(x)) / x, 0 at x = 0."""
+        y = np.sinc(x)
+
+        def pullback(dy):
+            return (dy * _dsinc(x, y),)
+
+        return y, pullback
+
+
+if np.sinc not in FRULES:
+
+    @register_frule(np.sinc)
+    def _sinc_frule(tangents, x):
+        """np.sinc: ẏ = ẋ (cos(πx) - sinc(x)) / x."""
+        (t,) = tangents
+        y = _frules._call(np.sinc, x)
+        if isinstance(t, AbstractZero):
+            return y, ZeroTangent() if is_differentiable(y) else NoTangent()
+        return y, unthunk(t) * _dsinc(x, y)
+
+    _sinc_frule.lazy = False  # type: ignore[attr-defined]
