@@ -1,6 +1,10 @@
-"""``fusegrad.explain``: the fusion report of one gradient evaluation, printed and as data."""
+"""``fusegrad.explain``: the fusion report of one gradient evaluation, as data and as text."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -8,12 +12,13 @@ import pytest
 from fusegrad.explain import Explanation, explain
 
 
-def test_explain_returns_the_record_and_prints_it(capsys):
+def test_explain_returns_the_record_and_its_report(capsys):
     v = np.linspace(-1.0, 1.0, 400)
     e = explain(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])), v, engine="numpy")
     assert isinstance(e, Explanation)
-    printed = capsys.readouterr().out
-    assert printed.strip() == str(e).strip()
+    assert capsys.readouterr().out == ""  # printed only when asked
+    printed = str(e)
+    assert repr(e) == printed  # what an interactive prompt shows
     # The backward pass: one pass over 400×400 giving the row sums plus the column sums.
     (big,) = e.kernels
     assert big["domain"] == (400, 400)
@@ -32,7 +37,7 @@ def test_explain_several_argnums_and_scalar_gradient():
     def f(x, y, s):
         return np.sum(np.exp(-((x[:, None] - y[None, :]) ** 2) / (2 * s**2)))
 
-    e = explain(f, x, y, 0.7, argnums=(0, 1, 2), engine="numpy", quiet=True)
+    e = explain(f, x, y, 0.7, argnums=(0, 1, 2), engine="numpy")
     gx, gy, gs = e.grad
     assert gx.shape == (30,) and gy.shape == (40,) and isinstance(gs, float)
     assert "(array 30 float64, array 40 float64, float" in str(e)
@@ -43,14 +48,55 @@ def test_explain_several_argnums_and_scalar_gradient():
 def test_explain_reports_stores_with_reasons():
     x = np.linspace(0, 1, 20)
     # exp(x) is expensive, small, and broadcast over the 20×20 domain: stored, not recomputed.
-    e = explain(lambda x: np.sum(np.exp(x)[:, None] * x[None, :]), x, quiet=True)
+    e = explain(lambda x: np.sum(np.exp(x)[:, None] * x[None, :]), x)
     assert e.stored and all("expensive" in s["reason"] for s in e.stored)
     assert "expensive" in str(e)
 
 
-def test_explain_quiet_prints_nothing(capsys):
-    explain(lambda x: np.sum(x * x), np.ones(3), quiet=True)
+def test_print_of_explain_shows_the_report_once(capsys):
+    e = explain(lambda x: np.sum(x * x), np.ones(3))
+    print(e)
+    out = capsys.readouterr().out
+    assert out == str(e) + "\n"
+    assert out.count("kernel(s):") == 1 and "gradient: array 3 float64" in out
+
+
+def test_repr_is_the_report_in_ipython_too():
+    e = explain(lambda x: np.sum(x * x), np.ones(3))
+
+    class Printer:  # the part of IPython's pretty printer that _repr_pretty_ uses
+        def __init__(self):
+            self.parts = []
+
+        def text(self, s):
+            self.parts.append(s)
+
+    p = Printer()
+    e._repr_pretty_(p, cycle=False)
+    assert "".join(p.parts) == str(e)
+
+
+def test_explain_quiet_is_deprecated_and_prints_nothing(capsys):
+    with pytest.warns(DeprecationWarning, match=r"print\(explain"):
+        e = explain(lambda x: np.sum(x * x), np.ones(3), quiet=True)
     assert capsys.readouterr().out == ""
+    np.testing.assert_allclose(e.grad, 2 * np.ones(3))
+
+
+def test_explain_peak_leaves_out_the_engines_one_time_imports():
+    # In a fresh process the first explain of a tiny function on the default engine used to
+    # report numba's import (~15 MiB of Python objects) as the call's peak.
+    script = (
+        "import numpy as np, fusegrad as fg\n"
+        "e = fg.explain(lambda x: np.sum((1 - x) / 2), np.ones(4))\n"
+        "print(e.peak_bytes)\n"
+    )
+    env = dict(os.environ, FUSEGRAD_ENGINE="auto")
+    r = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) < 1024 * 1024
 
 
 def test_explain_unknown_engine_is_an_error():

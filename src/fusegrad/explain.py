@@ -1,19 +1,27 @@
 """``explain(fun, *args)``: what one gradient evaluation computed, stored, recomputed and allocated.
 
 It runs ``fusegrad.grad(fun, argnums)(*args)`` once, inside ``fusegrad.lazy.recording()`` and
-``fusegrad.memory.track_allocations()``, prints a report and returns it as an ``Explanation``::
+``fusegrad.memory.track_allocations()``, and returns the record as an ``Explanation``. Nothing is
+printed: ``print(e)`` (or ``e`` alone at an interactive prompt) shows the report, and its fields
+are data::
 
     >>> import numpy as np, fusegrad as fg
-    >>> e = explain(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])), np.zeros(20), quiet=True)
+    >>> e = explain(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])), np.zeros(20))
     >>> [k["domain"] for k in e.kernels]      # one fused pass over 20×20
     [(20, 20)]
     >>> e.grad.shape
     (20,)
+    >>> print(e)                              # doctest: +ELLIPSIS
+    1 kernel(s):
+      [0] ... domain 20×20: mirrored sum (rows over axis 1 + columns over axis 0) -> 20 float64; ...
+    ...
+    gradient: array 20 float64
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,16 +29,26 @@ from typing import Any
 import numpy as np
 
 from .api import grad as _grad
-from .lazy import recording, use_engine
+from .lazy import engines, recording, use_engine
+from .lazy.engines import numba_engine
 from .memory import track_allocations
 
 
-@dataclass
+@dataclass(repr=False)
 class Explanation:
-    """The record of one gradient evaluation; ``str()`` gives the printed report.
+    """The record of one gradient evaluation; ``str()`` and ``repr()`` give the report.
 
     ``kernels``, ``stored`` and ``recomputed`` are the planner's events (dicts, see
-    ``fusegrad.lazy.recording``); bytes are NumPy allocations seen by ``track_allocations``.
+    ``fusegrad.lazy.recording``); bytes are allocations seen by ``track_allocations`` (NumPy
+    buffers, plus the Python objects made during the call in ``peak_bytes``).
+
+    >>> e = Explanation(peak_bytes=2048, grad=np.zeros(3))
+    >>> e                                     # an interactive prompt shows the report
+    0 kernel(s):
+    stored (0):
+    recomputed (0):
+    allocated: peak 2.0 KiB, alive at the end 0 B
+    gradient: array 3 float64
     """
 
     kernels: list[dict] = field(default_factory=list)
@@ -62,28 +80,48 @@ class Explanation:
         lines.append(f"gradient: {_describe(self.grad)}")
         return "\n".join(lines)
 
+    # The report is what a reader wants from `e` at a prompt; the fields are there as attributes.
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython: the same text
+        p.text(str(self))
+
 
 def explain(
     fun: Callable,
     *args: Any,
     argnums: int | Sequence[int] = 0,
     engine: str | None = None,
-    quiet: bool = False,
+    quiet: bool | None = None,
 ) -> Explanation:
-    """Evaluate ``grad(fun, argnums)(*args)`` once, print the fusion report, return it as data.
+    """Evaluate ``grad(fun, argnums)(*args)`` once; return its fusion report, an ``Explanation``.
 
-    ``engine`` (``"numpy"``, ``"numba"``, ``"auto"``) runs every kernel on that engine; by default
-    the engine in force is used. ``quiet=True`` skips the printing.
+    Nothing is printed; ``print(explain(...))``, or the bare call at an interactive prompt, shows
+    the kernels, what was stored or recomputed and why, and the bytes allocated. ``engine``
+    (``"numpy"``, ``"numba"``, ``"auto"``) runs every kernel on that engine; by default the engine
+    in force is used. ``quiet`` is accepted for older code and does nothing (explain no longer
+    prints).
 
-    >>> e = explain(lambda x: np.sum((1 - x) / 2), np.ones(4), quiet=True)
+    >>> e = explain(lambda x: np.sum((1 - x) / 2), np.ones(4))
     >>> len(e.kernels), e.grad
     (1, array([-0.5, -0.5, -0.5, -0.5]))
     """
+    if quiet is not None:
+        warnings.warn(
+            "explain(..., quiet=...) is no longer needed: explain returns its report without "
+            "printing it; use print(explain(...)) to show it",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     g = _grad(fun, argnums)
     ctx = use_engine(engine) if engine is not None else contextlib.nullcontext()
-    with ctx, recording() as rec, track_allocations() as mem:
-        value = g(*args)
-    ex = Explanation(
+    with ctx:
+        if engines.current() != "numpy":
+            # numba's one-time import (~15 MiB of Python objects) is not this call's allocation.
+            numba_engine.available()
+        with recording() as rec, track_allocations() as mem:
+            value = g(*args)
+    return Explanation(
         kernels=[e for e in rec if e["event"] == "kernel"],
         stored=[e for e in rec if e["event"] == "store"],
         recomputed=[e for e in rec if e["event"] == "recompute"],
@@ -91,9 +129,6 @@ def explain(
         total_bytes=mem.total_bytes,
         grad=value,
     )
-    if not quiet:
-        print(ex)
-    return ex
 
 
 def _shape(shape: Any) -> str:
