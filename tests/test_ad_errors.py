@@ -95,8 +95,10 @@ def test_grad_of_a_non_scalar_output():
         assert name in str(info.value)
     with pytest.raises(TypeError, match="scalar output"):
         fg.value_and_grad(lambda x: (np.sum(x), np.sum(x)))(X)
-    # a one-element output is accepted, as a scalar
-    np.testing.assert_allclose(fg.grad(lambda x: x[:1] * 3.0)(X), [3.0, 0.0, 0.0])
+    # a one-element array is not a scalar (as in JAX): the message says to index or sum it
+    with pytest.raises(TypeError, match=r"shape \(1,\): index it \(out\[0\]\) or sum it"):
+        fg.grad(lambda x: x[:1] * 3.0)(X)
+    np.testing.assert_allclose(fg.grad(lambda x: x[:1][0] * 3.0)(X), [3.0, 0.0, 0.0])
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,9 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,20 +39,42 @@ def _with_args(fun: Callable, args: tuple, kwargs: dict, nums: tuple[int, ...]) 
     return partial_fun
 
 
-def _normalize_argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+def _normalize_argnums(argnums: Any, nargs: int) -> tuple[int, ...]:
+    """``argnums`` as a tuple of non-negative positions, checked against ``nargs``.
+
+    Any integer type is accepted (``np.int64(1)``, as JAX does); a position named twice is an
+    error, since each argument has one gradient.
+
+    >>> _normalize_argnums(np.int64(-1), 3)
+    (2,)
+    """
+    try:
+        nums = (operator.index(argnums),)
+    except TypeError:
+        try:
+            nums = tuple(operator.index(n) for n in argnums)
+        except TypeError:
+            raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}") from None
     for n in nums:
-        if not isinstance(n, int) or not -nargs <= n < nargs:
+        if not -nargs <= n < nargs:
             raise ValueError(
                 f"argnums={argnums!r} is out of range for a function called with {nargs} "
                 f"positional argument(s); use indices from 0 to {nargs - 1}"
             )
-    return tuple(n % nargs for n in nums)
+    nums = tuple(n % nargs for n in nums)
+    if len(set(nums)) != len(nums):
+        dup = next(n for n in nums if nums.count(n) > 1)
+        raise ValueError(
+            f"argnums={argnums!r} names argument {dup} more than once; each argument has one "
+            f"gradient: list it once (argnums={tuple(dict.fromkeys(nums))!r})"
+        )
+    return nums
 
 
-def _check_differentiable(leaves: list, where: str) -> None:
+def _check_differentiable(leaves: list, where: str, holomorphic: bool = False) -> None:
     for leaf in leaves:
         v = leaf.value if isinstance(leaf, Tracer) else leaf
+        _check_array_type(v, where)
         if not is_differentiable(v) and not isinstance(v, Tracer):
             dtype = getattr(v, "dtype", type(v).__name__)
             raise TypeError(
@@ -58,12 +82,87 @@ def _check_differentiable(leaves: list, where: str) -> None:
                 "for float or complex inputs. Convert it (x.astype(float)), or leave it out of "
                 "argnums"
             )
+        if holomorphic and not np.iscomplexobj(_concrete_primal(v)):
+            raise TypeError(
+                f"holomorphic=True needs complex inputs, but {where} has dtype "
+                f"{_dtype_name(v)}: convert it (x.astype(complex)), or drop holomorphic=True"
+            )
+
+
+def _dtype_name(v: Any) -> str:
+    return str(np.result_type(_concrete_primal(v)))
+
+
+def _check_array_type(v: Any, where: str) -> None:
+    """Masked arrays and ``np.matrix`` would silently lose their mask or semantics in traced
+    NumPy operations (as in JAX, they are refused)."""
+    if isinstance(v, np.ma.MaskedArray):
+        raise TypeError(
+            f"{where} is a numpy.ma.MaskedArray: fusegrad differentiates plain arrays, and its "
+            "mask would be ignored. Pass x.filled(fill_value) (or np.where(x.mask, 0, x.data)) "
+            "and apply the mask inside the function"
+        )
+    if isinstance(v, np.matrix):
+        raise TypeError(
+            f"{where} is a numpy.matrix, whose * means matrix product: fusegrad differentiates "
+            "plain arrays. Pass np.asarray(x) and use @ for matrix products"
+        )
+
+
+def _check_scalar_output(out: Any, holomorphic: bool, who: str) -> None:
+    """``grad``'s output must be one real scalar (complex with ``holomorphic=True``), as in JAX."""
+    hint = (
+        "use fusegrad.vjp for a vector-Jacobian product, fusegrad.elementwise_grad for the sum of "
+        "the outputs' gradients, or fusegrad.jacobian for all of them"
+    )
+    if out is None:
+        raise TypeError(
+            f"{who} needs a scalar output, but the function returned None (a missing `return`?)"
+        )
+    if isinstance(out, tuple | list | dict) or (
+        dataclasses.is_dataclass(out) and not isinstance(out, type)
+    ):
+        raise TypeError(
+            f"{who} needs a scalar output, but the function returned a "
+            f"{type(out).__name__}: return one number; with has_aux=True return a pair "
+            f"(output, aux); for several outputs, {hint}"
+        )
+    primal = _concrete_primal(out)
+    if not isinstance(primal, np.ndarray | np.generic | LazyArray | int | float | complex):
+        raise TypeError(
+            f"{who} needs a scalar output, but the function returned a "
+            f"{type(out).__name__} ({out!r:.60}): return a number or a 0-d array"
+        )
+    if np.shape(primal) != ():
+        raise TypeError(
+            f"{who} needs a scalar output, but the function returned shape {np.shape(primal)}: "
+            f"index it (out[0]) or sum it (np.sum(out)); {hint}"
+        )
+    dt = np.dtype(getattr(primal, "dtype", None) or np.result_type(primal))
+    if holomorphic and dt.kind != "c":
+        raise TypeError(
+            f"{who} with holomorphic=True needs a complex output, but the function returned "
+            f"dtype {dt}"
+        )
+    if not holomorphic and dt.kind == "c":
+        raise TypeError(
+            f"{who} needs a real output, but the function returned dtype {dt}. For the complex "
+            "derivative of a holomorphic function pass holomorphic=True; for a real loss of "
+            "complex values return np.real(...) or np.abs(...)**2; for anything else use "
+            "fusegrad.vjp"
+        )
+    if dt.kind not in "fc":
+        raise TypeError(
+            f"{who} needs a float output, but the function returned dtype {dt}, which has no "
+            "derivative: compute the output in floating point"
+        )
 
 
 def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list]:
     leaves, rebuild = flatten(tree)
     boxed = []
     for leaf in leaves:
+        _check_array_type(leaf, "an input")
         if isinstance(leaf, Tracer) or is_differentiable(leaf):
             boxed.append(trace.input(leaf))
         else:
@@ -214,17 +313,24 @@ def _boxable(x: Any) -> bool:
 
 
 def value_and_grad(
-    fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
 ) -> Callable:
     """A function returning ``(fun(*args), gradient)``; see ``grad``.
 
     >>> value_and_grad(lambda x: np.sum(x * x))(np.ones(2))
     (np.float64(2.0), array([2., 2.]))
     """
-    return _value_and_grad(fun, argnums, has_aux, with_value=True)
+    return _value_and_grad(fun, argnums, has_aux, with_value=True, holomorphic=holomorphic)
 
 
-def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool) -> Callable:
+def _value_and_grad(
+    fun: Callable, argnums: Any, has_aux: bool, with_value: bool, holomorphic: bool = False
+) -> Callable:
+    who = "value_and_grad" if with_value else "grad"
+    single = _is_int(argnums)
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -233,25 +339,21 @@ def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool
 
     def _call(args: tuple, kwargs: dict) -> Any:
         nums = _normalize_argnums(argnums, len(args))
+        name = getattr(fun, "__name__", "fun")
         for n in nums:
             leaves, _ = flatten(args[n])
-            _check_differentiable(leaves, f"argument {n} of {getattr(fun, '__name__', 'fun')}")
+            _check_differentiable(leaves, f"argument {n} of {name}", holomorphic)
 
         partial_fun = _with_args(fun, args, kwargs, nums)
         primals = tuple(args[n] for n in nums)
         res = _vjp(partial_fun, primals, has_aux, evaluate=with_value)
         out, f_vjp = res[0], res[1]
-        if np.shape(out) != () and np.size(out) != 1 or isinstance(out, tuple | list | dict):
-            raise TypeError(
-                f"grad needs a scalar output, but the function returned shape {np.shape(out)}: "
-                "use fusegrad.vjp for a vector-Jacobian product, fusegrad.elementwise_grad for "
-                "the sum of the outputs' gradients, or fusegrad.jacobian for all of them"
-            )
-        ct = np.ones(np.shape(out), _float_dtype(out)) if np.shape(out) else 1.0
+        _check_scalar_output(out, holomorphic, who)
+        ct = np.ones((), _float_dtype(out))[()] if holomorphic else 1.0
         grads = f_vjp(ct)
         if with_value and isinstance(out, np.ndarray) and out.shape == ():
             out = replay.note_derived(out[()], out, replay.item)
-        g = grads[0] if isinstance(argnums, int) else grads
+        g = grads[0] if single else grads
         if has_aux:
             return (out, res[2]), g
         return out, g
@@ -260,16 +362,34 @@ def _value_and_grad(fun: Callable, argnums: Any, has_aux: bool, with_value: bool
     return wrapped
 
 
-def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def _is_int(argnums: Any) -> bool:
+    try:
+        operator.index(argnums)
+    except TypeError:
+        return False
+    return True
+
+
+def grad(
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+) -> Callable:
     """The gradient of a scalar function, as a function of the same arguments.
 
     ``argnums`` picks the arguments to differentiate (an int, or a tuple for a tuple of
     gradients); with ``has_aux`` the function returns ``(output, aux)`` and so does ``grad``.
+    The output must be a real scalar. Complex inputs follow JAX's convention (the gradient of a
+    real loss ``L(z)`` is ``dL/dx - i dL/dy``: step along its conjugate); with
+    ``holomorphic=True`` inputs and output are complex and the result is ``f'(z)``.
 
     >>> grad(lambda x, y: np.sum(x * y), argnums=(0, 1))(np.ones(2), np.full(2, 3.0))
     (array([3., 3.]), array([1., 1.]))
+    >>> grad(lambda z: z * z, holomorphic=True)(1.0 + 2.0j)
+    (2+4j)
     """
-    vg = _value_and_grad(fun, argnums, has_aux, with_value=False)
+    vg = _value_and_grad(fun, argnums, has_aux, with_value=False, holomorphic=holomorphic)
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -298,31 +418,61 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
         ones = np.broadcast_to(np.ones((), dtype=_float_dtype(out)), np.shape(out))
         grads = f_vjp(ones)
-        return grads[0] if isinstance(argnums, int) else grads
+        return grads[0] if _is_int(argnums) else grads
 
     return wrapped
 
 
-def jacobian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacobian(
+    fun: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False
+) -> Callable:
     """The full Jacobian, of shape ``out.shape + x.shape``, one vjp per output element.
+
+    As JAX's ``jacrev``: a complex output needs ``holomorphic=True`` (and complex inputs), which
+    gives the complex derivatives ``df_i/dz_j``.
 
     >>> jacobian(lambda x: x * 2)(np.ones(2))
     array([[2., 0.],
            [0., 2.]])
     """
+    single = _is_int(argnums)
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums = _normalize_argnums(argnums, len(args))
+        name = getattr(fun, "__name__", "fun")
+        for n in nums:
+            _check_differentiable(flatten(args[n])[0], f"argument {n} of {name}", holomorphic)
 
         partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
+        out_leaves, _ = flatten(out)
+        if len(out_leaves) != 1 or not isinstance(
+            _concrete_primal(out_leaves[0]), np.ndarray | np.generic | int | float | complex
+        ):
+            raise TypeError(
+                f"jacobian needs the function to return one array, but it returned a "
+                f"{type(out).__name__}: return a single array (np.concatenate or np.stack the "
+                "pieces), or call jacobian once per output"
+            )
+        out_dt = np.dtype(_float_dtype(out))
+        if out_dt.kind == "c" and not holomorphic:
+            raise TypeError(
+                f"jacobian needs a real output, but the function returned dtype {out_dt}. For "
+                "the complex derivatives of a holomorphic function pass holomorphic=True; for "
+                "anything else use fusegrad.vjp"
+            )
+        if holomorphic and out_dt.kind != "c":
+            raise TypeError(
+                "jacobian with holomorphic=True needs a complex output, but the function "
+                f"returned dtype {out_dt}"
+            )
         oshape = np.shape(out)
         rows = []
         for i in range(int(np.prod(oshape, dtype=np.int64))):
-            e = np.zeros(int(np.prod(oshape, dtype=np.int64)), dtype=_float_dtype(out))
+            e = np.zeros(int(np.prod(oshape, dtype=np.int64)), dtype=out_dt)
             e[i] = 1.0
-            rows.append(f_vjp(e.reshape(oshape) if oshape else float(e[0])))
+            rows.append(f_vjp(e.reshape(oshape) if oshape else e[0][()]))
         results = []
         for k, n in enumerate(nums):
             # per leaf of a pytree argument: stack the rows, shape out.shape + leaf.shape
@@ -338,7 +488,7 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
                 )
                 jac.append(stacked.reshape(oshape + xshape))
             results.append(rebuild(jac))
-        return results[0] if isinstance(argnums, int) else tuple(results)
+        return results[0] if single else tuple(results)
 
     return wrapped
 
