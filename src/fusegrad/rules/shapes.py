@@ -184,25 +184,27 @@ def _transpose(a, *args, **kwargs):
 
 
 @register_rrule(np.moveaxis, lazy=True)
-def _moveaxis(a, source, destination):
+def _moveaxis(a, *args, **kwargs):
     """np.moveaxis: da = moveaxis(dy, destination, source)."""
+    p = params(args, kwargs, source=None, destination=None)
 
     def pullback(dy):
         dy = lazy_ct(dy)
-        return np.moveaxis(dy, destination, source), NoTangent(), NoTangent()
+        return (np.moveaxis(dy, p["destination"], p["source"]), *no_tangents(len(args)))
 
-    return np.moveaxis(a, source, destination), pullback
+    return np.moveaxis(a, p["source"], p["destination"]), pullback
 
 
 @register_rrule(np.swapaxes, lazy=True)
-def _swapaxes(a, axis1, axis2):
+def _swapaxes(a, *args, **kwargs):
     """np.swapaxes: da = swapaxes(dy, axis1, axis2)."""
+    p = params(args, kwargs, axis1=None, axis2=None)
 
     def pullback(dy):
         dy = lazy_ct(dy)
-        return np.swapaxes(dy, axis1, axis2), NoTangent(), NoTangent()
+        return (np.swapaxes(dy, p["axis1"], p["axis2"]), *no_tangents(len(args)))
 
-    return np.swapaxes(a, axis1, axis2), pullback
+    return np.swapaxes(a, p["axis1"], p["axis2"]), pullback
 
 
 @register_rrule(np.squeeze, lazy=True)
@@ -218,27 +220,27 @@ def _squeeze(a, *args, **kwargs):
 
 
 @register_rrule(np.expand_dims, lazy=True)
-def _expand_dims(a, axis):
+def _expand_dims(a, *args, **kwargs):
     """np.expand_dims: da = reshape(dy, a.shape)."""
     shape = np.shape(a)
 
     def pullback(dy):
         dy = lazy_ct(dy)
-        return np.reshape(dy, shape), NoTangent()
+        return (np.reshape(dy, shape), *no_tangents(len(args)))
 
-    return np.expand_dims(a, axis), pullback
+    return np.expand_dims(a, *args, **kwargs), pullback
 
 
 @register_rrule(np.broadcast_to, lazy=True)
-def _broadcast_to(array, shape, *args, **kwargs):
+def _broadcast_to(array, *args, **kwargs):
     """np.broadcast_to: da = unbroadcast_to(dy, a.shape) — sum over the broadcast axes."""
     ashape = np.shape(array)
 
     def pullback(dy):
         dy = lazy_ct(dy)
-        return (unbroadcast_to(dy, ashape), NoTangent(), *no_tangents(len(args)))
+        return (unbroadcast_to(dy, ashape), *no_tangents(len(args)))
 
-    return np.broadcast_to(array, shape, *args, **kwargs), pullback
+    return np.broadcast_to(array, *args, **kwargs), pullback
 
 
 @register_rrule(np.flip, lazy=True)
@@ -256,6 +258,14 @@ def _flip(m, *args, **kwargs):
 # --------------------------------------------------------------------------------------------------
 # Joining and splitting (eager: they receive NumPy arrays)
 # --------------------------------------------------------------------------------------------------
+
+
+def _seq_ct(seq, cts):
+    """The cotangent of a sequence argument: a list (one entry per array) when it was a list or
+    tuple; an array when the sequence was itself an array (``np.vstack(x)`` iterates over ``x``)."""
+    if isinstance(seq, list | tuple):
+        return cts
+    return project(np.stack([zeros_for(row) if is_zero(c) else c for c, row in zip(cts, seq)]), seq)
 
 
 def _split_back(dy, arrays, axis):
@@ -278,10 +288,10 @@ def _concatenate(arrays, *args, **kwargs):
     """np.concatenate: da_i = the slice of dy at a_i's position along ``axis`` (axis=None: of the
     flattened dy). The cotangent of the sequence argument is a list, one entry per array."""
     axis = params(args, kwargs, axis=0, out=None, dtype=None, casting="same_kind")["axis"]
-    arrays = list(arrays)
+    seq, arrays = arrays, list(arrays)
 
     def pullback(dy):
-        return (_split_back(dy, arrays, axis), *no_tangents(len(args)))
+        return (_seq_ct(seq, _split_back(dy, arrays, axis)), *no_tangents(len(args)))
 
     return np.concatenate(arrays, *args, **kwargs), pullback
 
@@ -295,10 +305,8 @@ def _hstack(tup, *args, **kwargs):
 
     def pullback(dy):
         pieces = _split_back(dy, promoted, axis)
-        return (
-            [project(p, x) for p, x in zip(pieces, arrays, strict=False)],
-            *no_tangents(len(args)),
-        )
+        cts = [project(p, x) for p, x in zip(pieces, arrays, strict=False)]
+        return (_seq_ct(tup, cts), *no_tangents(len(args)))
 
     return np.hstack(arrays, *args, **kwargs), pullback
 
@@ -311,10 +319,8 @@ def _vstack(tup, *args, **kwargs):
 
     def pullback(dy):
         pieces = _split_back(dy, promoted, 0)
-        return (
-            [project(p, x) for p, x in zip(pieces, arrays, strict=False)],
-            *no_tangents(len(args)),
-        )
+        cts = [project(p, x) for p, x in zip(pieces, arrays, strict=False)]
+        return (_seq_ct(tup, cts), *no_tangents(len(args)))
 
     return np.vstack(arrays, *args, **kwargs), pullback
 
@@ -323,29 +329,31 @@ def _vstack(tup, *args, **kwargs):
 def _stack(arrays, *args, **kwargs):
     """np.stack: da_i = dy[(:,)*axis + (i,)]."""
     axis = params(args, kwargs, axis=0, out=None, dtype=None, casting="same_kind")["axis"]
-    arrays = list(arrays)
+    seq, arrays = arrays, list(arrays)
     y = np.stack(arrays, *args, **kwargs)
     ax = _norm_axis(axis, y.ndim)
 
     def pullback(dy):
         pre = (slice(None),) * ax
-        return ([project(dy[pre + (i,)], x) for i, x in enumerate(arrays)], *no_tangents(len(args)))
+        cts = [project(dy[pre + (i,)], x) for i, x in enumerate(arrays)]
+        return (_seq_ct(seq, cts), *no_tangents(len(args)))
 
     return y, pullback
 
 
 def _split_rule(fn):
-    def rule(ary, indices_or_sections, *args, **kwargs):
-        axis = params(args, kwargs, axis=0)["axis"]
-        ys = fn(ary, indices_or_sections, *args, **kwargs)
+    def rule(ary, *args, **kwargs):
+        p = params(args, kwargs, indices_or_sections=None, axis=0)
+        axis = p["axis"]
+        ys = fn(ary, p["indices_or_sections"], axis)
 
         def pullback(dys):
             dys = [unthunk(d) for d in dys]
             if all(is_zero(d) for d in dys):
-                return (ZeroTangent(), NoTangent(), *no_tangents(len(args)))
+                return (ZeroTangent(), *no_tangents(len(args)))
             parts = [zeros_for(y) if is_zero(d) else d for d, y in zip(dys, ys, strict=False)]
             da = project(np.concatenate(parts, axis=axis), ary)
-            return (da, NoTangent(), *no_tangents(len(args)))
+            return (da, *no_tangents(len(args)))
 
         return ys, pullback
 
@@ -365,8 +373,9 @@ register_rrule(np.array_split)(_split_rule(np.array_split))
 
 
 @register_rrule(np.tile)
-def _tile(A, reps):
+def _tile(A, *args, **kwargs):
     """np.tile: dy reshaped to interleaved (rep_i, n_i) axes, summed over the rep axes."""
+    reps = params(args, kwargs, reps=None)["reps"]
     shape = np.shape(A)
     reps_t = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
     d = max(len(shape), len(reps_t))
@@ -376,16 +385,17 @@ def _tile(A, reps):
     def pullback(dy):
         inter = tuple(v for pair in zip(r, s, strict=False) for v in pair)
         g = np.sum(np.reshape(dy, inter), axis=tuple(range(0, 2 * d, 2)))
-        return project(np.reshape(g, shape), A), NoTangent()
+        return (project(np.reshape(g, shape), A), *no_tangents(len(args)))
 
     return np.tile(A, reps), pullback
 
 
 @register_rrule(np.repeat)
-def _repeat(a, repeats, *args, **kwargs):
+def _repeat(a, *args, **kwargs):
     """np.repeat: scalar repeats r: da = sum(reshape(dy, (..., n, r, ...)), r-axis);
     array repeats: da = scatter_add(dy, index=repeat(arange(n), repeats)) along ``axis``."""
-    axis = params(args, kwargs, axis=None)["axis"]
+    p = params(args, kwargs, repeats=None, axis=None)
+    repeats, axis = p["repeats"], p["axis"]
     shape = np.shape(a)
 
     def pullback(dy):
@@ -405,21 +415,22 @@ def _repeat(a, repeats, *args, **kwargs):
 
             idx = np.repeat(np.arange(n), repeats)
             g = scatter_add(dy, (slice(None),) * ax + (idx,), flat_shape)
-        return (project(np.reshape(g, shape), a), NoTangent(), *no_tangents(len(args)))
+        return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
 
-    return np.repeat(a, repeats, *args, **kwargs), pullback
+    return np.repeat(a, repeats, axis), pullback
 
 
 @register_rrule(np.roll)
-def _roll(a, shift, *args, **kwargs):
+def _roll(a, *args, **kwargs):
     """np.roll: da = roll(dy, -shift, axis)."""
-    axis = params(args, kwargs, axis=None)["axis"]
+    p = params(args, kwargs, shift=None, axis=None)
+    shift, axis = p["shift"], p["axis"]
     neg = -shift if np.ndim(shift) == 0 else tuple(-int(s) for s in shift)
 
     def pullback(dy):
-        return (np.roll(dy, neg, axis), NoTangent(), *no_tangents(len(args)))
+        return (np.roll(dy, neg, axis), *no_tangents(len(args)))
 
-    return np.roll(a, shift, *args, **kwargs), pullback
+    return np.roll(a, shift, axis), pullback
 
 
 @register_rrule(np.pad)

@@ -1,0 +1,318 @@
+"""Statistics traced through their definitions: nan-reductions, quantiles, average, cov, corrcoef.
+
+One flat table, ``STATISTICS`` (merged into the tracer's composites by ``rules.composites``). Each
+entry is written with NumPy calls that have rules, so reverse, forward and higher-order
+derivatives come for free. Masks, counts and order-statistic positions are computed on the
+primal (they carry no derivative).
+
+- ``nansum``/``nanprod``/``nancumsum``/``nancumprod``: ``where(isnan(a), 0 or 1, a)`` then the
+  plain reduction; ``nanmean``/``nanvar``/``nanstd``: sums over the non-nan count;
+  ``nanmax``/``nanmin``: ``max``/``min`` with nans replaced by ``∓inf`` (all-nan slices: nan).
+- ``quantile``/``percentile``/``median`` and their nan versions, every ``method`` of NumPy: the
+  values are sorted (``np.sort`` has a rule) and the result is ``s[lo] + g·(s[hi] − s[lo])``. The
+  position ``lo + g`` is NumPy's own quantile of ``arange(n)`` with the same method, so every
+  method's rounding and interpolation rule is NumPy's exactly (for the nan versions, ``n`` is
+  each slice's count of non-nan values).
+- ``ptp`` = ``max − min``; ``average`` = ``Σ w·a / Σ w``; ``cov`` and ``corrcoef`` as NumPy
+  defines them (``fweights``, ``aweights``, ``ddof``, ``bias``, ``rowvar``, ``y``).
+
+Example::
+
+    >>> import fusegrad as fg
+    >>> fg.grad(lambda x: np.nanmean(x))(np.array([1.0, np.nan, 3.0])).tolist()
+    [0.5, 0.0, 0.5]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .composites import as_array, value
+
+
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    out = tuple(sorted(int(a) % max(ndim, 1) for a in axes))
+    if len(set(out)) != len(out):
+        raise ValueError("repeated axis")
+    return out
+
+
+def _no_out(name: str, out: Any) -> None:
+    if out is not None:
+        raise TypeError(f"np.{name}(..., out=...) writes in place: drop out= and use the result")
+
+
+def _mask(a: Any) -> np.ndarray:
+    return np.isnan(np.asarray(value(a)))
+
+
+def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("nansum", out)
+    a = as_array(a)
+    s = np.sum(np.where(_mask(a), 0.0, a), axis=axis, keepdims=keepdims)
+    return s if initial is None else s + initial
+
+
+def _nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("nanprod", out)
+    a = as_array(a)
+    p = np.prod(np.where(_mask(a), 1.0, a), axis=axis, keepdims=keepdims)
+    return p if initial is None else p * initial
+
+
+def _count(a: Any, axis: Any, keepdims: bool) -> np.ndarray:
+    return np.sum(~_mask(a), axis=axis, keepdims=keepdims)
+
+
+def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    _no_out("nanmean", out)
+    a = as_array(a)
+    n = _count(a, axis, keepdims)
+    return _nansum(a, axis=axis, keepdims=keepdims) / np.where(n == 0, np.nan, n)
+
+
+def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+            correction=None):  # fmt: skip
+    _no_out("nanvar", out)
+    if correction is not None:
+        ddof = correction
+    a = as_array(a)
+    m = _nanmean(a, axis=axis, keepdims=True) if mean is None else mean
+    d = np.where(_mask(a), 0.0, a - m)
+    sq = np.real(d * np.conj(d)) if np.iscomplexobj(value(a)) else d * d
+    n = _count(a, axis, keepdims) - ddof
+    return np.sum(sq, axis=axis, keepdims=keepdims) / np.where(n <= 0, np.nan, n)
+
+
+def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+            correction=None):  # fmt: skip
+    return np.sqrt(_nanvar(a, axis, dtype, out, ddof, keepdims, mean=mean, correction=correction))
+
+
+def _nanextremum(fn: Callable, fill: float, name: str) -> Callable:
+    def rule(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        _no_out(name, out)
+        a = as_array(a)
+        mask = _mask(a)
+        y = fn(np.where(mask, fill, a), axis=axis, keepdims=keepdims)
+        empty = np.all(mask, axis=axis, keepdims=keepdims)
+        return np.where(empty, np.nan, y) if np.any(empty) else y
+
+    rule.__name__ = name
+    return rule
+
+
+def _nancum(fn: Callable, fill: float, name: str) -> Callable:
+    def rule(a, axis=None, dtype=None, out=None):
+        _no_out(name, out)
+        a = as_array(a)
+        return fn(np.where(_mask(a), fill, a), axis=axis)
+
+    rule.__name__ = name
+    return rule
+
+
+def _ptp(a, axis=None, out=None, keepdims=False):
+    _no_out("ptp", out)
+    return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
+
+
+# --------------------------------------------------------------------------------------------------
+# Quantiles
+# --------------------------------------------------------------------------------------------------
+
+
+def _positions(n: int, q: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(lo, hi, g)`` with the quantile ``s[lo] + g (s[hi] - s[lo])`` of ``n`` sorted values:
+    NumPy's quantile of ``arange(n)`` (the interpolated position) under ``method``."""
+    if n == 0:
+        z = np.zeros(q.shape, np.int64)
+        return z, z, np.zeros(q.shape)
+    pos = np.quantile(np.arange(n, dtype=np.float64), q, method=method)
+    lo = np.clip(np.floor(pos), 0, n - 1).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    return lo, hi, pos - lo
+
+
+def _quantile_core(a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: bool) -> Any:
+    a = as_array(a)
+    qv = np.asarray(value(q), dtype=np.float64)
+    if np.any((qv < 0) | (qv > 1)):
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    ndim = np.ndim(a)
+    axes = _axes(axis, ndim)
+    keep = [i for i in range(ndim) if i not in axes]
+    shape = np.shape(a)
+    moved = np.transpose(a, keep + list(axes))
+    kshape = tuple(shape[i] for i in keep)
+    flat = np.reshape(moved, kshape + (-1,))
+    s = np.sort(flat, axis=-1)  # nans last
+    n_all = np.shape(flat)[-1]
+    qflat = np.ravel(qv)
+    if nan:
+        counts = np.sum(~np.isnan(np.asarray(value(flat))), axis=-1)
+    else:
+        counts = np.full(kshape, n_all, dtype=np.int64)
+    lo = np.zeros(kshape + qflat.shape, np.int64)
+    hi = np.zeros_like(lo)
+    g = np.zeros(lo.shape)
+    for c in np.unique(counts):
+        sel = counts == c
+        lo_c, hi_c, g_c = _positions(int(c), qflat, method)
+        lo[sel], hi[sel], g[sel] = lo_c, hi_c, g_c
+    s_lo = np.take_along_axis(s, lo, axis=-1)
+    s_hi = np.take_along_axis(s, hi, axis=-1)
+    res = s_lo + g * (s_hi - s_lo)
+    if nan and np.any(counts == 0):
+        res = np.where((counts == 0)[..., None], np.nan, res)
+    # NumPy puts q's axes first.
+    res = np.moveaxis(res, -1, 0) if np.ndim(res) > 0 else res
+    res = np.reshape(res, qv.shape + kshape)
+    if keepdims:
+        full = list(shape)
+        for i in axes:
+            full[i] = 1
+        res = np.reshape(res, qv.shape + tuple(full))
+    return res
+
+
+def _quantile_fn(name: str, scale: float, nan: bool) -> Callable:
+    def rule(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+             *, weights=None, interpolation=None):  # fmt: skip
+        _no_out(name, out)
+        if weights is not None:
+            raise TypeError(
+                f"np.{name}(weights=...) has no derivative rule in fusegrad; call it without "
+                "weights, or on fusegrad.numpy.stop_gradient(a) if a is a constant"
+            )
+        if interpolation is not None:
+            method = interpolation
+        return _quantile_core(a, np.asarray(value(q)) / scale, axis, method, keepdims, nan)
+
+    rule.__name__ = name
+    return rule
+
+
+def _median_fn(name: str, nan: bool) -> Callable:
+    def rule(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+        _no_out(name, out)
+        return _quantile_core(a, 0.5, axis, "linear", keepdims, nan)
+
+    rule.__name__ = name
+    return rule
+
+
+# --------------------------------------------------------------------------------------------------
+# average, cov, corrcoef
+# --------------------------------------------------------------------------------------------------
+
+
+def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    a = as_array(a)
+    if weights is None:
+        avg = np.mean(a, axis=axis, keepdims=keepdims)
+        n = np.size(value(a)) / np.size(value(avg))
+        scl = np.zeros(np.shape(avg)) + n
+    else:
+        w = as_array(weights)
+        if np.shape(w) != np.shape(a):
+            if axis is None:
+                raise TypeError(
+                    "np.average: axis must be specified when shapes of a and weights differ"
+                )
+            if np.ndim(w) != 1 or np.ndim(axis) != 0:
+                raise TypeError(
+                    "np.average: 1D weights expected when shapes of a and weights differ"
+                )
+            ax = int(axis) % np.ndim(a)
+            if np.shape(w)[0] != np.shape(a)[ax]:
+                raise ValueError("np.average: length of weights not compatible with specified axis")
+            w = np.reshape(w, (1,) * ax + (-1,) + (1,) * (np.ndim(a) - ax - 1))
+        scl = np.sum(w * np.ones(np.shape(a)), axis=axis, keepdims=keepdims)
+        if np.any(np.asarray(value(scl)) == 0.0):
+            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+        avg = np.sum(a * w, axis=axis, keepdims=keepdims) / scl
+    return (avg, scl) if returned else avg
+
+
+def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
+         dtype=None):  # fmt: skip
+    m = as_array(m)
+    if np.ndim(m) > 2:
+        raise ValueError("m has more than 2 dimensions")
+    x = np.reshape(m, (1, -1)) if np.ndim(m) < 2 else m
+    if not rowvar and np.shape(x)[0] != 1:
+        x = np.transpose(x)
+    if y is not None:
+        y = as_array(y)
+        y2 = np.reshape(y, (1, -1)) if np.ndim(y) < 2 else y
+        if not rowvar and np.shape(y2)[0] != 1:
+            y2 = np.transpose(y2)
+        x = np.concatenate([x, y2], axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    w = None
+    if fweights is not None:
+        w = np.asarray(value(fweights), dtype=np.float64)
+    if aweights is not None:
+        aw = as_array(aweights)
+        w = aw if w is None else w * aw
+    if w is None:
+        avg = np.mean(x, axis=1, keepdims=True)
+        fact = np.shape(x)[1] - ddof
+    else:
+        w_sum = np.sum(w)
+        avg = np.sum(x * w, axis=1, keepdims=True) / w_sum
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = w_sum - ddof
+        else:
+            fact = w_sum - ddof * np.sum(w * as_array(aweights)) / w_sum
+    xc = x - avg
+    xw = xc if w is None else xc * w
+    c = np.matmul(xw, np.conj(np.transpose(xc))) / fact
+    return np.reshape(c, ()) if np.shape(c) == (1, 1) and np.ndim(m) < 2 and y is None else c
+
+
+def _corrcoef(x, y=None, rowvar=True, bias=None, ddof=None, *, dtype=None):
+    c = _cov(x, y, rowvar)
+    if np.ndim(c) == 0:
+        return c / c
+    d = np.real(np.diagonal(c))
+    sd = np.sqrt(d)
+    c = c / np.reshape(sd, (-1, 1))
+    return c / np.reshape(sd, (1, -1))
+
+
+# fmt: off
+STATISTICS: dict[Any, Callable] = {
+    np.nansum:        _nansum,
+    np.nanprod:       _nanprod,
+    np.nanmean:       _nanmean,
+    np.nanvar:        _nanvar,
+    np.nanstd:        _nanstd,
+    np.nanmax:        _nanextremum(np.max, -np.inf, "nanmax"),
+    np.nanmin:        _nanextremum(np.min, np.inf, "nanmin"),
+    np.nancumsum:     _nancum(np.cumsum, 0.0, "nancumsum"),
+    np.nancumprod:    _nancum(np.cumprod, 1.0, "nancumprod"),
+    np.median:        _median_fn("median", nan=False),
+    np.nanmedian:     _median_fn("nanmedian", nan=True),
+    np.quantile:      _quantile_fn("quantile", 1.0, nan=False),
+    np.nanquantile:   _quantile_fn("nanquantile", 1.0, nan=True),
+    np.percentile:    _quantile_fn("percentile", 100.0, nan=False),
+    np.nanpercentile: _quantile_fn("nanpercentile", 100.0, nan=True),
+    np.ptp:           _ptp,
+    np.average:       _average,
+    np.cov:           _cov,
+    np.corrcoef:      _corrcoef,
+}
+# fmt: on
+
+__all__ = ["STATISTICS"]
