@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..lazy.protocols import ARITHMETIC, COMPARISONS, forward_methods, forward_operators
+from ..rules.composites import COMPOSITES as RULE_COMPOSITES
 from ..rules.elementwise import astype
 from .core import Tracer, apply
 
@@ -235,6 +236,7 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
 
 # Functions traced through their definition in terms of other NumPy functions.
 COMPOSITES: dict[Any, Any] = {
+    **RULE_COMPOSITES,  # fusegrad.rules.composites: NumPy functions traced through their definition
     np.clip: _clip,
     np.copy: lambda a, order="K", subok=False: a,
     np.amax: lambda a, axis=None, keepdims=False: np.max(a, axis=axis, keepdims=keepdims),
