@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .ad import conversions
 from .ad.core import Trace, Tracer, backward
 from .ad.pytree import flatten
 from .lazy import LazyArray, Leaf, materialize_many, replay, small
@@ -334,7 +335,7 @@ def _value_and_grad(
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        with replay.api_call():
+        with replay.api_call(), conversions.tracing():
             return _call(args, kwargs)
 
     def _call(args: tuple, kwargs: dict) -> Any:
@@ -412,6 +413,10 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with conversions.tracing():
+            return _call(args, kwargs)
+
+    def _call(args: tuple, kwargs: dict) -> Any:
         nums = _normalize_argnums(argnums, len(args))
 
         partial_fun = _with_args(fun, args, kwargs, nums)
@@ -439,6 +444,10 @@ def jacobian(
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with conversions.tracing():
+            return _call(args, kwargs)
+
+    def _call(args: tuple, kwargs: dict) -> Any:
         nums = _normalize_argnums(argnums, len(args))
         name = getattr(fun, "__name__", "fun")
         for n in nums:

@@ -1,0 +1,116 @@
+"""``np.asarray``/``np.array`` of traced values, so code written for plain NumPy runs unchanged.
+
+``np.asarray`` and ``np.array`` are not NumPy protocols: a traced value reaching them (a list
+argument the function converts, ``np.asarray(x)`` at the top of a library function) could only
+become an ndarray and lose its derivative. So while a trace runs (``tracing()``: ``grad``,
+``vjp``, ``jvp`` and the functions built on them enter it), the four conversion functions of
+the ``numpy`` module are wrapped: on anything without a traced value inside they are NumPy's own
+(one type check, and the original is called as is); on a traced value they
+return it (cast with ``astype`` if a ``dtype`` is asked for), and a list or tuple holding traced
+values becomes ``np.stack`` of its parts (``fusegrad.numpy.array``), as ``jnp.asarray`` does.
+Outside traces NumPy's functions are in place, untouched. Code that imported them by name
+(``from numpy import asarray``) keeps NumPy's; ``FUSEGRAD_PATCH_NUMPY=0`` in the environment
+turns the wrapping off.
+
+Example::
+
+    >>> import numpy as np, fusegrad as fg
+    >>> fg.grad(lambda x: np.sum(np.asarray(x) ** 2))([1.0, 2.0])  # a list is a pytree
+    [2.0, 4.0]
+    >>> fg.grad(lambda x: np.sum(np.array([x, x * x])))(3.0)
+    7.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .core import Tracer
+
+ORIGINALS: dict[str, Callable] = {}
+
+
+def _holds_tracer(x: Any) -> bool:
+    if isinstance(x, Tracer):
+        return True
+    if type(x) in (list, tuple):
+        return any(_holds_tracer(v) for v in x)
+    return False
+
+
+def _traced_array(values: Any, dtype: Any, ndmin: int = 0) -> Any:
+    from ..numpy import array  # fusegrad.numpy sits above this module
+
+    out = values if isinstance(values, Tracer) else array(values)
+    if dtype is not None and np.dtype(dtype) != out.dtype:
+        out = out.astype(dtype)
+    if ndmin > out.ndim:
+        out = np.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
+    return out
+
+
+def _wrap(name: str) -> Callable:
+    original = getattr(np, name)
+    ORIGINALS[name] = original
+
+    @functools.wraps(original)
+    def convert(a: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if type(a) is np.ndarray:
+            return original(a, dtype, *args, **kwargs)
+        if isinstance(a, Tracer):
+            return _traced_array(a, dtype, kwargs.get("ndmin", 0))
+        try:
+            return original(a, dtype, *args, **kwargs)
+        except TypeError:  # a traced value inside a list refuses to become an array
+            if type(a) in (list, tuple) and _holds_tracer(a):
+                return _traced_array(a, dtype, kwargs.get("ndmin", 0))
+            raise
+
+    convert.__module__ = "numpy"
+    convert.__fusegrad_wrapped__ = True  # type: ignore[attr-defined]
+    return convert
+
+
+_ENABLED = os.environ.get("FUSEGRAD_PATCH_NUMPY", "1").strip() != "0"
+_NAMES = ("asarray", "array", "asanyarray", "ascontiguousarray")
+_WRAPPERS = {name: _wrap(name) for name in _NAMES}
+_depth = [0]
+_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[None]:
+    """NumPy's conversion functions accept traced values inside the block (nests, threads).
+
+    >>> with tracing():
+    ...     np.asarray is ORIGINALS["asarray"]  # the wrapper, while a trace runs
+    False
+    >>> np.asarray is ORIGINALS["asarray"]
+    True
+    """
+    if not _ENABLED:
+        yield
+        return
+    with _lock:
+        _depth[0] += 1
+        if _depth[0] == 1:
+            for name in _NAMES:
+                setattr(np, name, _WRAPPERS[name])
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth[0] -= 1
+            if _depth[0] == 0:
+                for name in _NAMES:
+                    setattr(np, name, ORIGINALS[name])
+
+
+__all__ = ["ORIGINALS", "tracing"]
