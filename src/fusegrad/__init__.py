@@ -8,6 +8,7 @@ array([0., 0., 0.])
 from . import numpy  # noqa: F401  (fusegrad.numpy.array, stop_gradient)
 from . import rules as _rules  # noqa: F401  (registers every rule family)
 from .ad import tracer as _tracer  # noqa: F401  (attaches NumPy protocols to Tracer)
+from .ad.pytree import ravel_pytree, register_pytree_node
 from .api import (
     checkpoint,
     deriv,
@@ -42,6 +43,8 @@ from .tangents import (
     unthunk,
 )
 
+flatten = ravel_pytree  # autograd's name: fusegrad.flatten(tree) -> (vector, unflatten)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -59,6 +62,7 @@ __all__ = [
     "deriv",
     "elementwise_grad",
     "explain",
+    "flatten",
     "frule",
     "grad",
     "hessian",
@@ -71,6 +75,8 @@ __all__ = [
     "opt_out",
     "owned",
     "primitive",
+    "ravel_pytree",
+    "register_pytree_node",
     "register_frule",
     "register_rrule",
     "rrule",

@@ -1,7 +1,10 @@
-"""Pytrees: nested tuples, lists, dicts, namedtuples and dataclasses of arrays and numbers.
+"""Pytrees: nested tuples, lists, dicts, namedtuples, dataclasses and registered classes of
+arrays and numbers.
 
 ``flatten(tree) -> (leaves, rebuild)``; ``rebuild(new_leaves)`` puts leaves back in the same
-structure. ``None`` is an empty subtree.
+structure. ``None`` is an empty subtree. ``register_pytree_node`` teaches it a class of your own;
+``ravel_pytree`` (``fusegrad.flatten``) turns a whole tree into one vector, for optimisers such as
+``scipy.optimize.minimize``.
 
 Example::
 
@@ -16,6 +19,34 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+
+# type -> (flatten_fn(x) -> (children, aux_data), unflatten_fn(aux_data, children) -> x)
+_NODES: dict[type, tuple[Callable, Callable]] = {}
+
+
+def register_pytree_node(cls: type, flatten_fn: Callable, unflatten_fn: Callable) -> type:
+    """Make instances of ``cls`` pytree nodes, as JAX's ``register_pytree_node``.
+
+    ``flatten_fn(x)`` returns ``(children, aux_data)`` (children: a sequence of subtrees; aux_data:
+    hashable static data); ``unflatten_fn(aux_data, children)`` rebuilds an instance. Gradients
+    of such an argument are instances of ``cls`` holding the children's gradients.
+
+    >>> class Affine:
+    ...     def __init__(self, w, b):
+    ...         self.w, self.b = w, b
+    >>> _ = register_pytree_node(Affine, lambda a: ((a.w, a.b), None), lambda _, c: Affine(*c))
+    >>> leaves, rebuild = flatten(Affine(np.ones(2), 0.5))
+    >>> len(leaves), rebuild([1, 2]).b
+    (2, 2)
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_pytree_node needs a class, got {cls!r}")
+    if cls in (tuple, list, dict, type(None)):
+        raise ValueError(f"{cls.__name__} is already a pytree node")
+    _NODES[cls] = (flatten_fn, unflatten_fn)
+    return cls
 
 
 def _is_namedtuple(x: Any) -> bool:
@@ -60,12 +91,18 @@ def _key(spec: Any) -> tuple:
         return (tag, spec[1], tuple(spec[2]), tuple(_key(s) for s in spec[3]))
     if tag == "dataclass":
         return (tag, type(spec[1]), tuple(spec[2]), tuple(_key(s) for s in spec[3]))
+    if tag == "custom":
+        return (tag, spec[1], spec[2], tuple(_key(s) for s in spec[3]))
     return (tag, tuple(_key(s) for s in spec[1]))
 
 
 def _flatten(x: Any, leaves: list) -> Any:
     if x is None:
         return ("none",)
+    node = _NODES.get(type(x))
+    if node is not None:
+        children, aux = node[0](x)
+        return ("custom", type(x), aux, [_flatten(c, leaves) for c in children])
     if _is_namedtuple(x):
         return ("namedtuple", type(x), [_flatten(v, leaves) for v in x])
     if isinstance(x, tuple | list):
@@ -93,4 +130,64 @@ def _rebuild(spec: Any, it: Any) -> Any:
     if tag == "dataclass":
         values = {n: _rebuild(s, it) for n, s in zip(spec[2], spec[3])}
         return dataclasses.replace(spec[1], **values)
+    if tag == "custom":
+        return _NODES[spec[1]][1](spec[2], [_rebuild(s, it) for s in spec[3]])
     return tag(_rebuild(s, it) for s in spec[1])
+
+
+def ravel_pytree(tree: Any) -> tuple[Any, Callable[[Any], Any]]:
+    """``(vector, unflatten)``: every leaf of ``tree`` raveled into one 1-D array, and the function
+    that turns such a vector back into the tree (each leaf with its shape and dtype), as JAX's
+    ``ravel_pytree`` and autograd's ``flatten``. Works on traced values too.
+
+    The vector's dtype is the leaves' common one; ``unflatten`` casts each piece back.
+
+    >>> vec, unflatten = ravel_pytree({"w": np.ones((2, 2)), "b": 0.5})
+    >>> vec
+    array([0.5, 1. , 1. , 1. , 1. ])
+    >>> unflatten(vec * 2)["w"]
+    array([[2., 2.],
+           [2., 2.]])
+    """
+    leaves, rebuild = flatten(tree)
+    shapes = [np.shape(v) for v in leaves]
+    kinds = [_leaf_kind(v) for v in leaves]
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+    if leaves:
+        dtype = np.result_type(*(k[0] for k in kinds))
+        vector = np.concatenate([np.reshape(v, (-1,)) for v in leaves])
+        if getattr(vector, "dtype", dtype) != dtype:
+            vector = vector.astype(dtype)
+    else:
+        vector = np.zeros(0)
+    offsets = np.cumsum([0] + sizes).tolist()
+
+    def unflatten(vec: Any) -> Any:
+        if np.ndim(vec) != 1 or np.shape(vec)[0] != offsets[-1]:
+            raise ValueError(
+                f"unflatten needs a vector of {offsets[-1]} elements (as ravel_pytree made), got "
+                f"shape {np.shape(vec)}"
+            )
+        parts = []
+        for (dt, python), shape, a, b in zip(kinds, shapes, offsets[:-1], offsets[1:]):
+            part = np.reshape(vec[a:b], shape)
+            if getattr(part, "dtype", dt) != dt:
+                part = (np.real(part) if dt.kind != "c" else part).astype(dt)
+            parts.append(python(part) if python is not None and not _traced(part) else part)
+        return rebuild(parts)
+
+    return vector, unflatten
+
+
+def _leaf_kind(v: Any) -> tuple[np.dtype, Any]:
+    """A leaf's dtype, and the Python type to give it back as (a Python float stays a float)."""
+    primal = v
+    while hasattr(primal, "__fusegrad_traced__") and hasattr(primal, "value"):
+        primal = primal.value
+    dt = np.dtype(getattr(primal, "dtype", None) or np.result_type(primal))
+    python = type(v) if isinstance(v, int | float | complex) and not isinstance(v, bool) else None
+    return dt, python
+
+
+def _traced(x: Any) -> bool:
+    return getattr(type(x), "__fusegrad_traced__", False)
