@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any
 
 import numpy as np
@@ -120,11 +121,14 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
 
 
 def _no_array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
+    from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
+
     raise TypeError(
         "a traced value was converted to a NumPy array (np.asarray, np.array or a function "
         "without a rule that calls it), so its gradient would be lost. Keep it in NumPy "
         "operations; to build an array from traced values use fusegrad.numpy.array([...]) or "
-        "np.stack([...]); to use it as a constant, wrap it with fusegrad.numpy.stop_gradient(x)"
+        "np.stack([...]); to use it as a constant, wrap it with fusegrad.numpy.stop_gradient(x)."
+        + scipy_hint(sys._getframe(1))
     )
 
 

@@ -10,6 +10,7 @@ lazy and fused and its forward rule is derived from the same partials.
 | ``_zeta(s, q)`` (``zeta``'s ufunc) | ``∂q = -s ζ(s+1, q)``; ``∂s``: not implemented (error) |
 | ``beta``, ``betaln`` | ``y (ψ(a) - ψ(a+b))``, ``ψ(a) - ψ(a+b)`` (and in b) |
 | ``gammainc``, ``gammaincc`` | ``±exp(-x) x^(a-1) / Γ(a)`` in x; in a: not implemented |
+| ``betainc(a, b, x)`` | ``x^(a-1) (1-x)^(b-1) / B(a, b)`` in x; in a, b: not implemented |
 | ``erfinv``, ``erfcinv``, ``erfcx`` | ``±√π/2 exp(y²)``, ``2 x y - 2/√π`` |
 | ``ndtr``, ``ndtri``, ``log_ndtr`` | ``φ(x)``, ``1/φ(y)``, ``exp(-x²/2 - log√(2π) - y)`` |
 | ``entr`` | ``-(log x + 1)`` |
@@ -21,9 +22,10 @@ lazy and fused and its forward rule is derived from the same partials.
 | ``kv`` | ``-(K_{v-1} + K_{v+1})/2`` |
 | ``np.sinc`` (also ``scipy.special.sinc``) | ``(cos(πx) - y) / x``, 0 at x = 0 |
 
-The order ``v``/``n`` of a Bessel function and ``a`` of ``gammainc``/``gammaincc`` get no
-derivative (JAX gives none either): their cotangent is an error raised only if that argument is
-traced, naming the function, so a constant order (float or int) costs nothing.
+The order ``v``/``n`` of a Bessel function, ``a`` of ``gammainc``/``gammaincc`` and ``a``, ``b``
+of ``betainc`` get no derivative (JAX has one only for ``gammainc``'s ``a``): their cotangent is
+an error raised only if that argument is traced, naming the function, so a constant order (float
+or int) costs nothing.
 
 Example::
 
@@ -150,6 +152,9 @@ def _declare() -> None:
     scalar_rule(sp.ive,       None, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x))
                                                     + _ive_shift(x, y))
     scalar_rule(sp.kv,        None, lambda v, x, y: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)))
+    scalar_rule(sp.betainc,   None, None,
+                              lambda a, b, x, y: np.exp(sp.xlogy(a - 1, x) + sp.xlog1py(b - 1, -x)
+                                                        - sp.betaln(a, b)))
     # fmt: on
 
     for u in list(PARTIALS):
@@ -162,6 +167,8 @@ def _declare() -> None:
     for u in (sp.jv, sp.yv, sp.iv, sp.ive, sp.kv):
         _no_derivative_in(u, 0, "the order v (the derivative in x is implemented)")
     _no_derivative_in(sp.yn, 0, "the order n")
+    _no_derivative_in(sp.betainc, 0, "a (the derivative in x is implemented)")
+    _no_derivative_in(sp.betainc, 1, "b (the derivative in x is implemented)")
 
 
 if sp is not None:

@@ -1,0 +1,24 @@
+"""SciPy for traced values: plain SciPy calls work on them, and mirrors with SciPy's names.
+
+After ``import fusegrad`` these SciPy functions differentiate as written, with no change of
+imports: ``scipy.special.logsumexp``, ``softmax``, ``log_softmax``, ``polygamma``, ``zeta`` and
+every ``scipy.special`` ufunc with a rule (``gammaln``, ``erf``, ``jv``, ...); the ``logpdf``,
+``pdf``, ``logcdf``, ``cdf``, ``sf``, ``logsf``, ``logpmf`` and ``pmf`` methods of
+``scipy.stats``'s ``norm``, ``t``, ``gamma``, ``beta``, ``expon``, ``laplace``, ``cauchy``,
+``logistic``, ``poisson``, ``binom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not).
+The same functions are in ``fusegrad.scipy.special`` and ``fusegrad.scipy.stats``, usable
+directly (also for a name imported from SciPy before fusegrad, which keeps SciPy's function).
+How the plain calls are reached: ``fusegrad.scipy._dispatch``.
+
+Example::
+
+    >>> import numpy as np, scipy.stats, fusegrad as fg
+    >>> float(fg.grad(lambda m: scipy.stats.norm.logpdf(1.0, m, 2.0))(0.0))  # (x - m) / s²
+    0.25
+"""
+
+from ._dispatch import install
+
+install()
+
+__all__ = ["install"]

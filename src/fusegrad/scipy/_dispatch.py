@@ -1,0 +1,198 @@
+"""How plain SciPy calls reach ``fusegrad.scipy``: wrappers installed once, and error hints.
+
+SciPy's Python functions call ``np.asarray`` on their arguments, so NumPy's protocols never see
+a traced value. fusegrad therefore replaces, once, the public SciPy attributes it has a mirror
+for (``scipy.special.logsumexp``, ``scipy.stats.rv_continuous.logpdf``, ``scipy.linalg.solve``,
+...) by wrappers: with no traced argument a wrapper calls SciPy's own function (one type check
+per argument); with one it calls the ``fusegrad.scipy`` mirror. A SciPy module already imported
+when fusegrad is imported is patched at once; the others when they are first imported (a
+``sys.meta_path`` finder runs the patch right after the module's own code), so importing
+fusegrad never imports ``scipy.stats`` (seconds) for a program that does not use it.
+
+A name bound before fusegrad was imported (``from scipy.special import logsumexp``) keeps SciPy's
+function; when such a function (or any SciPy function without a mirror) converts a traced value
+to an array, ``Tracer.__array__`` asks :func:`scipy_hint` to name it and its replacement.
+
+Example::
+
+    >>> import numpy as np, scipy.special, fusegrad as fg
+    >>> float(fg.grad(lambda x: scipy.special.logsumexp(x))(np.zeros(2))[0])
+    0.5
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..rules import registry
+
+# SciPy module -> the fusegrad.scipy module that patches it (its ``_patch(module)``).
+MIRRORS = {
+    "scipy.special": "fusegrad.scipy.special",
+    "scipy.stats": "fusegrad.scipy.stats",
+    # "scipy.linalg": "fusegrad.scipy.linalg",
+    # "scipy.signal": "fusegrad.scipy.signal",
+}
+
+_patched: set[str] = set()
+
+
+def traced(args: tuple, kwargs: dict) -> bool:
+    """Whether any argument (or an element of a list/tuple argument) is a traced value."""
+    return registry._traced(args) or (bool(kwargs) and registry._traced(tuple(kwargs.values())))
+
+
+def original(f: Any) -> Any:
+    """SciPy's own function behind a fusegrad wrapper (``f`` itself when not wrapped)."""
+    return getattr(f, "__fusegrad_original__", f)
+
+
+def wrap(orig: Callable, mirror: Callable) -> Callable:
+    """``orig`` when no argument is traced, else ``mirror`` (same signature).
+
+    >>> w = wrap(abs, lambda x: "traced")
+    >>> w(-2), original(w) is abs
+    (2, True)
+    """
+    orig = original(orig)
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if traced(args, kwargs):
+            return mirror(*args, **kwargs)
+        return orig(*args, **kwargs)
+
+    wrapper.__fusegrad_original__ = orig  # type: ignore[attr-defined]
+    # The wrapper is the same function to the rule tables (check_rrule(scipy.special.logsumexp)).
+    if orig in registry.RRULES:
+        registry.RRULES[wrapper] = registry.RRULES[orig]
+    if orig in registry.FRULES:
+        registry.FRULES[wrapper] = registry.FRULES[orig]
+    return wrapper
+
+
+def patch_attr(owner: Any, name: str, mirror: Callable) -> None:
+    """Replace ``owner.name`` (a module function or a class's method) by ``wrap(it, mirror)``."""
+    current = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    if hasattr(current, "__fusegrad_original__"):
+        return
+    setattr(owner, name, wrap(current, mirror))
+
+
+def _patch(name: str, module: Any) -> None:
+    if name in _patched:
+        return
+    _patched.add(name)
+    importlib.import_module(MIRRORS[name])._patch(module)
+
+
+class _PatchOnImport:
+    """A ``sys.meta_path`` finder: the module's loader runs the patch after the module's code."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in MIRRORS or fullname in _patched:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        run = getattr(loader, "exec_module", None)
+        if run is None:  # pragma: no cover - SciPy's modules have standard loaders
+            return spec
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            del loader.exec_module  # the loader's own method again
+            _patch(fullname, module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    """Patch the SciPy modules imported so far; the others as they are imported. Idempotent."""
+    if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+    for name in MIRRORS:
+        module = sys.modules.get(name)
+        if module is not None:
+            _patch(name, module)
+
+
+# --------------------------------------------------------------------------------------------------
+# Naming the SciPy function that converted a traced value (Tracer.__array__)
+# --------------------------------------------------------------------------------------------------
+
+
+def _public(module: str) -> str:
+    parts = module.split(".")
+    keep = [p for i, p in enumerate(parts) if i == 0 or not p.startswith("_")]
+    return ".".join(keep[: next((i for i, p in enumerate(parts) if p.startswith("_")), None)])
+
+
+def _caller(frame: Any) -> tuple[str, str, str] | None:
+    """``(public module, attribute path, function)`` of the outermost SciPy frame the user called
+    (below the first frame that is neither SciPy nor NumPy), or None outside SciPy."""
+    found = None
+    while frame is not None:
+        mod = frame.f_globals.get("__name__", "")
+        if mod.startswith("scipy.") or mod == "scipy":
+            found = frame
+        elif found is not None and not mod.startswith(("numpy", "fusegrad.scipy")):
+            break
+        frame = frame.f_back
+    if found is None:
+        return None
+    mod = _public(found.f_globals.get("__name__", "scipy"))
+    func = found.f_code.co_name
+    owner = found.f_locals.get("self")
+    dist = getattr(owner, "name", None) if owner is not None else None
+    if mod == "scipy.stats" and isinstance(dist, str):
+        return mod, f"{dist}.{func}", func
+    return mod, func, func
+
+
+def scipy_hint(frame: Any) -> str:
+    """Text naming the SciPy function on the stack above ``frame`` and its fusegrad.scipy
+    replacement, or ``""`` when no SciPy function is involved."""
+    try:
+        where = _caller(frame)
+    except Exception:  # pragma: no cover - a hint must never hide the real error
+        return ""
+    if where is None:
+        return ""
+    mod, path, _ = where
+    name = f"{mod}.{path}"
+    mirror = MIRRORS.get(mod)
+    has = False
+    if mirror is not None:
+        try:
+            obj: Any = importlib.import_module(mirror)
+            first, *rest = path.split(".")
+            obj = vars(obj)[first]  # not the module's __getattr__ fallback to SciPy
+            for part in rest:
+                obj = getattr(obj, part)
+            has = callable(obj) and not getattr(obj, "__fusegrad_fallback__", False)
+        except (AttributeError, ImportError, KeyError):
+            has = False
+    if has:
+        return (
+            f" It happened inside {name}, a SciPy function that fusegrad can differentiate: "
+            f"call {mirror}.{path} instead (same arguments), or use {name} through its module "
+            f"after `import fusegrad` (a name imported from SciPy before fusegrad keeps "
+            f"SciPy's own function)."
+        )
+    return (
+        f" It happened inside {name}, a SciPy function that fusegrad has no rule for. Write it "
+        "with NumPy operations, or give it a rule with fusegrad.register_rrule (see the "
+        "README's SciPy section for the functions fusegrad.scipy provides)."
+    )

@@ -1,0 +1,118 @@
+"""``scipy.special`` for traced values: logsumexp, softmax, log_softmax, polygamma, zeta.
+
+SciPy's ufuncs (``gammaln``, ``digamma``, ``erf``, ``jv``, ...) need nothing here: NumPy's
+``__array_ufunc__`` brings them to their rules (``fusegrad.rules.special``), and this module
+gives them under their SciPy names too (any other name is looked up in ``scipy.special``). The
+functions below are Python functions in SciPy (they call ``np.asarray``); these versions use
+operations that have rules, so they trace, fuse and have reverse and forward derivatives of any
+order. After ``import fusegrad`` the plain ``scipy.special.logsumexp`` etc. call them on traced
+values (and SciPy's own code on anything else).
+
+Example::
+
+    >>> import numpy as np, fusegrad as fg
+    >>> import fusegrad.scipy.special as fsp
+    >>> fg.grad(lambda x: fsp.logsumexp(x))(np.zeros(2))
+    array([0.5, 0.5])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.special as _sp
+from scipy.special import _ufuncs
+
+from ..numpy import stop_gradient
+from ..rules import registry
+from . import _dispatch
+
+_orig_logsumexp = _dispatch.original(_sp.logsumexp)
+_orig_polygamma = _dispatch.original(_sp.polygamma)
+_orig_zeta = _dispatch.original(_sp.zeta)
+
+
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
+              return_sign: bool = False) -> Any:  # fmt: skip
+    """``scipy.special.logsumexp``: ``log(sum(b * exp(a)))`` along ``axis``, stably.
+
+    >>> float(logsumexp(np.log([1.0, 3.0])))
+    1.3862943611198906
+    """
+    if not _dispatch.traced((a, b), {}):
+        return _orig_logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+    if not return_sign:
+        args = (a, axis) if b is None else (a, axis, b)
+        return registry._trace_dispatch[0](_orig_logsumexp, args, {"keepdims": keepdims})
+    m = stop_gradient(np.max(a, axis=axis, keepdims=True))
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(a - m) if b is None else b * np.exp(a - m)
+    s = np.sum(e, axis=axis, keepdims=True)
+    out = np.log(np.abs(s)) + m
+    sign = np.sign(stop_gradient(s))
+    if not keepdims:
+        out = np.squeeze(out, axis=axis)
+        sign = np.squeeze(sign, axis=axis)
+    return out, sign
+
+
+def softmax(x: Any, axis: Any = None) -> Any:
+    """``scipy.special.softmax``: ``exp(x) / sum(exp(x))`` along ``axis`` (all axes for None).
+
+    >>> softmax(np.zeros(2))
+    array([0.5, 0.5])
+    """
+    if not _dispatch.traced((x,), {}):
+        return _dispatch.original(_sp.softmax)(x, axis=axis)
+    m = stop_gradient(np.max(x, axis=axis, keepdims=True))
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(x: Any, axis: Any = None) -> Any:
+    """``scipy.special.log_softmax``: ``x - logsumexp(x, axis, keepdims=True)``.
+
+    >>> np.exp(log_softmax(np.zeros(2)))
+    array([0.5, 0.5])
+    """
+    if not _dispatch.traced((x,), {}):
+        return _dispatch.original(_sp.log_softmax)(x, axis=axis)
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def polygamma(n: Any, x: Any) -> Any:
+    """``scipy.special.polygamma``: ``ψ⁽ⁿ⁾(x) = (-1)ⁿ⁺¹ n! ζ(n+1, x)`` (``ψ(x)`` for n = 0);
+    differentiable in ``x``, the order ``n`` is an integer.
+
+    >>> float(polygamma(1, 1.0))  # π²/6
+    1.6449340668482264
+    """
+    if not _dispatch.traced((n, x), {}):
+        return _orig_polygamma(n, x)
+    n = stop_gradient(n)
+    fac = (-1.0) ** (np.asarray(n) + 1) * _sp.gamma(np.asarray(n) + 1.0)
+    return np.where(np.equal(n, 0), _sp.digamma(x), fac * _ufuncs._zeta(np.asarray(n) + 1.0, x))
+
+
+def zeta(x: Any, q: Any = None, out: Any = None) -> Any:
+    """``scipy.special.zeta``: the Hurwitz zeta function ``ζ(x, q)``, differentiable in ``q``
+    (the Riemann zeta ``ζ(x)`` when ``q`` is None has no derivative rule).
+
+    >>> float(zeta(2.0, 1.0))
+    1.6449340668482264
+    """
+    if q is None or out is not None or not _dispatch.traced((x, q), {}):
+        return _orig_zeta(x, q, out)
+    return _ufuncs._zeta(x, q)
+
+
+def _patch(module: Any) -> None:
+    """Install the wrappers in ``scipy.special`` (called by ``fusegrad.scipy``)."""
+    for name in ("logsumexp", "softmax", "log_softmax", "polygamma", "zeta"):
+        _dispatch.patch_attr(module, name, globals()[name])
+
+
+def __getattr__(name: str) -> Any:
+    """Every other ``scipy.special`` name (the ufuncs come through NumPy's protocols)."""
+    return getattr(_sp, name)

@@ -1,0 +1,528 @@
+"""``scipy.stats`` distributions for traced values, written with NumPy and scipy.special ops.
+
+Each distribution has SciPy's name and methods (``logpdf``/``pdf``/``logcdf``/``cdf``/``sf``/
+``logsf`` for continuous ones, ``logpmf``/``pmf``/``logcdf``/``cdf``/``sf``/``logsf`` for
+``poisson`` and ``binom``), takes its shape parameters, ``loc`` and ``scale`` positionally or by
+keyword exactly as SciPy does (SciPy's own argument parser is used), and can be frozen
+(``norm(m, s).logpdf(x)``). Being NumPy code, every method traces and fuses, and has reverse and
+forward derivatives of any order in ``x`` and the parameters (the shape of ``t``/``beta``/
+``binom``'s ``cdf`` goes through ``betainc``, whose derivative is in ``x`` only; ``gamma``'s and
+``poisson``'s ``cdf`` likewise through ``gammainc``).
+
+Outside the support the log-density is ``-inf`` (the density 0), as SciPy; invalid parameters
+(``scale <= 0``) give ``nan``. The unselected branch of each ``where`` sees a safe value, so a
+gradient there is 0, never ``nan``. After ``import fusegrad`` the plain SciPy methods
+(``scipy.stats.norm.logpdf``) call these on traced values.
+
+Example::
+
+    >>> import numpy as np, fusegrad as fg
+    >>> import fusegrad.scipy.stats as fst
+    >>> float(fst.norm.logpdf(0.0))  # -log √(2π)
+    -0.9189385332046727
+    >>> float(fg.grad(lambda s: fst.norm.logpdf(1.0, 0.0, s))(1.0))  # (x² - s²) / s³
+    0.0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.special as sp
+
+from ..numpy import stop_gradient
+from . import _dispatch
+
+LOG_SQRT_2PI = float(0.5 * np.log(2 * np.pi))
+LOG2 = float(np.log(2.0))
+LOGPI = float(np.log(np.pi))
+
+
+def _safe(cond: Any, x: Any, fill: float) -> Any:
+    """``x`` where ``cond``, else ``fill``: what an unselected ``where`` branch computes on."""
+    return np.where(cond, x, fill)
+
+
+def _log(x: Any) -> Any:
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+class _Frozen:
+    """A distribution with its parameters fixed: ``norm(m, s).logpdf(x)``."""
+
+    def __init__(self, dist: Any, args: tuple, kwds: dict) -> None:
+        self.dist, self.args, self.kwds = dist, args, kwds
+
+    def __getattr__(self, method: str) -> Any:
+        fn = getattr(self.dist, method)
+        return lambda x: fn(x, *self.args, **self.kwds)
+
+
+# --------------------------------------------------------------------------------------------------
+# Continuous: x is standardised, z = (x - loc) / scale; logpdf = _logpdf(z) - log(scale)
+# --------------------------------------------------------------------------------------------------
+
+
+class rv_continuous:  # noqa: N801  (SciPy's name)
+    """A continuous distribution: subclasses give ``_logpdf``, ``_cdf``, ``_sf`` (of z, shapes)
+    and the support; ``_logcdf``/``_logsf`` default to the logs of those."""
+
+    name = ""
+    shapes: tuple[str, ...] = ()
+    lo, hi = -np.inf, np.inf
+
+    def _parse(self, args: tuple, kwds: dict) -> tuple:
+        """``(shapes, loc, scale)`` from SciPy's positional/keyword forms."""
+        import scipy.stats as st
+
+        return getattr(st, self.name)._parse_args(*args, **kwds)
+
+    def _z(self, x: Any, args: tuple, kwds: dict) -> tuple:
+        shapes, loc, scale = self._parse(args, kwds)
+        z = (x - loc) / scale
+        return z, shapes, scale, self._inside(z, *shapes)
+
+    def _inside(self, z: Any, *shapes: Any) -> Any:
+        return np.logical_and(np.greater_equal(z, self.lo), np.less_equal(z, self.hi))
+
+    def _mid(self, *shapes: Any) -> float:
+        """A point inside the support, the safe value of an unselected branch."""
+        return 0.5 if self.lo == 0 and self.hi == 1 else (1.0 if self.lo == 0 else 0.0)
+
+    def __call__(self, *args: Any, **kwds: Any) -> _Frozen:
+        return _Frozen(self, args, kwds)
+
+    def logpdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """Log of the density at ``x``."""
+        z, shapes, scale, ok = self._z(x, args, kwds)
+        zs = _safe(ok, z, self._mid(*shapes))
+        return np.where(ok, self._logpdf(zs, *shapes), -np.inf) - _log(scale)
+
+    def pdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """The density at ``x``."""
+        return np.exp(self.logpdf(x, *args, **kwds))
+
+    def _edge(self, z: Any, ok: Any, inside: Any, below: float, above: float) -> Any:
+        return np.where(ok, inside, np.where(np.less(z, self.lo), below, above))
+
+    def cdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """The cumulative distribution function at ``x``."""
+        z, shapes, _, ok = self._z(x, args, kwds)
+        return self._edge(z, ok, self._cdf(_safe(ok, z, self._mid(*shapes)), *shapes), 0.0, 1.0)
+
+    def sf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """The survival function ``1 - cdf`` at ``x``."""
+        z, shapes, _, ok = self._z(x, args, kwds)
+        return self._edge(z, ok, self._sf(_safe(ok, z, self._mid(*shapes)), *shapes), 1.0, 0.0)
+
+    def logcdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """Log of the cdf at ``x``."""
+        z, shapes, _, ok = self._z(x, args, kwds)
+        inner = self._logcdf(_safe(ok, z, self._mid(*shapes)), *shapes)
+        return self._edge(z, ok, inner, -np.inf, 0.0)
+
+    def logsf(self, x: Any, *args: Any, **kwds: Any) -> Any:
+        """Log of the survival function at ``x``."""
+        z, shapes, _, ok = self._z(x, args, kwds)
+        inner = self._logsf(_safe(ok, z, self._mid(*shapes)), *shapes)
+        return self._edge(z, ok, inner, 0.0, -np.inf)
+
+    def _logcdf(self, z: Any, *shapes: Any) -> Any:
+        return _log(self._cdf(z, *shapes))
+
+    def _logsf(self, z: Any, *shapes: Any) -> Any:
+        return _log(self._sf(z, *shapes))
+
+
+class norm_gen(rv_continuous):  # noqa: N801
+    """The normal distribution.
+
+    >>> float(norm.cdf(0.0, 0.0, 2.0))
+    0.5
+    """
+
+    name = "norm"
+
+    def _logpdf(self, z):
+        return -0.5 * z * z - LOG_SQRT_2PI
+
+    def _cdf(self, z):
+        return sp.ndtr(z)
+
+    def _sf(self, z):
+        return sp.ndtr(-z)
+
+    def _logcdf(self, z):
+        return sp.log_ndtr(z)
+
+    def _logsf(self, z):
+        return sp.log_ndtr(-z)
+
+
+class t_gen(rv_continuous):  # noqa: N801
+    """Student's t with ``df`` degrees of freedom.
+
+    >>> float(t.cdf(0.0, 3.0))
+    0.5
+    """
+
+    name = "t"
+
+    def _logpdf(self, z, df):
+        return (
+            sp.gammaln((df + 1) / 2)
+            - sp.gammaln(df / 2)
+            - 0.5 * (np.log(df) + LOGPI)
+            - (df + 1) / 2 * np.log1p(z * z / df)
+        )
+
+    def _cdf(self, z, df):
+        tail = 0.5 * sp.betainc(df / 2, 0.5, df / (df + z * z))
+        return np.where(np.less(z, 0), tail, 1 - tail)
+
+    def _sf(self, z, df):
+        return self._cdf(-z, df)
+
+
+class gamma_gen(rv_continuous):  # noqa: N801
+    """The gamma distribution with shape ``a``.
+
+    >>> float(gamma.logpdf(1.0, 1.0))  # exp(-1)
+    -1.0
+    """
+
+    name = "gamma"
+    lo = 0.0
+
+    def _logpdf(self, z, a):
+        return sp.xlogy(a - 1, z) - z - sp.gammaln(a)
+
+    def _cdf(self, z, a):
+        return sp.gammainc(a, z)
+
+    def _sf(self, z, a):
+        return sp.gammaincc(a, z)
+
+
+class beta_gen(rv_continuous):  # noqa: N801
+    """The beta distribution with shapes ``a``, ``b`` on [0, 1].
+
+    >>> float(beta.pdf(0.5, 1.0, 1.0))
+    1.0
+    """
+
+    name = "beta"
+    lo, hi = 0.0, 1.0
+
+    def _logpdf(self, z, a, b):
+        return sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b)
+
+    def _cdf(self, z, a, b):
+        return sp.betainc(a, b, z)
+
+    def _sf(self, z, a, b):
+        return sp.betainc(b, a, 1 - z)
+
+
+class expon_gen(rv_continuous):  # noqa: N801
+    """The exponential distribution.
+
+    >>> float(expon.logpdf(2.0))
+    -2.0
+    """
+
+    name = "expon"
+    lo = 0.0
+
+    def _logpdf(self, z):
+        return -z
+
+    def _cdf(self, z):
+        return -np.expm1(-z)
+
+    def _sf(self, z):
+        return np.exp(-z)
+
+    def _logsf(self, z):
+        return -z
+
+
+class laplace_gen(rv_continuous):  # noqa: N801
+    """The Laplace (double exponential) distribution.
+
+    >>> float(laplace.cdf(0.0))
+    0.5
+    """
+
+    name = "laplace"
+
+    def _logpdf(self, z):
+        return -np.abs(z) - LOG2
+
+    def _cdf(self, z):
+        neg = np.less(z, 0)
+        e = np.exp(-np.abs(z))
+        return np.where(neg, 0.5 * e, 1 - 0.5 * e)
+
+    def _sf(self, z):
+        return self._cdf(-z)
+
+    def _logcdf(self, z):
+        neg = np.less(z, 0)
+        return np.where(neg, -np.abs(z) - LOG2, np.log1p(-0.5 * np.exp(-np.abs(z))))
+
+    def _logsf(self, z):
+        return self._logcdf(-z)
+
+
+class cauchy_gen(rv_continuous):  # noqa: N801
+    """The Cauchy distribution.
+
+    >>> float(cauchy.cdf(1.0))
+    0.75
+    """
+
+    name = "cauchy"
+
+    def _logpdf(self, z):
+        return -LOGPI - np.log1p(z * z)
+
+    def _cdf(self, z):
+        return 0.5 + np.arctan(z) / np.pi
+
+    def _sf(self, z):
+        return 0.5 - np.arctan(z) / np.pi
+
+
+class logistic_gen(rv_continuous):  # noqa: N801
+    """The logistic distribution.
+
+    >>> float(logistic.cdf(0.0))
+    0.5
+    """
+
+    name = "logistic"
+
+    def _logpdf(self, z):
+        return sp.log_expit(z) + sp.log_expit(-z)
+
+    def _cdf(self, z):
+        return sp.expit(z)
+
+    def _sf(self, z):
+        return sp.expit(-z)
+
+    def _logcdf(self, z):
+        return sp.log_expit(z)
+
+    def _logsf(self, z):
+        return sp.log_expit(-z)
+
+
+# --------------------------------------------------------------------------------------------------
+# Discrete: k - loc on the integers; the parameters are differentiable, k is not
+# --------------------------------------------------------------------------------------------------
+
+
+class rv_discrete(rv_continuous):  # noqa: N801
+    """A discrete distribution: subclasses give ``_logpmf``, ``_cdf``, ``_sf`` of integer k."""
+
+    lo, hi = 0.0, np.inf
+
+    def _z(self, x: Any, args: tuple, kwds: dict) -> tuple:
+        shapes, loc, _ = self._parse(args, kwds)
+        k = np.floor(stop_gradient(x) - stop_gradient(loc))
+        return k, shapes, 1.0, self._inside(k, *shapes)
+
+    def _mid(self, *shapes: Any) -> float:
+        return 0.0
+
+    def logpmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
+        """Log of the probability mass at ``k`` (-inf off the integers of the support)."""
+        shapes, loc, _ = self._parse(args, kwds)
+        kk = stop_gradient(k) - stop_gradient(loc)
+        ok = np.logical_and(self._inside(kk, *shapes), np.equal(kk, np.floor(kk)))
+        return np.where(ok, self._logpmf(_safe(ok, kk, 0.0), *shapes), -np.inf)
+
+    def pmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
+        """The probability mass at ``k``."""
+        return np.exp(self.logpmf(k, *args, **kwds))
+
+    logpdf = pdf = None  # type: ignore[assignment]
+
+
+class poisson_gen(rv_discrete):  # noqa: N801
+    """The Poisson distribution with mean ``mu``.
+
+    >>> float(poisson.pmf(0, 2.0))  # exp(-2)
+    0.1353352832366127
+    """
+
+    name = "poisson"
+
+    def _logpmf(self, k, mu):
+        return sp.xlogy(k, mu) - sp.gammaln(k + 1) - mu
+
+    def _cdf(self, k, mu):
+        return sp.gammaincc(k + 1, mu)
+
+    def _sf(self, k, mu):
+        return sp.gammainc(k + 1, mu)
+
+
+class binom_gen(rv_discrete):  # noqa: N801
+    """The binomial distribution of ``n`` trials with success probability ``p``.
+
+    >>> float(binom.pmf(1, 2, 0.5))
+    0.5
+    """
+
+    name = "binom"
+
+    def _inside(self, k, n, p):
+        return np.logical_and(np.greater_equal(k, 0), np.less_equal(k, stop_gradient(n)))
+
+    def _logpmf(self, k, n, p):
+        comb = sp.gammaln(n + 1) - sp.gammaln(k + 1) - sp.gammaln(n - k + 1)
+        return comb + sp.xlogy(k, p) + sp.xlog1py(n - k, -p)
+
+    def _cdf(self, k, n, p):
+        return np.where(np.greater_equal(k, n), 1.0, sp.betainc(n - k, k + 1, 1 - p))
+
+    def _sf(self, k, n, p):
+        return np.where(np.greater_equal(k, n), 0.0, sp.betainc(k + 1, n - k, p))
+
+
+# --------------------------------------------------------------------------------------------------
+# Multivariate
+# --------------------------------------------------------------------------------------------------
+
+
+class dirichlet_gen:  # noqa: N801
+    """The Dirichlet distribution; ``x``'s first axis holds the components, as SciPy's.
+
+    >>> float(dirichlet.pdf([0.5, 0.5], [1.0, 1.0]))
+    1.0
+    """
+
+    name = "dirichlet"
+
+    def __call__(self, alpha: Any) -> _Frozen:
+        return _Frozen(self, (alpha,), {})
+
+    def logpdf(self, x: Any, alpha: Any) -> Any:
+        """Log of the density at ``x`` (components along the first axis)."""
+        x = _as_value(x)
+        a = _as_value(alpha)
+        if np.ndim(x) > 1:
+            a = np.reshape(a, (-1,) + (1,) * (np.ndim(x) - 1))
+        norm_const = np.sum(sp.gammaln(alpha)) - sp.gammaln(np.sum(alpha))
+        return np.sum(sp.xlogy(a - 1, x), axis=0) - norm_const
+
+    def pdf(self, x: Any, alpha: Any) -> Any:
+        """The density at ``x``."""
+        return np.exp(self.logpdf(x, alpha))
+
+
+def _as_value(x: Any) -> Any:
+    return x if _dispatch.traced((x,), {}) else np.asarray(x, dtype=float)
+
+
+class multivariate_normal_gen:  # noqa: N801
+    """The multivariate normal distribution (``cov`` a matrix, a vector of variances or a
+    number); ``x``'s last axis holds the coordinates, as SciPy's.
+
+    >>> float(multivariate_normal.logpdf([0.0, 0.0], cov=np.eye(2)))  # -log 2π
+    -1.8378770664093453
+    """
+
+    name = "multivariate_normal"
+
+    def __call__(self, mean: Any = None, cov: Any = 1, allow_singular: bool = False) -> _Frozen:
+        return _Frozen(self, (mean, cov), {})
+
+    def logpdf(self, x: Any, mean: Any = None, cov: Any = 1, allow_singular: bool = False) -> Any:
+        """Log of the density at ``x`` (a point, or points along the leading axes)."""
+        x, mean, cov = _as_value(x), None if mean is None else _as_value(mean), _as_value(cov)
+        if mean is not None and np.ndim(mean) > 0:
+            dim = np.shape(mean)[-1]
+        elif np.ndim(cov) > 0:
+            dim = np.shape(cov)[0]
+        else:
+            dim = 1
+        if np.ndim(cov) < 2:
+            cov = np.eye(dim) * cov
+        if np.ndim(x) == 0:
+            x = np.reshape(x, (1,))
+        if np.ndim(x) == 1:
+            x = np.reshape(x, (-1, 1) if dim == 1 else (1, dim))
+        diff = x if mean is None else x - mean
+        lead = np.shape(diff)[:-1]
+        low = np.linalg.cholesky(cov)
+        z = np.linalg.solve(low, np.reshape(diff, (-1, dim)).T)
+        maha = np.sum(z * z, axis=0)
+        logdet = 2 * np.sum(np.log(np.diagonal(low)))
+        out = np.reshape(-0.5 * (dim * 2 * LOG_SQRT_2PI + logdet + maha), lead)
+        return np.squeeze(out) if np.size(out) != 1 else np.reshape(out, ())
+
+    def pdf(self, x: Any, mean: Any = None, cov: Any = 1, allow_singular: bool = False) -> Any:
+        """The density at ``x``."""
+        return np.exp(self.logpdf(x, mean, cov, allow_singular))
+
+
+norm = norm_gen()
+t = t_gen()
+gamma = gamma_gen()
+beta = beta_gen()
+expon = expon_gen()
+laplace = laplace_gen()
+cauchy = cauchy_gen()
+logistic = logistic_gen()
+poisson = poisson_gen()
+binom = binom_gen()
+dirichlet = dirichlet_gen()
+multivariate_normal = multivariate_normal_gen()
+
+_CONTINUOUS = ("logpdf", "pdf", "logcdf", "cdf", "sf", "logsf")
+_DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf")
+_MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, logistic,
+                                 poisson, binom)}  # fmt: skip
+
+
+def _method(method: str) -> Any:
+    def traced_call(self: Any, *args: Any, **kwds: Any) -> Any:
+        mirror = _MIRRORED.get(getattr(self, "name", None))
+        fn = getattr(mirror, method, None) if mirror is not None else None
+        if fn is None:
+            raise TypeError(
+                f"scipy.stats.{getattr(self, 'name', type(self).__name__)}.{method} was called "
+                "on a traced value, and fusegrad.scipy.stats has no differentiable version of it "
+                f"(it has {', '.join(sorted(_MIRRORED))}, dirichlet, multivariate_normal). "
+                "Write the density with NumPy and scipy.special operations, or register a rule "
+                "with fusegrad.register_rrule"
+            )
+        return fn(*args, **kwds)
+
+    return traced_call
+
+
+def _multi(dist: Any, method: str) -> Any:
+    return lambda self, *args, **kwds: getattr(dist, method)(*args, **kwds)
+
+
+def _patch(module: Any) -> None:
+    """Install the wrappers in ``scipy.stats``'s distribution classes (by fusegrad.scipy)."""
+    from scipy.stats import _distn_infrastructure as infra
+    from scipy.stats import _multivariate as mv
+
+    for method in _CONTINUOUS:
+        _dispatch.patch_attr(infra.rv_continuous, method, _method(method))
+    for method in _DISCRETE:
+        _dispatch.patch_attr(infra.rv_discrete, method, _method(method))
+    for cls, dist in ((mv.multivariate_normal_gen, multivariate_normal),
+                      (mv.dirichlet_gen, dirichlet)):  # fmt: skip
+        _dispatch.patch_attr(cls, "__call__", _multi(dist, "__call__"))
+        for method in ("logpdf", "pdf"):
+            _dispatch.patch_attr(cls, method, _multi(dist, method))

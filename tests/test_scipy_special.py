@@ -1,0 +1,194 @@
+"""scipy.special on traced values: ufunc rules (fusegrad.rules.special), the plain SciPy Python
+functions (logsumexp, softmax, log_softmax, polygamma, zeta) and fusegrad.scipy.special."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import scipy.special as sp
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fusegrad as fg
+import fusegrad.scipy.special as fsp
+from fusegrad.ad.core import NoRuleError
+from fusegrad.rules.special import NoDerivativeError
+from fusegrad.scipy import _dispatch
+from fusegrad.testing import check_frule, check_grads, check_rrule
+
+RNG = np.random.default_rng(0)
+POS = np.array([0.6, 1.3, 2.7])  # inside every domain below
+UNIT = np.array([0.15, 0.5, 0.8])  # (0, 1)
+REAL = np.array([-1.2, 0.3, 1.7])
+
+UNARY = [
+    (sp.gammaln, POS), (sp.digamma, POS), (sp.psi, POS), (sp.gamma, POS), (sp.rgamma, POS),
+    (sp.erfinv, UNIT - 0.3), (sp.erfcinv, UNIT + 0.4), (sp.erfcx, REAL), (sp.ndtr, REAL),
+    (sp.ndtri, UNIT), (sp.log_ndtr, REAL), (sp.entr, POS), (sp.j0, POS), (sp.j1, POS),
+    (sp.y0, POS), (sp.y1, POS), (sp.i0, REAL), (sp.i0e, REAL), (sp.i1, REAL), (sp.i1e, REAL),
+    (np.sinc, REAL),
+]  # fmt: skip
+BINARY = [(sp.beta, POS, POS[::-1]), (sp.betaln, POS, POS[::-1]), (sp.rel_entr, POS, UNIT),
+          (sp.kl_div, POS, UNIT)]  # fmt: skip
+# f(order, x): derivative in x only; the order is a constant (float, or int for yn).
+ORDERED = [(sp.gammainc, 1.7, POS), (sp.gammaincc, 1.7, POS), (sp.jv, 1.5, POS), (sp.yv, 0.5, POS),
+           (sp.yn, 2, POS), (sp.iv, 1.5, REAL), (sp.ive, 1.5, REAL), (sp.kv, 0.7, POS),
+           (sp.jv, 2.0, POS)]  # fmt: skip
+
+
+def _id(case):
+    return case[0].__name__
+
+
+@pytest.mark.parametrize("case", UNARY, ids=[_id(c) for c in UNARY])
+def test_unary_rules(case):
+    f, x = case
+    check_rrule(f, x)
+    check_frule(f, x)
+    check_grads(lambda v: np.sum(f(v)), modes=("rev", "fwd"), order=2)(x)
+
+
+@pytest.mark.parametrize("case", BINARY, ids=[_id(c) for c in BINARY])
+def test_binary_rules(case):
+    f, a, b = case
+    check_rrule(f, a, b)
+    check_frule(f, a, b)
+    check_grads(lambda u, v: np.sum(f(u, v)), modes=("rev", "fwd"), order=2)(a, b)
+    check_rrule(f, a[:, None], b[None, :])  # broadcasting: each cotangent summed back
+
+
+@pytest.mark.parametrize("case", ORDERED, ids=[f"{_id(c)}-{c[1]}" for c in ORDERED])
+def test_rules_in_x_with_a_constant_order(case):
+    f, order, x = case
+    check_grads(lambda v: np.sum(f(order, v)), modes=("rev", "fwd"), order=2)(x)
+    check_frule(f, order, x, tangents=(fg.NoTangent(), np.ones_like(x)))
+
+
+def test_betainc_and_zeta_in_their_last_argument():
+    check_grads(lambda v: np.sum(sp.betainc(2.0, 3.5, v)), modes=("rev", "fwd"), order=2)(UNIT)
+    check_grads(lambda q: np.sum(sp.zeta(3.0, q)), modes=("rev", "fwd"), order=2)(POS)
+
+
+def test_hand_derived_values():
+    x = np.array([1.0, 2.0, 3.0])
+    euler = 0.5772156649015329
+    np.testing.assert_allclose(fg.grad(lambda v: np.sum(sp.gammaln(v)))(x),
+                               [-euler, 1 - euler, 1.5 - euler])  # fmt: skip
+    np.testing.assert_allclose(fg.grad(lambda v: np.sum(sp.digamma(v)))(np.ones(1)), [np.pi**2 / 6])
+    np.testing.assert_allclose(fg.grad(lambda v: np.sum(sp.ndtr(v)))(np.zeros(1)),
+                               [1 / np.sqrt(2 * np.pi)])  # fmt: skip
+    np.testing.assert_allclose(fg.grad(lambda v: np.sum(sp.j0(v)))(x), -sp.j1(x))
+    assert fg.grad(lambda v: np.sum(sp.gammasgn(v)))(x).tolist() == [0.0, 0.0, 0.0]
+    assert fg.grad(lambda v: np.sinc(v))(0.0) == 0.0
+
+
+@pytest.mark.parametrize("f", [sp.jv, sp.iv, sp.kv, sp.gammainc, sp.gammaincc])
+def test_a_traced_order_raises_naming_the_function(f):
+    with pytest.raises(NoDerivativeError, match=rf"scipy\.special\.{f.__name__} with respect to"):
+        fg.grad(lambda v: np.sum(f(v, POS)))(np.array([1.0, 2.0, 1.5]))
+    with pytest.raises(NoDerivativeError, match="scipy.special"):
+        fg.jvp(lambda v: f(v, POS), (np.array([1.0, 2.0, 1.5]),), (np.ones(3),))
+
+
+def test_errors_name_scipy_functions_by_module():
+    with pytest.raises(NoRuleError, match=r"scipy\.special\.struve") as info:
+        fg.grad(lambda v: np.sum(sp.struve(1.0, v)))(POS)
+    assert "np.struve" not in str(info.value)
+
+
+# ------------------------------------------------------------------ SciPy's Python functions
+
+
+def test_plain_logsumexp_inside_grad():
+    x = RNG.standard_normal((3, 4))
+    g = fg.grad(lambda v: sp.logsumexp(v))(x)
+    np.testing.assert_allclose(g, np.exp(x - sp.logsumexp(x)))  # the softmax
+    g1 = fg.grad(lambda v: np.sum(sp.logsumexp(v, axis=1) * np.arange(3.0)))(x)
+    np.testing.assert_allclose(g1, np.arange(3.0)[:, None] * sp.softmax(x, axis=1))
+    check_grads(lambda v: np.sum(sp.logsumexp(v, axis=0, keepdims=True)), ("rev", "fwd"), 2)(x)
+
+
+def test_logsumexp_with_b_and_return_sign():
+    x, b = np.array([0.1, -0.4, 0.7, 0.2]), np.array([1.0, -0.3, 0.5, 3.0])
+    check_grads(lambda v, w: sp.logsumexp(v, b=w, return_sign=True)[0], ("rev",), 2)(x, b)
+    out, _ = fg.value_and_grad(lambda v: sp.logsumexp(v, b=b, return_sign=True)[0])(x)
+    np.testing.assert_allclose(out, sp.logsumexp(x, b=b, return_sign=True)[0])
+    bneg = -b  # a negative sum: its sign comes back as SciPy's
+    assert sp.logsumexp(x, b=bneg, return_sign=True)[1] == -1
+    value = fg.value_and_grad(lambda v: sp.logsumexp(v, b=bneg, return_sign=True)[0])(x)[0]
+    np.testing.assert_allclose(value, sp.logsumexp(x, b=bneg, return_sign=True)[0])
+    check_grads(lambda v: np.sum(sp.logsumexp(v, 0, b[:, None])), ("rev", "fwd"), 2)(x[:, None])
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_plain_softmax_and_log_softmax(axis):
+    x = RNG.standard_normal((3, 4))
+    w = RNG.standard_normal((3, 4))
+    s = sp.softmax(x, axis=axis)
+    g = fg.grad(lambda v: np.sum(w * sp.softmax(v, axis=axis)))(x)
+    inner = np.sum(w * s, axis=axis, keepdims=axis is not None)
+    np.testing.assert_allclose(g, s * (w - inner), atol=1e-12)  # the softmax Jacobian
+    check_grads(lambda v: np.sum(w * sp.log_softmax(v, axis=axis)), ("rev", "fwd"), 2)(x)
+    np.testing.assert_allclose(fsp.log_softmax(x, axis=axis), sp.log_softmax(x, axis=axis))
+
+
+def test_polygamma_and_zeta():
+    check_grads(lambda v: np.sum(sp.polygamma(2, v)), ("rev", "fwd"), 2)(POS)
+    np.testing.assert_allclose(fg.grad(lambda v: np.sum(sp.polygamma(0, v)))(POS),
+                               sp.polygamma(1, POS))  # fmt: skip
+    np.testing.assert_allclose(fg.grad(lambda v: np.sum(sp.polygamma(1, v)))(POS),
+                               sp.polygamma(2, POS))  # fmt: skip
+    np.testing.assert_allclose(fg.grad(lambda q: sp.zeta(2.0, q))(1.0), -2 * sp.zeta(3.0, 1.0))
+
+
+@given(st.integers(1, 5), st.integers(1, 4), st.sampled_from([np.float64, np.float32]))
+def test_plain_inputs_get_scipys_own_results(n, m, dtype):
+    x = np.asarray(RNG.standard_normal((n, m)), dtype)
+    for name in ("logsumexp", "softmax", "log_softmax"):
+        ours, theirs = getattr(sp, name), _dispatch.original(getattr(sp, name))
+        assert ours is not theirs  # installed at import of fusegrad
+        for kw in ({}, {"axis": 1}):
+            a, b = ours(x, **kw), theirs(x, **kw)
+            assert type(a) is type(b) and np.asarray(a).dtype == np.asarray(b).dtype
+            np.testing.assert_array_equal(a, b)
+    assert sp.logsumexp.__name__ == "logsumexp" and sp.logsumexp.__doc__
+
+
+def test_the_mirrors_are_usable_directly():
+    x = RNG.standard_normal(5)
+    np.testing.assert_allclose(fg.grad(fsp.logsumexp)(x), sp.softmax(x))
+    assert fsp.gammaln is sp.gammaln  # the ufuncs under their SciPy names
+
+
+def test_a_function_bound_before_fusegrad_names_its_replacement():
+    polygamma = _dispatch.original(sp.polygamma)  # as `from scipy.special import polygamma` was
+    with pytest.raises(TypeError, match=r"inside scipy\.special\.polygamma.*fusegrad\.scipy\."
+                       r"special\.polygamma"):  # fmt: skip
+        fg.grad(lambda v: np.sum(polygamma(1, v)))(np.ones(3))
+
+
+def test_a_scipy_function_without_rule_is_named():
+    with pytest.raises(TypeError, match=r"inside scipy\.ndimage\.gaussian_filter.*no rule"):
+        fg.grad(lambda v: np.sum(scipy.ndimage.gaussian_filter(v, 1.0)))(np.ones(5))
+
+
+def test_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jsp = pytest.importorskip("jax.scipy.special")
+    pairs = [("gammaln", POS), ("digamma", POS), ("erfinv", UNIT - 0.3), ("ndtri", UNIT),
+             ("log_ndtr", REAL), ("ndtr", REAL), ("entr", POS), ("i0e", REAL), ("i1", REAL),
+             ("erfcx", REAL)]  # fmt: skip
+    for name, x in pairs:
+        f, jf = getattr(sp, name), getattr(jsp, name)
+        ours = fg.grad(lambda v, f=f: np.sum(f(v)))(x)
+        theirs = jax.grad(lambda v, jf=jf: jf(v).sum())(x)
+        np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-9, err_msg=name)
+    x = RNG.standard_normal((2, 3))
+    ours = fg.grad(lambda v: np.sum(sp.logsumexp(v, axis=1) ** 2))(x)
+    theirs = jax.grad(lambda v: (jsp.logsumexp(v, axis=1) ** 2).sum())(x)
+    np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-10)
+    ours = fg.grad(lambda v: np.sum(sp.gammainc(1.7, v)))(POS)
+    theirs = jax.grad(lambda v: jsp.gammainc(1.7, v).sum())(POS)
+    np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-9)

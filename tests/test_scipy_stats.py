@@ -1,0 +1,163 @@
+"""scipy.stats distributions on traced values (fusegrad.scipy.stats and the plain SciPy calls)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+import fusegrad as fg
+import fusegrad.scipy.stats as fst
+from fusegrad.testing import check_grads
+
+X = np.array([0.3, 0.6, 0.8])
+# name: (shape parameters, (loc, scale))
+CONTINUOUS = {
+    "norm": ((), (0.2, 1.5)),
+    "t": ((3.5,), (0.1, 1.2)),
+    "gamma": ((2.5,), (0.0, 1.3)),
+    "beta": ((2.0, 3.0), (0.0, 1.0)),
+    "expon": ((), (0.1, 2.0)),
+    "laplace": ((), (0.2, 0.7)),
+    "cauchy": ((), (0.1, 0.9)),
+    "logistic": ((), (0.3, 1.1)),
+}
+METHODS = ["logpdf", "pdf", "logcdf", "cdf", "sf", "logsf"]
+# cdfs through betainc/gammainc: no derivative in the shape parameters
+NO_SHAPE_DERIVATIVE = {"t", "gamma", "beta"}
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("name", list(CONTINUOUS))
+def test_continuous_values_match_scipy(name, method):
+    shapes, (loc, scale) = CONTINUOUS[name]
+    xs = np.linspace(-3, 4, 15)  # inside and outside every support
+    want = getattr(getattr(st, name), method)(xs, *shapes, loc, scale)
+    got = getattr(getattr(fst, name), method)(xs, *shapes, loc, scale)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("name", list(CONTINUOUS))
+def test_continuous_plain_scipy_call_differentiates(name, method):
+    shapes, (loc, scale) = CONTINUOUS[name]
+    f = getattr(getattr(st, name), method)  # SciPy's own method, as written
+    check_grads(lambda x, m: np.sum(f(x, *shapes, m, scale)), ("rev", "fwd"), order=2)(X, loc)
+    if name not in NO_SHAPE_DERIVATIVE or method in ("logpdf", "pdf"):
+        check_grads(lambda sh, s: np.sum(f(X, *sh, loc=loc, scale=s)), ("rev",), order=2)(
+            shapes, scale
+        )
+
+
+def test_norm_hand_derived():
+    m, s, x = 0.5, 2.0, np.array([1.0, -1.0])
+    gx, gm, gs = fg.grad(lambda x, m, s: np.sum(st.norm.logpdf(x, m, s)), argnums=(0, 1, 2))(
+        x, m, s
+    )
+    np.testing.assert_allclose(gx, -(x - m) / s**2)
+    np.testing.assert_allclose(gm, np.sum((x - m) / s**2))
+    np.testing.assert_allclose(gs, np.sum((x - m) ** 2 / s**3 - 1 / s))
+    np.testing.assert_allclose(fg.grad(lambda x: st.norm.cdf(x))(0.3), st.norm.pdf(0.3))
+
+
+def test_keyword_positional_and_frozen_forms_agree():
+    g1 = fg.grad(lambda m: st.norm.logpdf(1.0, m, 2.0))(0.3)
+    g2 = fg.grad(lambda m: st.norm.logpdf(1.0, loc=m, scale=2.0))(0.3)
+    g3 = fg.grad(lambda m: st.norm(m, 2.0).logpdf(1.0))(0.3)
+    g4 = fg.grad(lambda m: st.norm(loc=m, scale=2.0).logpdf(1.0))(0.3)
+    g5 = fg.grad(lambda m: fst.norm(m, scale=2.0).logpdf(1.0))(0.3)
+    assert g1 == pytest.approx((1.0 - 0.3) / 4.0)
+    assert g1 == g2 == g3 == g4 == g5
+    gdf = fg.grad(lambda df: st.t(df).logpdf(0.5))(3.0)
+    h = 1e-6
+    assert gdf == pytest.approx((st.t.logpdf(0.5, 3 + h) - st.t.logpdf(0.5, 3 - h)) / (2 * h))
+
+
+def test_outside_the_support_is_minus_inf_with_a_zero_gradient():
+    x = np.array([-1.0, 0.5])
+    val = fst.gamma.logpdf(x, 2.0)
+    assert val[0] == -np.inf and np.isfinite(val[1])
+    g = fg.grad(lambda a: np.sum(np.exp(st.gamma.logpdf(x, a))))(2.0)
+    assert np.isfinite(g)
+    gx = fg.grad(lambda v: np.sum(st.beta.pdf(v, 2.0, 2.0)))(np.array([-0.5, 0.5, 1.5]))
+    np.testing.assert_array_equal(gx, [0.0, 0.0, 0.0])  # d/dx 6x(1-x) at 1/2 is 0 too
+
+
+K = np.array([0.0, 1.0, 3.0, 5.0, 7.0])
+DISCRETE = {"poisson": (2.5,), "binom": (6, 0.3)}
+
+
+@pytest.mark.parametrize("method", ["logpmf", "pmf", "logcdf", "cdf", "sf", "logsf"])
+@pytest.mark.parametrize("name", list(DISCRETE))
+def test_discrete(name, method):
+    args = DISCRETE[name]
+    f = getattr(getattr(st, name), method)
+    ks = np.array([-1.0, 0.0, 1.0, 2.5, 3.0, 6.0, 9.0])
+    np.testing.assert_allclose(getattr(getattr(fst, name), method)(ks, *args), f(ks, *args))
+    k = K[K <= 5]  # inside both supports: the log of a zero mass has no derivative
+    check_grads(lambda p: np.sum(f(k, *args[:-1], p)), ("rev", "fwd"), order=2)(float(args[-1]))
+
+
+def test_poisson_hand_derived():
+    g = fg.grad(lambda mu: np.sum(st.poisson.logpmf(K, mu)))(2.0)
+    assert g == pytest.approx(np.sum(K / 2.0 - 1))
+
+
+def test_multivariate_normal():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 2))
+    c = np.array([[2.0, 0.3], [0.3, 1.0]])
+    mu = np.array([0.1, -0.2])
+    np.testing.assert_allclose(fst.multivariate_normal.logpdf(x, mu, c),
+                               st.multivariate_normal.logpdf(x, mu, c))  # fmt: skip
+    np.testing.assert_allclose(fst.multivariate_normal.pdf(x[0], mu, c),
+                               st.multivariate_normal.pdf(x[0], mu, c))  # fmt: skip
+    np.testing.assert_allclose(fst.multivariate_normal.logpdf(x[:, 0], 0.5, 2.0),
+                               st.multivariate_normal.logpdf(x[:, 0], 0.5, 2.0))  # fmt: skip
+
+    def f(m, a):
+        return np.sum(st.multivariate_normal.logpdf(x, m, a @ a.T + np.eye(2)))
+
+    check_grads(f, ("rev", "fwd"), order=2)(mu, c)
+    g = fg.grad(lambda m: st.multivariate_normal(m, c).logpdf(x[0]))(mu)
+    np.testing.assert_allclose(g, np.linalg.solve(c, x[0] - mu))
+    gx = fg.grad(lambda v: st.multivariate_normal.logpdf(v, mu, np.diag([2.0, 1.0])))(x[0])
+    np.testing.assert_allclose(gx, -(x[0] - mu) / [2.0, 1.0])
+
+
+def test_dirichlet():
+    x = np.array([[0.2, 0.3], [0.5, 0.3], [0.3, 0.4]])  # components along the first axis
+    alpha = np.array([1.5, 2.0, 3.0])
+    np.testing.assert_allclose(fst.dirichlet.logpdf(x, alpha), st.dirichlet.logpdf(x, alpha))
+    np.testing.assert_allclose(fst.dirichlet.pdf(x[:, 0], alpha), st.dirichlet.pdf(x[:, 0], alpha))
+    check_grads(lambda a: np.sum(st.dirichlet.logpdf(x, a)), ("rev", "fwd"), order=2)(alpha)
+    check_grads(lambda a: st.dirichlet(a).logpdf(x[:, 1]), ("rev",), order=1)(alpha)
+
+
+def test_a_distribution_without_a_mirror_is_named():
+    with pytest.raises(TypeError, match=r"scipy\.stats\.lognorm\.logpdf .*fusegrad\.scipy\.stats"):
+        fg.grad(lambda s: st.lognorm.logpdf(1.0, s))(0.5)
+
+
+def test_plain_inputs_get_scipys_own_results():
+    xs = np.linspace(-2, 2, 7)
+    assert type(st.norm.logpdf(0.5)) is np.float64
+    np.testing.assert_array_equal(st.norm.logpdf(xs, 0.1, 2.0), st.norm.logpdf(xs, 0.1, 2.0))
+    orig = type(st.norm).__mro__[1].__dict__["logpdf"].__fusegrad_original__
+    np.testing.assert_array_equal(st.norm.logpdf(xs, 0.1, 2.0), orig(st.norm, xs, 0.1, 2.0))
+
+
+def test_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jst = pytest.importorskip("jax.scipy.stats")
+    for name in ("norm", "cauchy", "logistic", "laplace", "expon"):
+        _, (loc, scale) = CONTINUOUS[name]
+        for method in ("logpdf", "cdf"):
+            f, jf = getattr(getattr(st, name), method), getattr(getattr(jst, name), method)
+            ours = fg.grad(lambda m, f=f, s=scale: np.sum(f(X, m, s)))(loc)
+            theirs = jax.grad(lambda m, jf=jf, s=scale: jf(X, m, s).sum())(loc)
+            np.testing.assert_allclose(ours, float(theirs), rtol=1e-9, err_msg=f"{name}.{method}")
+    ours = fg.grad(lambda a: np.sum(st.gamma.logpdf(X, a)))(2.5)
+    theirs = jax.grad(lambda a: jst.gamma.logpdf(X, a).sum())(2.5)
+    np.testing.assert_allclose(ours, float(theirs), rtol=1e-9)
