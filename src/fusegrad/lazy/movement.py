@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import replay, small
-from .nodes import LazyArray, Leaf, Map, Reduce, leaf, make_map, make_reduce
+from .nodes import OWNED, LazyArray, Leaf, Map, Reduce, leaf, make_map, make_reduce, trampoline
 
 View = Callable[[np.ndarray], np.ndarray]
 
@@ -44,26 +44,38 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
         return small.wrap(view(v))  # a view of a small concrete value, at once
     dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
     new_shape = view(dummy).shape
-    return _move(node, view, new_shape, reshape_only, {})
+    return trampoline(_move(node, view, new_shape, reshape_only, {}, {}))
 
 
-def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, memo: dict) -> Any:
+def _move(
+    node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, memo: dict, wide: dict
+) -> Any:
+    """A generator (run by ``nodes.trampoline``: graphs of unrolled loops are deep) moving
+    ``node``. ``wide`` holds one memo per shape that arguments are broadcast to first."""
     # The memo maps id(node) -> (node, result): holding the node keeps its id from being reused
     # by a temporary (the broadcast of an argument below dies as soon as it has been moved).
     done = memo.get(id(node))
     if done is not None and done[0] is node:
         return done[1]
-    if node.cached is not None or isinstance(node, Leaf):
-        base = node.cached if node.cached is not None else node.array
-        out = leaf(view(base))
+    if node.cached is not None:
+        out = leaf(view(node.cached), OWNED)
+    elif isinstance(node, Leaf):
+        out = leaf(view(node.array), node.scope)
     elif isinstance(node, Map):
         args = []
         for a in node.args:
             if isinstance(a, LazyArray):
                 if a.shape != node.shape:
                     shape = node.shape
-                    a = _move(a, lambda v, s=shape: np.broadcast_to(v, s), shape, False, {})
-                a = _move(a, view, new_shape, reshape_only, memo)
+                    a = yield _move(
+                        a,
+                        lambda v, s=shape: np.broadcast_to(v, s),
+                        shape,
+                        False,
+                        wide.setdefault(shape, {}),
+                        wide,
+                    )
+                a = yield _move(a, view, new_shape, reshape_only, memo, wide)
             args.append(a)
         out = make_map(node.op, tuple(args), node.dtype)
     elif isinstance(node, Reduce) and reshape_only:
@@ -74,11 +86,11 @@ def _move(node: LazyArray, view: View, new_shape: tuple, reshape_only: bool, mem
 
         sub = inline(node)  # a short reduction moves as its elementwise form, still lazy
         if sub is not None:
-            out = _move(sub, view, new_shape, reshape_only, memo)
+            out = yield _move(sub, view, new_shape, reshape_only, memo, wide)
         else:
             with replay.sanctioned(always=True):
                 value = materialize(node)
-            out = leaf(view(value))
+            out = leaf(view(value), OWNED)
     memo[id(node)] = (node, out)
     return out
 
@@ -170,7 +182,7 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
         out = np.reshape(value, new_shape)
         if not np.shares_memory(out, value):
             replay.copied(f"np.reshape to {new_shape}")
-        return leaf(out)
+        return leaf(out, node.scope if isinstance(node, Leaf) else OWNED)
 
 
 def is_basic_index(index: Any) -> bool:
@@ -189,4 +201,8 @@ def getitem(node: LazyArray, index: Any) -> LazyArray:
     """Basic indexing, lazily: ``x[:, None]``, ``x[1:, ::2]``, ``x[0]``."""
     items = index if isinstance(index, tuple) else (index,)
     only_ones = all(i is None or i is Ellipsis or i == slice(None) for i in items)
+    if Ellipsis not in items:
+        # x[0] of a 1-d array is a NumPy scalar, a copy; x[0, ...] is a 0-d view, which a jit
+        # recording can still trace back to its input
+        index = (*items, Ellipsis)
     return move(node, lambda v: v[index], only_ones)

@@ -15,8 +15,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
+import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,51 @@ Scalar = int | float | complex | bool | np.generic
 # Hash-consing: the same expression built twice is one node. Values are weak so that a graph
 # dies with its last user; keys hold ids of live argument nodes (kept alive by the node).
 _INTERN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+# Interning scopes. A leaf is shared only within the scope it was made in, so a node built and
+# computed before a call (on memory the user has mutated since) is never reused by it: every
+# API call (grad, vjp, jvp, jit's recording) opens one scope, nested traces share the outer one,
+# and fl.asarray outside any call makes a scope of its own. Movement-derived leaves inherit their
+# parent's scope; views of values fusegrad computed (memory it owns and never hands out to be
+# written) are in OWNED.
+OWNED = 0
+_scope_ids = itertools.count(1)
+
+
+class _ScopeState(threading.local):
+    current: int | None = None
+
+
+_SCOPE = _ScopeState()
+
+
+@contextlib.contextmanager
+def interning_scope(token: int | None = None) -> Iterator[int]:
+    """Open an interning scope for the block (or join the one already open in this thread).
+
+    ``token`` re-enters an earlier scope (a ``vjp`` pullback called after its ``vjp``) when no
+    scope is open. Leaves made inside are shared only with leaves made in the same scope.
+
+    >>> a = np.ones(3)
+    >>> asarray(a) is asarray(a)                    # outside any scope: one scope per call
+    False
+    >>> with interning_scope():
+    ...     asarray(a) is asarray(a)
+    True
+    """
+    if _SCOPE.current is not None:
+        yield _SCOPE.current
+        return
+    _SCOPE.current = next(_scope_ids) if token is None else token
+    try:
+        yield _SCOPE.current
+    finally:
+        _SCOPE.current = None
+
+
+def current_scope() -> int | None:
+    """The interning scope open in this thread, if any."""
+    return _SCOPE.current
 
 
 class LazyArray:
@@ -67,7 +116,7 @@ class LazyArray:
 class Leaf(LazyArray):
     """A concrete array (any strides, possibly a broadcast view) entering the lazy world."""
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "scope")
 
     def __repr__(self) -> str:
         return f"Leaf({self.shape}, {self.dtype})"
@@ -105,9 +154,15 @@ def _intern(key: tuple, make) -> Any:
     return node
 
 
+# The number types of jit recordings (replay.Number), registered by replay.py
+DYNAMIC_NUMBERS: set[type] = set()
+
+
 def _const_key(c: Any) -> tuple:
     """The key of a scalar constant: its type and value, with the sign of a float zero
     (``x * -0.0`` is not ``x * 0.0``: the signs of the zeros they give differ)."""
+    if type(c) in DYNAMIC_NUMBERS:  # a jit recording's number argument: one constant each
+        return ("c", type(c).__mro__[1].__name__, ("dynamic", id(c)), None)
     v = c.item() if isinstance(c, np.generic) else c
     sign = math.copysign(1.0, v) if isinstance(v, float) else None
     if isinstance(c, np.generic):
@@ -122,18 +177,31 @@ def arg_key(a: Any) -> tuple:
     return _const_key(a)
 
 
-def leaf(array: np.ndarray) -> Leaf:
-    """The leaf for ``array`` (views of the same memory with the same layout share one leaf).
+def leaf(array: np.ndarray, scope: int | None = None) -> Leaf:
+    """The leaf for ``array`` in ``scope`` (default: the open scope, else a new one); views of
+    the same memory with the same layout share one leaf within a scope.
 
     >>> leaf(np.zeros(3)).shape
     (3,)
     """
+    if scope is None:
+        scope = _SCOPE.current
+        if scope is None:
+            scope = next(_scope_ids)
     ai = array.__array_interface__
-    key = ("leaf", ai["data"][0], array.shape, array.strides, array.dtype.str, id(_base(array)))
+    key = (
+        "leaf",
+        ai["data"][0],
+        array.shape,
+        array.strides,
+        array.dtype.str,
+        id(_base(array)),
+        scope,
+    )
 
     def make() -> Leaf:
         n = Leaf.__new__(Leaf)
-        n.array, n.shape, n.dtype = array, array.shape, array.dtype
+        n.array, n.shape, n.dtype, n.scope = array, array.shape, array.dtype, scope
         return n
 
     return _intern(key, make)
@@ -148,8 +216,9 @@ def _base(a: np.ndarray) -> np.ndarray:
 def asarray(x: Any) -> LazyArray:
     """Wrap an array or scalar as a lazy node (a lazy value is returned as is).
 
-    The array is treated as immutable while lazy values built on it are alive: they may have
-    computed and kept their values already.
+    Lazy values built on the array compute and keep their values when first materialised, so
+    write into it only while none is alive. fusegrad's own calls (``grad``, ``vjp``, ``jit`` ...)
+    never reuse a value computed before them, whatever was written into an array since.
 
     >>> asarray(np.ones(2)) is asarray(asarray(np.ones(2)))
     False
@@ -286,37 +355,80 @@ def varying(node: Any) -> tuple[bool, ...]:
     if not isinstance(node, LazyArray):
         return ()
     if node._varying is None:
-        if isinstance(node, Leaf):
-            a = node.array
-            v = tuple(n > 1 and s != 0 for n, s in zip(a.shape, a.strides))
-        elif isinstance(node, Map):
-            nd = node.ndim
-            flags = [False] * nd
-            for arg in node.args:
-                av = varying(arg)
-                off = nd - len(av)
-                for i, f in enumerate(av):
-                    flags[off + i] = flags[off + i] or f
-            v = tuple(flags[i] and node.shape[i] > 1 for i in range(nd))
-        else:
-            v = tuple(n > 1 for n in node.shape)
-        node._varying = v
+        # Iterative post-order: a chain of 10^5 maps (an unrolled loop) must not recurse.
+        stack = [node]
+        while stack:
+            n = stack[-1]
+            if n._varying is not None:
+                stack.pop()
+                continue
+            if isinstance(n, Map):
+                todo = [a for a in n.args if isinstance(a, LazyArray) and a._varying is None]
+                if todo:
+                    stack.extend(todo)
+                    continue
+            stack.pop()
+            n._varying = _own_varying(n)
     return node._varying
 
 
-def is_expensive(node: Any, _seen: set | None = None) -> bool:
+def _own_varying(node: LazyArray) -> tuple[bool, ...]:
+    """``varying`` of one node whose Map arguments already know theirs."""
+    if isinstance(node, Leaf):
+        a = node.array
+        return tuple(n > 1 and s != 0 for n, s in zip(a.shape, a.strides))
+    if isinstance(node, Map):
+        nd = node.ndim
+        flags = [False] * nd
+        for arg in node.args:
+            if not isinstance(arg, LazyArray):
+                continue
+            av = arg._varying
+            off = nd - len(av)
+            for i, f in enumerate(av):
+                flags[off + i] = flags[off + i] or f
+        return tuple(flags[i] and node.shape[i] > 1 for i in range(nd))
+    return tuple(n > 1 for n in node.shape)
+
+
+def is_expensive(node: Any) -> bool:
     """Whether computing ``node`` (not counting stored values) calls a transcendental op."""
-    if not isinstance(node, Map) or node.cached is not None:
-        return False
-    if node.op in OPS and OPS[node.op].expensive:
-        return True
-    seen = set() if _seen is None else _seen
-    for a in node.args:
-        if id(a) not in seen:
-            seen.add(id(a))
-            if is_expensive(a, seen):
-                return True
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, Map) or n.cached is not None:
+            continue
+        if n.op in OPS and OPS[n.op].expensive:
+            return True
+        for a in n.args:
+            if id(a) not in seen:
+                seen.add(id(a))
+                stack.append(a)
     return False
+
+
+def trampoline(gen: Any) -> Any:
+    """Run a recursive walk written as a generator without Python recursion: the generator
+    yields the generator of each sub-call and is sent its result. Graphs of unrolled loops are
+    10^5 nodes deep, far past the interpreter's recursion limit.
+
+    >>> def depth(n):
+    ...     return 0 if n == 0 else 1 + (yield depth(n - 1))
+    >>> trampoline(depth(10**5))
+    100000
+    """
+    stack = [gen]
+    value = None
+    while stack:
+        try:
+            sub = stack[-1].send(value)
+        except StopIteration as stop:
+            stack.pop()
+            value = stop.value
+            continue
+        stack.append(sub)
+        value = None
+    return value
 
 
 def op_entry(name: str) -> Op | None:

@@ -161,22 +161,31 @@ def _bodies(node: LazyArray) -> list[Any]:
 
 
 def _largest_leaf(node: Any, memo: dict) -> int:
-    if not isinstance(node, LazyArray):
-        return 1
-    if id(node) in memo:
-        return memo[id(node)]
-    if isinstance(node, Map) and node.cached is None:
-        size = max((_largest_leaf(a, memo) for a in node.args), default=1)
-    else:
-        # What the leaf holds in memory: a broadcast view (stride 0) is no larger than its base.
-        arr = value(node)
-        if arr is None:  # a reduction not yet computed: it will be stored at its own size
-            size = node.size
+    """The size in memory of the largest concrete value ``node`` is computed from."""
+    stack = [node]
+    while stack:  # iterative post-order: graphs of unrolled loops are deep
+        n = stack[-1]
+        if not isinstance(n, LazyArray) or id(n) in memo:
+            stack.pop()
+            continue
+        if isinstance(n, Map) and n.cached is None:
+            todo = [a for a in n.args if isinstance(a, LazyArray) and id(a) not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            size = max((memo[id(a)] if isinstance(a, LazyArray) else 1 for a in n.args), default=1)
         else:
-            held = [n for n, st in zip(arr.shape, arr.strides) if st != 0]
-            size = math.prod(held)
-    memo[id(node)] = size
-    return size
+            # What the leaf holds in memory: a broadcast view (stride 0) is no larger than its
+            # base.
+            arr = value(n)
+            if arr is None:  # a reduction not yet computed: it will be stored at its own size
+                size = n.size
+            else:
+                held = [k for k, st in zip(arr.shape, arr.strides) if st != 0]
+                size = math.prod(held)
+        stack.pop()
+        memo[id(n)] = size
+    return memo[id(node)] if isinstance(node, LazyArray) else 1
 
 
 def inline(n: Reduce) -> LazyArray | None:
@@ -250,7 +259,62 @@ def _walk(
         stack.extend(n.args)
 
 
+# Long chains (an unrolled loop of 10^5 steps) are cut: a node CHAIN ops above the last cut is
+# stored, so no kernel is longer than that and planning and compiling stay linear in the
+# number of steps (a 10^4-op kernel would take numba minutes to compile). Graphs smaller than
+# CUT_FROM nodes are never looked at.
+CHAIN = 128
+CUT_FROM = 1024
+
+
+def _cut_long_chains(outputs: list[LazyArray]) -> None:
+    """Compute, bottom-up, the nodes that cut every chain under ``outputs`` into pieces of at
+    most ``CHAIN`` ops (each piece one kernel of its own)."""
+    count = 0
+    stack: list[Any] = list(outputs)
+    seen: set[int] = set()
+    while stack and count < CUT_FROM:
+        n = stack.pop()
+        if not isinstance(n, Map | Reduce) or n.cached is not None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        count += 1
+        stack.extend(n.args if isinstance(n, Map) else (n.arg,))
+    if count < CUT_FROM:
+        return
+    is_output = {id(o) for o in outputs}
+    depth: dict[int, int] = {}
+    cuts: list[LazyArray] = []
+    stack = list(outputs)
+    while stack:  # iterative post-order
+        n = stack[-1]
+        if id(n) in depth:
+            stack.pop()
+            continue
+        kids = [
+            a
+            for a in (n.args if isinstance(n, Map) else (n.arg,))
+            if isinstance(a, Map | Reduce) and a.cached is None
+        ]
+        todo = [a for a in kids if id(a) not in depth]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        d = 1 + max((depth[id(a)] for a in kids), default=0)
+        if d >= CHAIN and id(n) not in is_output:
+            cuts.append(n)
+            d = 0
+        depth[id(n)] = d
+    for n in cuts:
+        if n.cached is None:
+            _note(event="store", node=repr(n), shape=n.shape, dtype=str(n.dtype),
+                  reason=f"cuts a chain of more than {CHAIN} ops")  # fmt: skip
+            _compute([n])
+
+
 def _compute(outputs: list[LazyArray]) -> None:
+    _cut_long_chains(outputs)
     groups: dict[tuple, list[LazyArray]] = {}
     for o in outputs:
         groups.setdefault((_domain(o), False), []).append(o)
@@ -352,8 +416,10 @@ def _run_group(domain: tuple, outs: list[LazyArray]) -> None:
     if not outs:
         return
     kernel = build_kernel(domain, outs)
-    results, engine = engines.run(kernel)
     rec = replay.active()
+    if rec is not None:
+        kernel = rec.before_kernel(kernel)  # number arguments' values as plain constants
+    results, engine = engines.run(kernel)
     if rec is not None:
         rec.on_kernel(kernel, results, engine)
     for o, r in zip(outs, results):

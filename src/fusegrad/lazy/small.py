@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .nodes import LazyArray, Leaf
+from .nodes import LazyArray, Leaf, interning_scope
 
 # Without this path, a 2-op expression on 10^3 float64 elements through the planner cost ~19x
 # NumPy eager, a 5-op one ~22x (benchmarks/bench_lazy.py --only 4); from ~10^5 elements fused
@@ -43,10 +43,12 @@ _fusing = [0]
 @contextlib.contextmanager
 def fusing() -> Iterator[None]:
     """Turn the small-array path off inside the block (fusegrad's traces and ``jit``'s
-    recordings use this)."""
+    recordings use this), in one interning scope (``nodes.interning_scope``: nothing
+    hash-consed or computed before the block is reused in it)."""
     _fusing[0] += 1
     try:
-        yield
+        with interning_scope():
+            yield
     finally:
         _fusing[0] -= 1
 
@@ -131,7 +133,7 @@ def wrap(value: Any) -> Leaf:
     """
     arr = value if type(value) is np.ndarray else np.asarray(value)
     node = Leaf.__new__(Leaf)
-    node.array, node.shape, node.dtype = arr, arr.shape, arr.dtype
+    node.array, node.shape, node.dtype, node.scope = arr, arr.shape, arr.dtype, None
     node.cached = None
     node._varying = None
     return node
