@@ -77,7 +77,7 @@ def test_jit_records_lazily_and_replays_with_the_path_on(small_path):
         want = np.sum(1 - np.tanh(v[:, None] - v[None, :]) ** 2, axis=1)
         want -= np.sum(1 - np.tanh(v[:, None] - v[None, :]) ** 2, axis=0)
         np.testing.assert_allclose(g(v), want, atol=1e-12)
-    assert g.cache_info()[0]["replayable"]
+    assert g.cache_info()[0].replayable
 
 
 def test_the_path_can_be_turned_off(monkeypatch):

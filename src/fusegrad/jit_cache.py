@@ -5,88 +5,216 @@ microseconds of Python, whatever the size of the arrays. ``jit(f)`` pays that on
 (the shapes and dtypes of the array arguments, the values of the others) and records the kernels
 the call ran (``fusegrad.lazy.replay``); later calls run the recorded kernels on the new arrays.
 
-Semantics, as ``jax.jit``:
+Semantics, as ``jax.jit`` where it is defined:
 
 - NumPy arrays and NumPy scalars among the arguments (anywhere in a pytree) are the inputs; a new
-  shape or dtype traces again. Python numbers, strings and other hashable values are compiled in:
-  a new value traces again (they stay weak-typed, as NumPy treats them).
+  shape or dtype traces again.
+- Python floats and complex numbers are inputs too, weak-typed as JAX's Python scalars (a float
+  with a float32 array stays float32): a new value does not trace again. A function that reads
+  one into Python (``if s > 0``, ``float(s)``, ``range``-like uses, NumPy on it alone) gets its
+  numbers compiled in instead: one signature per value. Before a program with numbers is
+  trusted for a new value, the call is recorded once more and the two recordings compared.
+  The sign, zero, infinity and NaN of a number are part of the signature.
+- Python ints, bools, strings and other hashable values are compiled in (an int is a size, a
+  count, an axis or an index far more often than data; JAX asks for ``static_argnums`` there).
 - Arrays the function reads from elsewhere (globals, closures) are constants of the recording:
   their contents are read at each call, but rebinding the name to another array is not seen.
-- A function that cannot be replayed (it branches on an array's value, or calls something that
-  needs concrete arrays, like ``np.matmul``'s rule or ``np.sort``) is simply called every time;
-  ``cache_info()`` says why.
+- A function that cannot be replayed (a Python ``if`` on an array's value, ``float()`` of an
+  element, a rule that needs concrete arrays, like ``np.matmul``'s or ``np.sort``) is simply
+  called every time, with one warning; ``cache_info()`` says why. (JAX raises a
+  ``ConcretizationTypeError`` there.) A first call that raises is recorded again next time, and
+  ``cache_info()`` keeps its error as the reason meanwhile.
+- The cache keeps the ``cache_size`` most recently used signatures (64 by default; ``None``: no
+  bound), as ``functools.lru_cache``.
 
 Example::
 
     >>> import numpy as np, fusegrad as fg
-    >>> g = fg.jit(fg.grad(lambda v: np.sum(np.tanh(v[:, None] - v[None, :]))))
-    >>> g(np.zeros(3))
+    >>> g = fg.jit(fg.grad(lambda v, s: np.sum(np.tanh(v[:, None] - v[None, :]) * s)))
+    >>> g(np.zeros(3), 2.0)
     array([0., 0., 0.])
-    >>> g.cache_info()[0]["replayable"]
-    True
+    >>> g(np.ones(3), 3.0).shape  # a new number: recorded once more, to check
+    (3,)
+    >>> g(np.ones(3), 4.0).shape  # replayed
+    (3,)
+    >>> info = g.cache_info()
+    >>> info.hits, info.misses, info.currsize, info[0].replayable, info[0].numbers
+    (1, 2, 1, True, 'inputs')
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .ad.pytree import structure
 from .lazy import LazyArray, engines, materialize_many, replay, small
-from .lazy.nodes import _const_key, leaf
+from .lazy.nodes import leaf
 
 _STATIC = (int, float, complex, bool, str, bytes, type(None))
+_NUMBERS = (float, complex)  # exact types: inputs of the recording (not int, bool)
+DEFAULT_CACHE_SIZE = 64
+
+
+class SignatureInfo(NamedTuple):
+    """One signature of a jitted function, as ``cache_info()`` lists it."""
+
+    signature: tuple
+    replayable: bool
+    kernels: int | None  # how many kernels a replay runs
+    calls: int
+    numbers: str  # "": none; "inputs": replayed with new values; "compiled in": one per value
+    reason: str  # why not replayable, or why numbers are compiled in
+
+
+class CacheInfo(NamedTuple):
+    """Totals of a jitted function's cache, like ``functools.lru_cache``'s, and its signatures
+    (``info[i]`` and ``len(info)`` are those of ``entries``)."""
+
+    hits: int  # calls replayed
+    misses: int  # calls that traced (recorded) the function, or called it uncompiled
+    maxsize: int | None
+    currsize: int
+    entries: tuple[SignatureInfo, ...]
+
+    def __getitem__(self, i: Any) -> Any:  # type: ignore[override]
+        return self.entries[i]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[SignatureInfo]:  # type: ignore[override]
+        return iter(self.entries)
 
 
 class _Entry:
-    __slots__ = ("program", "rebuild", "reason", "signature", "calls")
+    __slots__ = (
+        "key", "program", "rebuild", "reason", "calls", "failed", "numbers", "values",
+        "verified", "fast",
+    )  # fmt: skip
 
-    def __init__(self, signature: tuple) -> None:
-        self.signature = signature
+    def __init__(self, key: tuple) -> None:
+        self.key = key
         self.program: replay.Program | None = None
         self.rebuild: Callable | None = None
         self.reason = ""
         self.calls = 0
+        self.failed = False  # the recording raised: record again at the next call
+        self.numbers = ""
+        self.values: tuple = ()  # the number arguments the program was recorded with
+        self.verified = False  # a second recording with other numbers gave the same program
+        self.fast: tuple | None = None  # the key of _fast_key, when it is one
 
 
 def _static_key(x: Any) -> Any:
-    if isinstance(x, float | complex | int):
-        return _const_key(x)  # 0.0 and -0.0 differ; 1 and 1.0 and True differ
+    """A compiled-in value's key: 0.0 and -0.0 differ, NaN equals NaN, 1 and 1.0 and True
+    differ."""
+    if isinstance(x, float):
+        return (float, x.hex())
+    if isinstance(x, complex):
+        return (complex, x.real.hex(), x.imag.hex())
     return (type(x), x)
 
 
-def jit(fun: Callable) -> Callable:
+def _value_class(x: float | complex) -> Any:
+    """What of a number argument's value is part of the signature (C code such as
+    ``math.isnan`` may read it unseen): NaN, the sign of an infinity, of a zero, of the rest."""
+    if isinstance(x, complex):
+        return (_value_class(x.real), _value_class(x.imag))
+    if math.isnan(x):
+        return "nan"
+    sign = "-" if math.copysign(1.0, x) < 0 else "+"
+    return sign + ("inf" if math.isinf(x) else "0" if x == 0 else "")
+
+
+def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_SIZE) -> Any:
     """``fun``, traced once per input signature and replayed as its recorded kernels after.
 
     Works on any function of arrays built from NumPy calls, and on fusegrad transformations of
     one (``jit(grad(f))``, ``jit(value_and_grad(f))``). See the module docstring for what is
-    an input and what is compiled in. ``wrapped.cache_info()`` lists the signatures seen.
+    an input and what is compiled in. ``cache_size`` bounds the signatures kept (least recently
+    used first out; ``None``: no bound). ``wrapped.cache_info()`` gives the totals and the
+    signatures, ``wrapped.cache_clear()`` empties the cache. ``@jit(cache_size=8)`` decorates.
 
     >>> f = jit(lambda x, y: np.sum((x[:, None] - y[None, :]) ** 2, axis=1))
     >>> f(np.arange(2.0), np.arange(3.0))
     array([5., 2.])
     """
-    cache: dict[tuple, _Entry] = {}
+    if fun is None:
+        return functools.partial(jit, cache_size=cache_size)
+    if not callable(fun):
+        raise TypeError(f"fusegrad.jit needs a function, got {type(fun).__name__}")
+    if cache_size is not None and (
+        isinstance(cache_size, bool) or not isinstance(cache_size, int | np.integer)
+    ):
+        raise TypeError(
+            f"fusegrad.jit: cache_size must be a positive int or None, got {cache_size!r}"
+        )
+    if cache_size is not None and cache_size < 1:
+        raise ValueError(
+            f"fusegrad.jit: cache_size must be at least 1 (or None for no bound), got {cache_size}"
+        )
+    maxsize = None if cache_size is None else int(cache_size)
+    cache: OrderedDict[tuple, _Entry] = OrderedDict()
+    fast: dict[tuple, _Entry] = {}
+    # signatures whose numbers are compiled in, with the reason (bounded as the cache)
+    compiled_in: OrderedDict[tuple, str] = OrderedDict()
+    stats = [0, 0]  # hits, misses
+
+    def insert(entry: _Entry) -> None:
+        cache[entry.key] = entry
+        cache.move_to_end(entry.key)
+        if entry.fast is not None:
+            fast[entry.fast] = entry
+        while maxsize is not None and len(cache) > maxsize:
+            _, old = cache.popitem(last=False)
+            if old.fast is not None and fast.get(old.fast) is old:
+                del fast[old.fast]
+        while maxsize is not None and len(compiled_in) > maxsize:
+            compiled_in.popitem(last=False)
+
+    def record(entry: _Entry, leaves, rebuild_args, positions, arrays, places, numbers) -> Any:
+        entry.calls += 1
+        stats[1] += 1
+        entry.failed, entry.program, entry.rebuild, entry.reason = False, None, None, ""
+        try:
+            return _record(fun, entry, leaves, rebuild_args, positions, arrays, places, numbers)
+        except BaseException as e:
+            entry.failed = True
+            entry.reason = f"the call raised {type(e).__name__}: {e}"
+            raise
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if not kwargs and all(type(a) is np.ndarray for a in args):
             # The common call, keyed without flattening: positional arrays only.
-            entry = cache.get(_fast_key(args))
+            entry = fast.get(_fast_key(args))
             if entry is not None and entry.program is not None:
-                return _replay(entry, args)
+                entry.calls += 1
+                stats[0] += 1
+                cache.move_to_end(entry.key)
+                return _replay(entry, args, ())
         leaves, rebuild_args, tree_key = structure((args, kwargs))
         parts: list[Any] = [tree_key, engines.current()]
-        positions, arrays = [], []
+        positions, arrays, places, numbers = [], [], [], []
         for i, x in enumerate(leaves):
-            if type(x) is np.ndarray or isinstance(x, np.generic):
-                parts.append((x.shape, x.dtype.str, type(x)))
+            t = type(x)
+            if t is np.ndarray or isinstance(x, np.generic):
+                parts.append((x.shape, x.dtype.str, t))
                 positions.append(i)
                 arrays.append(x)
+            elif t in _NUMBERS:
+                parts.append(("number", t, _value_class(x)))
+                places.append(i)
+                numbers.append(x)
+            elif isinstance(x, replay.Number):
+                return fun(*args, **kwargs)  # inside another jit's recording: it records this
             elif isinstance(x, _STATIC):
                 parts.append(_static_key(x))
             else:
@@ -97,33 +225,92 @@ def jit(fun: Callable) -> Callable:
                 if isinstance(x, LazyArray) or hasattr(x, "__array_ufunc__"):
                     return fun(*args, **kwargs)
                 parts.append((type(x), x))
-        key = tuple(parts)
+        key = base = tuple(parts)
+        values = tuple(_static_key(v) for v in numbers)
+        if numbers and key in compiled_in:
+            compiled_in.move_to_end(key)
+            key = (*key, ("values", values))
         entry = cache.get(key)
+        how = (leaves, rebuild_args, positions, arrays, places, numbers)
         if entry is None:
-            entry = cache[key] = _Entry(key)
+            entry = _Entry(key)
             if not kwargs and all(type(a) is np.ndarray for a in args):
-                cache[_fast_key(args)] = entry
-            return _record(fun, entry, leaves, rebuild_args, positions, arrays)
+                entry.fast = _fast_key(args)
+            insert(entry)
+            out = record(entry, *how)
+            if key is not base:  # a signature of compiled-in numbers: keyed by their values
+                entry.numbers = "compiled in"
+                entry.reason = entry.reason or compiled_in.get(base, "")
+            if entry.numbers == "compiled in" and key is base and cache.get(key) is entry:
+                # the values were read: this program is for these values only
+                compiled_in[key] = entry.reason
+                del cache[key]
+                entry.key = (*key, ("values", values))
+                insert(entry)
+            return out
+        cache.move_to_end(key)
         if entry.program is None:
+            if entry.failed:
+                return record(entry, *how)
             entry.calls += 1
+            stats[1] += 1
             return fun(*args, **kwargs)
-        return _replay(entry, arrays)
+        if entry.numbers == "inputs" and not entry.verified and values != entry.values:
+            return verify(entry, values, how)
+        entry.calls += 1
+        stats[0] += 1
+        return _replay(entry, arrays, numbers)
 
-    def cache_info() -> list[dict]:
-        """One record per signature seen: whether it replays, its kernels, why not."""
-        return [
-            {
-                "signature": e.signature,
-                "replayable": e.program is not None,
-                "kernels": e.program.kernels if e.program is not None else None,
-                "calls": e.calls + 1,
-                "reason": e.reason,
-            }
-            for e in {id(e): e for e in cache.values()}.values()
-        ]
+    def verify(entry: _Entry, values: tuple, how: tuple) -> Any:
+        """Record again with the new numbers: the same program means it serves every value."""
+        other = _Entry(entry.key)
+        out = record(other, *how)  # if it raises, nothing changes
+        if other.numbers == "inputs" and other.program is not None:
+            if entry.program.same_as(other.program):
+                entry.verified = True
+                entry.calls += 1
+                return out
+            why = (
+                "numbers compiled in: recordings with two values of a number differ (its value "
+                "was read where Python cannot see it, a math function for instance)"
+            )
+        else:
+            why = other.reason or "numbers compiled in"
+        key = entry.key
+        compiled_in[key] = why
+        cache.pop(key, None)
+        for e, vals in ((entry, entry.values), (other, values)):
+            e.key = (*key, ("values", vals))
+            e.numbers = "compiled in"
+            if e.program is not None:
+                e.reason = why
+            insert(e)
+        return out
+
+    def cache_info() -> CacheInfo:
+        """Hits, misses, the bound and size, and one ``SignatureInfo`` per signature kept."""
+        entries = tuple(
+            SignatureInfo(
+                e.key,
+                e.program is not None,
+                e.program.kernels if e.program is not None else None,
+                e.calls,
+                e.numbers,
+                e.reason,
+            )
+            for e in cache.values()
+        )
+        return CacheInfo(stats[0], stats[1], maxsize, len(cache), entries)
+
+    def cache_clear() -> None:
+        """Forget every signature and reset the totals."""
+        cache.clear()
+        fast.clear()
+        compiled_in.clear()
+        stats[:] = [0, 0]
 
     wrapped.cache_info = cache_info  # type: ignore[attr-defined]
-    wrapped.cache_clear = cache.clear  # type: ignore[attr-defined]
+    wrapped.cache_clear = cache_clear  # type: ignore[attr-defined]
     return wrapped
 
 
@@ -132,13 +319,12 @@ def _fast_key(args: tuple) -> tuple:
     return (engines.current(), *[(a.shape, a.dtype.str) for a in args])
 
 
-def _replay(entry: _Entry, arrays: list | tuple) -> Any:
-    entry.calls += 1
+def _replay(entry: _Entry, arrays: list | tuple, numbers: list | tuple) -> Any:
     inputs = [
         a if type(a) is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
         for a in arrays
     ]
-    return entry.rebuild(entry.program.run(inputs))
+    return entry.rebuild(entry.program.run(inputs, numbers))
 
 
 def _recording_inputs(arrays: list, copy: bool) -> list[np.ndarray]:
@@ -171,6 +357,8 @@ def _record(
     rebuild_args: Callable,
     positions: list,
     arrays: list,
+    places: list,
+    numbers: list,
     copy: bool = False,
 ) -> Any:
     inputs = _recording_inputs(arrays, copy)
@@ -179,6 +367,8 @@ def _record(
     for i, c, a in zip(positions, inputs, arrays):
         traced[i] = node = leaf(c)
         rec.originals[id(node)] = a
+    for k, (i, v) in enumerate(zip(places, numbers)):
+        traced[i] = replay.number(v, rec, k)
     args, kwargs = rebuild_args(traced)
     with rec, small.fusing():
         result = fun(*args, **kwargs)
@@ -194,15 +384,25 @@ def _record(
     if rec.foreign and not copy:
         # an array in an argument's memory reached a kernel by another way (a closure, a global):
         # only copies of the arguments tell the two apart
-        return _record(fun, entry, leaves, rebuild_args, positions, arrays, copy=True)
+        return _record(
+            fun, entry, leaves, rebuild_args, positions, arrays, places, numbers, copy=True
+        )
     program = rec.program(values)
+    if numbers:
+        entry.values = tuple(_static_key(v) for v in numbers)
+        if rec.number_read is None:
+            entry.numbers = "inputs"
+        else:
+            entry.numbers = "compiled in"
+            entry.reason = f"numbers compiled in: the function reads one, {rec.number_read}"
     if program is None:
         entry.reason = rec.escape or "not replayable"
         warnings.warn(
             f"fusegrad.jit: {getattr(fun, '__name__', 'the function')} will run uncompiled for "
             f"this signature: {entry.reason}",
-            stacklevel=3,
+            stacklevel=4,
         )
     else:
         entry.program, entry.rebuild = program, rebuild_out
-    return rebuild_out(values)
+    # a number the function returned (a replay.Number) goes back as a plain one
+    return rebuild_out([v._value if isinstance(v, replay.Number) else v for v in values])

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..lazy import replay
 from ..lazy.protocols import ARITHMETIC, COMPARISONS, forward_methods, forward_operators
 from ..rules.composites import COMPOSITES as RULE_COMPOSITES
 from ..rules.elementwise import astype
@@ -144,8 +145,10 @@ def _no_scalar(kind: str):
 
 
 def _bool(self: Tracer) -> bool:
-    # Control flow on a value: allowed, it does not need a derivative.
-    return bool(np.asarray(_primal(self)))
+    # Control flow on a value: allowed, it does not need a derivative (jit then calls the
+    # function every time: its recording would replay this branch whatever the values).
+    with replay.reading("bool() of a traced value: Python control flow (if, while) on an array"):
+        return bool(np.asarray(_primal(self)))
 
 
 def _no_setitem(self: Tracer, index: Any, value: Any) -> None:

@@ -27,14 +27,17 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import threading
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .kernel import Kernel
-from .nodes import LazyArray, Leaf, Map, Reduce, _base
+from .nodes import DYNAMIC_NUMBERS, LazyArray, Leaf, Map, Reduce, _base
 
 _local = threading.local()
 # Recordings open in any thread: while none is, active() skips the thread-local lookup (~0.3 us,
@@ -79,6 +82,21 @@ def api_call() -> contextlib.AbstractContextManager:
     return _raised(active(), "api_depth")
 
 
+@contextlib.contextmanager
+def reading(what: str) -> Iterator[None]:
+    """Names the Python read of a value (``bool()`` of a traced array) that materialisations in
+    the block serve, for the reason a recording that cannot be replayed gives."""
+    rec = active()
+    if rec is None:
+        yield
+        return
+    outer, rec.reading = rec.reading, what
+    try:
+        yield
+    finally:
+        rec.reading = outer
+
+
 def item(a: np.ndarray) -> Any:
     """``a[()]``: a 0-d result as a NumPy scalar (a conversion ``note_derived`` can replay)."""
     return a[()]
@@ -118,6 +136,187 @@ def original(value: Any) -> Any:
     return value
 
 
+class Number:
+    """A Python number argument of a jit recording (``float`` or ``complex`` subclasses), an input
+    of the recorded program: a kernel constant made from one is replaced by the new call's value
+    at each replay. Arithmetic with Python numbers gives another ``Number`` (``2 * s**2`` stays an
+    input, computed again from ``s``); anything that reads the value into Python (``if s > 0``,
+    ``float(s)``, ``hash``, ``np.asarray(s)``, NumPy on it without a traced array) makes the
+    recording's numbers compiled in (``Recorder.number_read``). A C function reading the value
+    without Python's number protocol (``math.exp(s)``) is not seen: ``jit`` records a second time
+    with other values and compares before it trusts a program with numbers.
+
+    >>> rec = Recorder([])
+    >>> s = number(2.0, rec, 0)
+    >>> t = 1 - s * 3
+    >>> type(t).__name__, t, rec.number_read is None
+    ('DynamicFloat', -5.0, True)
+    >>> _ = (t > 0)
+    >>> rec.number_read
+    'a comparison (>)'
+    """
+
+    _value: Any
+    _recipe: tuple
+    _rec: Recorder
+
+    def _read(self, what: str) -> None:
+        if self._rec.number_read is None:
+            self._rec.number_read = what
+
+
+_PLAIN_NUMBERS = (int, float, complex, bool)
+
+
+def _plain(x: Any) -> Any:
+    return x._value if isinstance(x, Number) else x
+
+
+def _operand(x: Any) -> tuple:
+    return x._recipe if isinstance(x, Number) else ("value", x)
+
+
+def _derive(result: Any, fn: Callable, operands: tuple, rec: Recorder) -> Any:
+    cls = _NUMBER_TYPES.get(type(result))
+    if cls is None:
+        return result
+    return _make(cls, result, ("op", fn, tuple(_operand(o) for o in operands)), rec)
+
+
+def _binary(fn: Callable, reflected: bool) -> Callable:
+    def method(self: Number, other: Any) -> Any:
+        if not (type(other) in _PLAIN_NUMBERS or isinstance(other, Number)):
+            return NotImplemented  # NumPy values and arrays: their own dispatch decides
+        a, b = (other, self) if reflected else (self, other)
+        return _derive(fn(_plain(a), _plain(b)), fn, (a, b), self._rec)
+
+    return method
+
+
+def _unary(fn: Callable) -> Callable:
+    return lambda self: _derive(fn(self._value), fn, (self,), self._rec)
+
+
+def _reading(name: str, what: str) -> Callable:
+    def method(self: Number, *args: Any, **kwargs: Any) -> Any:
+        self._read(what)
+        base = type(self._value)
+        return getattr(base, name)(self._value, *[_plain(a) for a in args], **kwargs)
+
+    return method
+
+
+def _array_ufunc(self: Number, uf: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+    for x in inputs:
+        if not isinstance(x, (np.ndarray, np.generic, Number, *_PLAIN_NUMBERS)) and hasattr(
+            type(x), "__array_ufunc__"
+        ):
+            return NotImplemented  # a traced or lazy array: it builds the expression
+    plain = [_plain(x) for x in inputs]
+    arrays = [x for x in plain if isinstance(x, np.ndarray)]
+    if not arrays or any(a.size for a in arrays):  # (empty arrays: a dtype probe reads nothing)
+        self._read(f"np.{uf.__name__} of it outside a traced expression")
+    return getattr(uf, method)(*plain, **kwargs)
+
+
+# NumPy functions that look only at a number's type: no read of its value
+_TYPE_ONLY = frozenset(
+    [np.shape, np.ndim, np.size, np.result_type, np.iscomplexobj, np.isrealobj, np.zeros_like]
+    + [np.ones_like, np.empty_like]
+)
+
+
+def _array_function(self: Number, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+    if not all(issubclass(t, Number | np.ndarray) for t in types):
+        return NotImplemented
+    if func not in _TYPE_ONLY:
+        self._read(f"np.{getattr(func, '__name__', 'function')} of it")
+    return func(*[_plain(a) for a in args], **{k: _plain(v) for k, v in kwargs.items()})
+
+
+_ARITHMETIC = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "truediv": operator.truediv,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "pow": operator.pow,
+}
+_READS = {
+    "__bool__": "bool() (an if or while on it)",
+    "__int__": "int()",
+    "__float__": "float() or a conversion to a NumPy value",
+    "__complex__": "complex() or a conversion to a NumPy value",
+    "__round__": "round()",
+    "__trunc__": "math.trunc()",
+    "__floor__": "math.floor()",
+    "__ceil__": "math.ceil()",
+    "__hash__": "hash() (a dict or set lookup)",
+    "__eq__": "a comparison (==)",
+    "__ne__": "a comparison (!=)",
+    "__lt__": "a comparison (<)",
+    "__le__": "a comparison (<=)",
+    "__gt__": "a comparison (>)",
+    "__ge__": "a comparison (>=)",
+    "__divmod__": "divmod()",
+    "__rdivmod__": "divmod()",
+    "is_integer": ".is_integer()",
+    "hex": ".hex()",
+    "as_integer_ratio": ".as_integer_ratio()",
+}
+
+
+def _number_class(base: type) -> type:
+    namespace: dict[str, Any] = {"__module__": __name__, "__doc__": Number.__doc__}
+    for name, fn in _ARITHMETIC.items():
+        namespace[f"__{name}__"] = _binary(fn, reflected=False)
+        namespace[f"__r{name}__"] = _binary(fn, reflected=True)
+    namespace["__neg__"] = _unary(operator.neg)
+    namespace["__pos__"] = _unary(operator.pos)
+    namespace["__abs__"] = _unary(operator.abs)
+    for name, what in _READS.items():
+        if hasattr(base, name):
+            namespace[name] = _reading(name, what)
+    namespace["conjugate"] = _unary(base.conjugate)
+    namespace["real"] = property(_unary(lambda v: v.real))
+    namespace["imag"] = property(_unary(lambda v: v.imag))
+    namespace["__array_ufunc__"] = _array_ufunc
+    namespace["__array_function__"] = _array_function
+    namespace["__repr__"] = lambda self: repr(self._value)
+    namespace["__reduce__"] = lambda self: (base, (self._value,))
+    return type(f"Dynamic{base.__name__.capitalize()}", (base, Number), namespace)
+
+
+_NUMBER_TYPES = {float: _number_class(float), complex: _number_class(complex)}
+DYNAMIC_NUMBERS.update(_NUMBER_TYPES.values())
+
+
+def _make(cls: type, value: Any, recipe: tuple, rec: Recorder) -> Number:
+    n = cls(value)
+    n._value, n._recipe, n._rec = value, recipe, rec
+    return n
+
+
+def number(value: float | complex, rec: Recorder, position: int) -> Number:
+    """The ``Number`` standing for the ``position``-th number argument of a recording."""
+    return _make(_NUMBER_TYPES[type(value)], value, ("arg", position), rec)
+
+
+def evaluate(recipe: tuple, numbers: Sequence[Any]) -> Any:
+    """A ``Number``'s recipe computed from a call's number arguments.
+
+    >>> evaluate(("op", operator.mul, (("arg", 0), ("value", 3.0))), [2.0])
+    6.0
+    """
+    tag = recipe[0]
+    if tag == "arg":
+        return numbers[recipe[1]]
+    if tag == "value":
+        return recipe[1]
+    return recipe[1](*[evaluate(r, numbers) for r in recipe[2]])
+
+
 def _bounds(a: np.ndarray) -> tuple[int, int]:
     lo, hi = np.lib.array_utils.byte_bounds(a)
     return lo, hi
@@ -151,6 +350,11 @@ class Recorder:
         self.top_is_api = top_is_api
         self.api_depth = 0
         self.sanctions = 0
+        self.reading: str | None = None
+        # the first Python read of a number argument (then numbers are compiled in), and the
+        # number constants of the kernel about to run: (index in its constants, recipe)
+        self.number_read: str | None = None
+        self._numbers: tuple = ()
 
     def __enter__(self) -> Recorder:
         if not hasattr(_local, "stack"):
@@ -210,21 +414,40 @@ class Recorder:
         is an escape."""
         if self.escape is None and not self.sanctions and self.touches(nodes):
             shown = next((repr(n) for n in nodes if isinstance(n, LazyArray)), "a value")
-            self.escape = (
-                f"{shown} was evaluated while the function ran (a rule that needs an array, an "
-                "eager NumPy call, or Python control flow on an array)"
+            why = self.reading or (
+                "a rule that needs an array, an eager NumPy call, or a Python read of an array: "
+                "if/while, float(), int(), .item()"
             )
+            self.escape = (
+                f"{shown}, computed from the inputs, was evaluated while the function ran ({why})"
+            )
+
+    def before_kernel(self, kernel: Kernel) -> Kernel:
+        """Called before each kernel run: the kernel with number arguments' values (``Number``)
+        among its constants replaced by plain values, which are noted for ``on_kernel``."""
+        self._numbers = tuple(
+            (j, c._recipe) for j, c in enumerate(kernel.constants) if isinstance(c, Number)
+        )
+        if not self._numbers:
+            return kernel
+        return Kernel(
+            kernel.domain, kernel.inputs, tuple(_plain(c) for c in kernel.constants),
+            kernel.program, kernel.outputs,
+        )  # fmt: skip
 
     def on_kernel(self, kernel: Kernel, results: list[np.ndarray], engine: str) -> None:
         """Called after each kernel run: record it when it computes the call's results."""
+        numbers, self._numbers = self._numbers, ()
         if not self.sanctions or self.escape is not None:
             return
         sources = []
         for a in kernel.inputs:
             where = self.locate(a)
             sources.append(("const", a) if where is None else where)
-        if all(s[0] == "const" and self._literal(s[1]) for s in sources) and (
-            sum(r.nbytes for r in results) <= FOLD_MAX_BYTES
+        if (
+            not numbers
+            and all(s[0] == "const" and self._literal(s[1]) for s in sources)
+            and sum(r.nbytes for r in results) <= FOLD_MAX_BYTES
         ):
             # Reads only numbers: the same results at every call (W2's gradient is one), kept
             # and copied at each replay. Larger ones run again (W1's -0.5s at n=10^7): a kept
@@ -240,9 +463,9 @@ class Recorder:
             self._track(r)
         if template is None:
             # a copy: the recording call hands its results to the caller, who may write to them
-            self.steps.append(("fold", None, tuple(r.copy() for r in results), first))
+            self.steps.append(("fold", None, tuple(r.copy() for r in results), first, ()))
         else:
-            self.steps.append((engine, template, tuple(sources), first))
+            self.steps.append((engine, template, tuple(sources), first, numbers))
 
     def _literal(self, a: np.ndarray) -> bool:
         base = a
@@ -264,6 +487,8 @@ class Recorder:
                 return ("empty", value.shape, value.dtype)
             where = self.locate(value)
             return None if where is None else ("view", *where)
+        if isinstance(value, Number):
+            return ("number", value._recipe)
         if value is None or type(value) in (int, float, complex, str, bool):
             return ("const", value)  # not NumPy scalars: those come from arrays
         return None
@@ -310,13 +535,20 @@ class Program:
         """How many kernels a replay runs."""
         return len(self.steps)
 
-    def run(self, arrays: list[np.ndarray]) -> list[Any]:
-        """The results for new C-contiguous ``arrays`` (the inputs, in recorded order)."""
+    def run(self, arrays: list[np.ndarray], numbers: Sequence[Any] = ()) -> list[Any]:
+        """The results for new C-contiguous ``arrays`` (the inputs, in recorded order) and number
+        arguments ``numbers`` (plain Python values, in recorded order)."""
         slots = list(arrays)
-        for (_, template, sources, _first), run in zip(self.steps, self.runners):
+        for (_, template, sources, _first, dynamic), run in zip(self.steps, self.runners):
             if template is None:
                 slots.extend([r.copy() for r in sources])  # folded: its recorded results
                 continue
+            constants = template.constants
+            if dynamic:
+                constants = list(constants)
+                for j, recipe in dynamic:
+                    constants[j] = evaluate(recipe, numbers)
+                constants = tuple(constants)
             inputs = []
             for s in sources:
                 if s[0] == "const":
@@ -326,22 +558,78 @@ class Program:
             k = Kernel(
                 template.domain,
                 tuple(inputs),
-                template.constants,
+                constants,
                 template.program,
                 template.outputs,
                 template._sig,
             )
             slots.extend(run(k))
-        return [self._build(r, slots) for r in self.recipes]
+        return [self._build(r, slots, numbers) for r in self.recipes]
 
-    def _build(self, recipe: tuple, slots: list) -> Any:
+    def same_as(self, other: Program) -> bool:
+        """Whether ``other``, recorded on other values of the same signature, runs the same
+        kernels on the same operands (constants, folded results and recipes equal), so that one
+        program serves both (``jit`` checks this before it trusts number arguments)."""
+        return (
+            len(self.steps) == len(other.steps)
+            and all(_same(_comparable(a), _comparable(b)) for a, b in zip(self.steps, other.steps))
+            and _same(self.recipes, other.recipes)
+        )
+
+    def _build(self, recipe: tuple, slots: list, numbers: Sequence[Any]) -> Any:
         tag = recipe[0]
         if tag == "view":
             _, slot, offset, shape, strides, dtype = recipe
             return _view(slots[slot], offset, shape, strides, dtype)
         if tag == "derived":
-            source = None if recipe[2] is None else self._build(recipe[2], slots)
+            source = None if recipe[2] is None else self._build(recipe[2], slots, numbers)
             return recipe[1](source)
+        if tag == "number":
+            return evaluate(recipe[1], numbers)
         if tag == "empty":
             return np.empty(recipe[1], recipe[2])
         return recipe[1]
+
+
+def _comparable(step: tuple) -> tuple:
+    """A step without its number constants' values (their recipes are compared instead)."""
+    engine, template, sources, first, dynamic = step
+    if template is None:
+        return step
+    constants = list(template.constants)
+    for j, _ in dynamic:
+        constants[j] = None
+    kernel = (template.domain, template.signature(), tuple(constants))
+    return (engine, kernel, sources, first, dynamic)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality of two recordings' parts: arrays by value, NaNs equal, kernels by signature,
+    conversion functions by what they are and what they hold."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return (
+            a.shape == b.shape
+            and a.dtype == b.dtype
+            and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+        )
+    if isinstance(a, float | complex | np.inexact):
+        return a == b or (a != a and b != b)
+    if isinstance(a, functools.partial):
+        return a.func is b.func and _same(a.args, b.args) and _same(a.keywords, b.keywords)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, _BY_EQUALITY):
+        return bool(a == b)
+    return repr(a) == repr(b)  # e.g. a ProjectTo: what it shows is what it holds
+
+
+_BY_EQUALITY = (
+    int, str, bytes, np.dtype, np.generic, type(None), type, np.ufunc,
+    types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+)  # fmt: skip

@@ -65,7 +65,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
 
 
 def _is_one(p: Any) -> bool:
-    return isinstance(p, int | float) and p == 1
+    return type(p) in (int, float) and p == 1  # not a jit number argument: its value may change
 
 
 def _balanced_eq(x: Any, y: Any, z: Any) -> Any:
