@@ -42,8 +42,8 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_child(cache: str) -> dict:
-    env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache)
+def run_child(cache: str, **env_extra: str) -> dict:
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache, **env_extra)
     r = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300
     )
@@ -169,3 +169,195 @@ def test_two_processes_fill_the_cache_at_once(tmp_path):
     assert len(kernel_files(cache)) == 1
     assert not glob.glob(os.path.join(cache, ".tmp-*"))
     assert run_child(cache)["stats"]["generated"] == 0
+
+
+def numba_files(cache: str, kind: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(cache, "__pycache__", f"k_*.kernel-*{kind}")))
+
+
+def _empty(path):
+    open(path, "wb").close()
+
+
+def test_broken_numba_cache_file_is_rebuilt_with_one_warning(tmp_path):
+    cache = str(tmp_path / "c")
+    run_child(cache)
+    for kind in (".nbi", ".nbc"):
+        for damage in (_corrupt_truncate, _empty):
+            files = numba_files(cache, kind)
+            assert files
+            for f in files:
+                damage(f)
+            res = run_child(cache)
+            case = (kind, damage.__name__)
+            assert res["ok"], case
+            assert res["stats"]["compiled"] == 1 and res["stats"]["rebuilt"] == 1, (case, res)
+            (msg,) = res["warnings"]
+            assert "numba cache file" in msg and os.path.basename(files[0]) in msg, msg
+            assert "Error" in msg  # the cause: EOFError or UnpicklingError
+    again = run_child(cache)  # saved afresh: loaded, no warning
+    assert again["stats"]["cache_hits"] == 1 and again["stats"]["compiled"] == 0
+    assert not again["warnings"]
+
+
+def test_cache_folder_that_cannot_be_created_compiles_in_memory(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cache = str(blocker / "kernels")  # under a regular file: cannot exist, even for root
+    res = run_child(cache)
+    assert res["ok"]
+    assert res["stats"]["generated"] == 1 and res["stats"]["compiled"] == 1
+    (msg,) = res["warnings"]
+    assert cache in msg and "Not a directory" in msg and "in memory" in msg
+
+
+@pytest.mark.skipif(os.getuid() == 0, reason="root may write to a read-only folder")
+def test_read_only_cache_folder_compiles_in_memory(tmp_path):
+    cache = tmp_path / "ro"
+    cache.mkdir(mode=0o500)
+    try:
+        res = run_child(str(cache))
+    finally:
+        cache.chmod(0o700)
+    assert res["ok"] and res["stats"]["compiled"] == 1
+    (msg,) = res["warnings"]
+    assert str(cache) in msg and "in memory" in msg
+    assert not os.listdir(cache)
+
+
+def test_grad_runs_from_1e5_elements_without_a_cache_folder(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code = textwrap.dedent(
+        """
+        import json, warnings
+        import numpy as np
+        import fusegrad as fg
+        x = np.linspace(0.0, 1.0, 200_000)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            g = fg.grad(lambda v: np.sum(v * v + 3.0 * v))(x)
+        print(json.dumps({"ok": bool(np.allclose(g, 2 * x + 3)),
+                          "warnings": [str(m.message) for m in w]}))
+        """
+    )
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(blocker / "k"), FUSEGRAD_ENGINE="numba")
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["ok"]
+    assert len([m for m in res["warnings"] if "kernel cache folder" in m]) == 1, res
+
+
+def _plant(path: str, code: str) -> None:
+    """Replace the module at ``path`` by ``code`` under a header that matches its key (what an
+    attacker who can write the folder could do)."""
+    head = open(path).readline()
+    key = head.split("key=")[1].split()[0]
+    digest = hashlib.sha256(code.encode()).hexdigest()
+    with open(path, "w") as f:
+        f.write(f"# fusegrad-kernel v1 key={key} body-sha256={digest}\n" + code)
+
+
+PLANTED = "import os\nos._exit(7)  # must never run\n"
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770])
+def test_cache_folder_writable_by_others_is_refused(tmp_path, mode):
+    good = str(tmp_path / "good")
+    run_child(good)
+    (module,) = kernel_files(good)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    planted = shared / os.path.basename(module)
+    planted.write_text(open(module).read())
+    _plant(str(planted), PLANTED)
+    shared.chmod(mode)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    res = run_child(str(shared), TMPDIR=str(tmp))  # exit code 7 if the planted module ran
+    assert res["ok"]
+    private = tmp / f"fusegrad-kernels-{os.getuid()}"
+    (msg,) = res["warnings"]
+    assert "refusing" in msg and str(shared) in msg and str(private) in msg
+    assert ("group" in msg) and (("others" in msg) == bool(mode & 0o002))
+    assert stat.S_IMODE(os.stat(private).st_mode) == 0o700
+    assert len(kernel_files(str(private))) == 1
+    assert run_child(str(shared), TMPDIR=str(tmp))["stats"]["loaded_from_disk"] == 1
+
+
+def test_unsafe_private_fallback_means_no_disk_cache(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    squatted = tmp / f"fusegrad-kernels-{os.getuid()}"
+    squatted.mkdir()
+    squatted.chmod(0o777)  # someone made our fallback folder first
+    res = run_child(str(shared), TMPDIR=str(tmp))
+    assert res["ok"] and res["stats"]["generated"] == 1
+    (msg,) = res["warnings"]
+    assert "no disk cache" in msg and str(squatted) in msg
+    assert not kernel_files(str(squatted)) and not kernel_files(str(shared))
+
+
+def test_module_writable_by_others_is_never_imported(tmp_path):
+    cache = str(tmp_path / "c")
+    run_child(cache)
+    (path,) = kernel_files(cache)
+    good = open(path).read()
+    _plant(path, PLANTED)
+    os.chmod(path, 0o666)
+    res = run_child(cache)  # exit code 7 if the planted module ran
+    assert res["ok"] and res["stats"]["rebuilt"] == 1
+    (msg,) = res["warnings"]
+    assert path in msg and "writable by group and others" in msg
+    assert open(path).read() == good
+    assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_module_owned_by_another_user_is_never_imported(tmp_path):
+    cache = str(tmp_path / "c")
+    run_child(cache)
+    (path,) = kernel_files(cache)
+    _plant(path, PLANTED)
+    os.chmod(path, 0o600)
+    os.chown(path, 12345, 12345)
+    res = run_child(cache)
+    assert res["ok"] and res["stats"]["rebuilt"] == 1
+    (msg,) = res["warnings"]
+    assert "owned by uid 12345" in msg
+    assert os.stat(path).st_uid == os.getuid()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a folder to another user")
+def test_cache_folder_owned_by_another_user_is_refused(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    os.chown(other, 12345, 12345)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    res = run_child(str(other), TMPDIR=str(tmp))
+    assert res["ok"]
+    (msg,) = res["warnings"]
+    assert "refusing" in msg and "owned by uid 12345" in msg
+    assert not kernel_files(str(other))
+
+
+def test_numba_cache_file_writable_by_others_is_not_loaded(tmp_path):
+    # numba's .nbi/.nbc files are pickles: loading one runs code, so they are checked too
+    cache = str(tmp_path / "c")
+    run_child(cache)
+    nbc = numba_files(cache, ".nbc")
+    for f in nbc:
+        os.chmod(f, 0o666)
+    res = run_child(cache)
+    assert res["ok"]
+    assert res["stats"]["compiled"] == 1 and res["stats"]["cache_hits"] == 0, res
+    assert any("deleted numba cache file" in m and nbc[0] in m for m in res["warnings"])
+    again = run_child(cache)
+    assert again["stats"]["cache_hits"] == 1 and not again["warnings"]

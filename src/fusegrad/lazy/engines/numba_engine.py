@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -138,19 +139,96 @@ def _salt() -> str:
     return _VERSION_SALT
 
 
-def cache_dir() -> str:
-    """The kernel cache folder, created with mode 0700 if missing.
-
-    >>> os.path.isdir(cache_dir())
-    True
-    """
+def _requested_dir() -> str:
     d = os.environ.get("FUSEGRAD_CACHE_DIR")
     if not d:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         d = os.path.join(base, "fusegrad", "kernels")
-    if not os.path.isdir(d):
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        os.chmod(d, 0o700)
+    return d
+
+
+def _unsafe(st: os.stat_result) -> str | None:
+    """Why a file or folder with status ``st`` must not be trusted, or None: another user owns
+    it, or group or others may write to it (so a module planted there would run as us)."""
+    uid = os.getuid()
+    if st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not by this user (uid {uid})"
+    if st.st_mode & 0o022:
+        who = " and ".join(
+            w for w, bit in (("group", 0o020), ("others", 0o002)) if st.st_mode & bit
+        )
+        return f"writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _usable_dir(d: str, private: bool = False) -> tuple[str | None, str]:
+    """``(d, "")`` when ``d`` is (or was made) a folder this user alone can write, else
+    ``(None, why)``; ``why`` starts with "unsafe" when the folder exists but is not private."""
+    try:
+        if private:  # in the shared temporary folder: make it ourselves, never follow a link
+            try:
+                os.mkdir(d, 0o700)
+            except FileExistsError:
+                pass
+            st = os.lstat(d)
+        else:
+            if not os.path.isdir(d):
+                os.makedirs(d, mode=0o700, exist_ok=True)
+                os.chmod(d, 0o700)
+            st = os.stat(d)
+        if not stat.S_ISDIR(st.st_mode):
+            return None, "not a folder"
+        why = _unsafe(st)
+        if why is not None:
+            return None, "unsafe: " + why
+        pyc = os.path.join(d, "__pycache__")  # numba's machine code, unpickled when loaded
+        if os.path.lexists(pyc):
+            why = _unsafe(os.lstat(pyc))
+            if why is not None:
+                return None, f"unsafe: its __pycache__ is {why}"
+        tempfile.TemporaryFile(dir=d).close()  # writable (root may write where mode says not)
+    except OSError as e:
+        return None, f"{type(e).__name__}: {e.strerror or e}"
+    return d, ""
+
+
+_DIRS: dict[str, str | None] = {}
+
+
+def cache_dir() -> str | None:
+    """The kernel cache folder, created with mode 0700 if missing; None when kernels compile in
+    memory because no usable folder exists (a warning said why).
+
+    A folder another user owns, or that group or others may write to, is refused with a warning
+    (a module planted there would be imported): kernels then go to a private folder
+    ``<tempdir>/fusegrad-kernels-<uid>`` (itself checked). A folder that cannot be created or
+    written turns the disk cache off.
+
+    >>> os.path.isdir(cache_dir())
+    True
+    """
+    want = _requested_dir()
+    if want in _DIRS:
+        return _DIRS[want]
+    with _lock:
+        d, why = _usable_dir(want)
+        if d is None and why.startswith("unsafe"):
+            private = os.path.join(tempfile.gettempdir(), f"fusegrad-kernels-{os.getuid()}")
+            d, why2 = _usable_dir(private, private=True)
+            _warn_once(
+                "dir:" + want,
+                f"fusegrad: refusing kernel cache folder {want} ({why[8:]}): a module planted "
+                f"there would be imported. Using {private if d else 'no disk cache'} instead"
+                + (f" ({private}: {why2})" if d is None else "")
+                + "; set FUSEGRAD_CACHE_DIR to a folder only you can write.",
+            )
+        elif d is None:
+            _warn_once(
+                "dir:" + want,
+                f"fusegrad: cannot use kernel cache folder {want} ({why}); kernels compile in "
+                "memory and are not cached on disk. Set FUSEGRAD_CACHE_DIR to a writable folder.",
+            )
+        _DIRS[want] = d
     return d
 
 
@@ -332,45 +410,127 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
-def _check_file(path: str, key: str) -> str | None:
-    """None when ``path`` holds a module generated for ``key``, else what is wrong with it."""
+def _read_checked(path: str, key: str) -> tuple[str | None, str | None]:
+    """``(text, None)`` when ``path`` holds a module generated for ``key`` that only this user
+    can have written, else ``(None, what is wrong with it)``. The owner and mode are those of
+    the file read (``fstat``), and the text returned is what gets executed."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            why = _unsafe(os.fstat(f.fileno()))
+            if why is not None:
+                return None, why
+            text = f.read().decode("utf-8")
     except FileNotFoundError:
-        return "missing"
+        return None, "missing"
     except (OSError, UnicodeDecodeError) as e:
-        return f"unreadable ({e})"
+        return None, f"unreadable ({e})"
     head, sep, body = text.partition("\n")
     if not sep:
-        return "truncated"
+        return None, "truncated"
     want = _HEADER.format(key=key, digest=hashlib.sha256(body.encode()).hexdigest())
     if head + "\n" != want:
-        return "header/key/checksum mismatch (foreign, truncated or edited file)"
-    return None
+        return None, "header/key/checksum mismatch (foreign, truncated or edited file)"
+    return text, None
 
 
-def _import(path: str, modname: str):
-    spec = importlib.util.spec_from_file_location(modname, path)
+def _exec(text: str, path: str | None, modname: str):
+    """A module made by running ``text`` (which the caller checked); ``path`` is its file (where
+    numba keeps its cache), or None for a module compiled in memory only."""
+    if path is None:
+        # numba can only cache functions that have a source file
+        text = text.replace("@njit(cache=True", "@njit(cache=False")
+        spec = importlib.util.spec_from_loader(modname, loader=None)
+        filename = f"<fusegrad kernel {modname}>"
+    else:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        filename = path
     mod = importlib.util.module_from_spec(spec)
     sys.modules[modname] = mod  # before exec: numba's cache and pickling look it up there
     try:
-        spec.loader.exec_module(mod)
+        # the checked text itself, not a re-read of the file (or a .pyc beside it)
+        exec(compile(text, filename, "exec"), mod.__dict__)
         mod.kernel  # noqa: B018 - must exist
     except BaseException:
         sys.modules.pop(modname, None)
         raise
+    if path is not None:
+        _check_numba_files(mod, os.path.basename(path)[:-3])
     return mod
+
+
+def _dispatchers(mod) -> list:
+    return [v for v in vars(mod).values() if hasattr(v, "py_func") and hasattr(v, "overloads")]
+
+
+def _off(disp) -> None:
+    from numba.core.caching import NullCache
+
+    disp._cache = NullCache()
+
+
+def _numba_files(folder: str, stem: str) -> list[str]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [
+        os.path.join(folder, n)
+        for n in names
+        if n.startswith(stem + ".") and n.endswith((".nbi", ".nbc"))
+    ]
+
+
+def _check_numba_files(mod, stem: str) -> None:
+    """Before numba unpickles machine code for ``mod`` (a pickle runs code as it loads), check
+    the folder and files it would read: a file another user could have written is deleted
+    (numba compiles again); a folder that is not private turns numba's cache off for ``mod``."""
+    for disp in _dispatchers(mod):
+        folder = getattr(getattr(disp, "_cache", None), "cache_path", None)
+        if folder is None:
+            continue
+        try:
+            why = _unsafe(os.stat(folder))
+        except OSError:
+            continue  # nothing there to load
+        if why is not None:
+            _warn_once(
+                "numba-dir:" + folder,
+                f"fusegrad: numba's cache folder {folder} is {why}; kernels there are compiled "
+                "again in each process instead of loaded from it.",
+            )
+            _off(disp)
+            continue
+        for f in _numba_files(folder, stem):
+            try:
+                why = _unsafe(os.lstat(f))
+                if why is not None:
+                    os.unlink(f)
+                    _warn_once(
+                        "numba-file:" + f,
+                        f"fusegrad: deleted numba cache file {f} ({why}); compiling it again.",
+                    )
+            except OSError as e:
+                _warn_once(
+                    "numba-file:" + f,
+                    f"fusegrad: numba cache file {f} is {why} and cannot be deleted ({e}); "
+                    "its kernel compiles in memory.",
+                )
+                _off(disp)
 
 
 def _load(sig, plan):
     key = _key(sig)
-    path = os.path.join(cache_dir(), f"k_{key[:40]}.py")
+    folder = cache_dir()
     modname = f"_fusegrad_kernel_{key[:40]}"
-    problem = _check_file(path, key)
-    if problem is None:
+    if folder is None:
+        body = (_pairs if plan.mirrored else _cg).generate_source(plan)
+        STATS["generated"] += 1
+        return _exec(body, None, modname)
+    path = os.path.join(folder, f"k_{key[:40]}.py")
+    text, problem = _read_checked(path, key)
+    if text is not None:
         try:
-            mod = _import(path, modname)
+            mod = _exec(text, path, modname)
             STATS["loaded_from_disk"] += 1
             return mod
         except Exception as e:
@@ -383,9 +543,17 @@ def _load(sig, plan):
         )
     body = (_pairs if plan.mirrored else _cg).generate_source(plan)
     text = _HEADER.format(key=key, digest=hashlib.sha256(body.encode()).hexdigest()) + body
-    _write_atomic(path, text)
     STATS["generated"] += 1
-    return _import(path, modname)
+    try:
+        _write_atomic(path, text)
+    except OSError as e:  # full disk, folder removed or made read-only meanwhile
+        _warn_once(
+            "write:" + folder,
+            f"fusegrad: cannot write to kernel cache folder {folder} ({e}); kernels compile in "
+            "memory and are not cached on disk.",
+        )
+        return _exec(text, None, modname)
+    return _exec(text, path, modname)
 
 
 def _entry(kernel) -> _Entry:
@@ -432,12 +600,73 @@ def _choose_nslot(nblk: int, parallel: bool, slotted: bool) -> int:
     return min(_nthreads(), nblk) if slotted else nblk
 
 
+def _cache_files_in(exc: BaseException) -> list[str] | None:
+    """The numba cache files named in the frames where ``exc`` (or an exception it chains)
+    was raised inside numba's cache loader, or None when it was not raised there."""
+    found: list[str] | None = None
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename.endswith(os.path.join("numba", "core", "caching.py")):
+                found = found if found is not None else []
+                loc = tb.tb_frame.f_locals
+                if code.co_name == "_load_data" and isinstance(loc.get("path"), str):
+                    found.append(loc["path"])
+                index = getattr(loc.get("self"), "_index_path", None)
+                if code.co_name == "_load_index" and isinstance(index, str):
+                    found.append(index)
+            tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
+    return found
+
+
+def _first_call(disp, args):
+    """The first call of ``disp``, which compiles it or loads its machine code. A numba cache
+    file that does not unpickle (truncated, empty: EOFError, UnpicklingError, ...) would fail
+    this call in every process from now on: it is deleted, with one warning, and the call made
+    again, which compiles and saves it afresh."""
+    try:
+        return disp(*args)
+    except Exception as e:
+        files = _cache_files_in(e)
+        if files is None:
+            raise
+        bad = sorted(set(files)) or ["?"]
+        cache = getattr(disp, "_cache", None)
+        folder = getattr(cache, "cache_path", None)
+        stem = os.path.basename(getattr(disp.py_func.__code__, "co_filename", ""))[:-3]
+        if folder and stem:
+            files += _numba_files(folder, stem)  # the module's others: its index may list them
+        for f in set(files):
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+        STATS["rebuilt"] += 1
+        _warn_once(
+            "numba-corrupt:" + bad[0],
+            f"fusegrad: numba cache file {', '.join(bad)} could not be loaded "
+            f"({type(e).__name__}: {e}); deleted it (and its kernel's other numba cache files) "
+            "and rebuilding them.",
+        )
+        try:
+            return disp(*args)
+        except Exception as e2:
+            if _cache_files_in(e2) is None:
+                raise
+            _off(disp)  # still unreadable (not ours to delete?): compile in memory
+            return disp(*args)
+
+
 def _call(disp, args):
     before = len(disp.overloads)
     if before:
         return disp(*args)
     hits = sum(disp.stats.cache_hits.values())
-    r = disp(*args)
+    r = _first_call(disp, args)
     if len(disp.overloads) > before:
         if sum(disp.stats.cache_hits.values()) > hits:
             STATS["cache_hits"] += 1
