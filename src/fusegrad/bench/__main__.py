@@ -19,28 +19,79 @@ QUICK = {"timeout_s": 120.0, "budget_s": 0.2, "min_samples": 5, "case_limit_s": 
 FULL = {"timeout_s": 600.0, "budget_s": 2.0, "min_samples": 7, "case_limit_s": 300.0}
 
 
+def _epilog() -> str:
+    def sizes(ns):
+        return ", ".join(f"{n:,}" for n in ns)
+
+    rows = [
+        f"  {name:<5} {wl.formula}\n        gradient w.r.t. {wl.wrt}; sizes: "
+        f"{sizes(wl.quick_sizes)} (--full: {sizes(wl.full_sizes)})"
+        for name, wl in WORKLOADS.items()
+    ]
+    lib_rows = [f"  {name:<15} {_LIB_HELP[name]}" for name in libs.LIBS]
+    return (
+        "workloads (float64; --only NAME[,NAME]):\n" + "\n".join(rows) + "\n"
+        "  MLP: one training step, batch 32 10→16→1, 256 100→128→1, 4096 100→256→1;\n"
+        "  RNN: 100 steps, batch 16, input 32, hidden 64; W1 n=1000 is the small-array case\n\n"
+        "libraries (--libs LIB[,LIB]; numpy is always added, every ratio divides by it):\n"
+        + "\n".join(lib_rows)
+        + "\n  default: all but fusegrad-numpy and fusegrad-numba (all with --full); a library\n"
+        "  that is not installed is skipped and named once.\n\n"
+        "output: report.md (summary first), results.json, summary.png, time.png, memory.png\n"
+        "in --out (default: bench-out). See docs/bench.md."
+    )
+
+
+_LIB_HELP = {
+    "fusegrad": "fusegrad.grad, engine auto",
+    "fusegrad-jit": "fusegrad.jit(fusegrad.grad(f)), replayed after the first call",
+    "fusegrad-numpy": "fusegrad.grad, engine numpy_blocked",
+    "fusegrad-numba": "fusegrad.grad, engine numba",
+    "numpy": "the hand-written NumPy gradient (the reference)",
+    "autograd": "HIPS autograd",
+    "jax": "jax.grad, eager",
+    "jax-jit": "jax.jit(jax.grad(f))",
+    "torch": "torch.autograd.grad, eager",
+}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line.
 
     Example:
-        >>> parse_args([]).out
-        'bench-out'
+        >>> parse_args([]).out, parse_args([]).malloc, parse_args(["--thp"]).malloc
+        ('bench-out', 'auto', 'both')
     """
     p = argparse.ArgumentParser(
         prog="python -m fusegrad.bench",
         description="Gradient benchmarks: fusegrad against a hand-written NumPy gradient, "
-        "HIPS autograd, JAX (eager and jit) and PyTorch. Each case runs in a fresh process.",
+        "HIPS autograd, JAX (eager and jit) and PyTorch. Each case runs in a fresh process; "
+        "the quick default takes a minute or two on a quiet 2-core machine.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--full", action="store_true", help="the large sizes (takes many minutes)")
     p.add_argument("--only", metavar="NAME[,NAME]", help=f"workloads: {','.join(WORKLOADS)}")
     p.add_argument("--libs", metavar="LIB[,LIB]", help=f"libraries: {','.join(libs.LIBS)}")
     p.add_argument("--threads", type=int, metavar="N", help="threads per library (default: all)")
     p.add_argument(
-        "--thp",
-        action="store_true",
-        help="also run the peers with glibc's huge-page malloc and keep their best",
+        "--malloc",
+        choices=runner.MALLOC_MODES,
+        default="auto",
+        help="auto (default): also run JAX and torch with glibc's huge-page malloc where a "
+        "temporary reaches 4 MiB and keep each one's faster run; both: every case both ways; "
+        "stock: never",
     )
-    p.add_argument("--out", default="bench-out", metavar="DIR", help="output folder")
+    p.add_argument(
+        "--thp",
+        dest="malloc",
+        action="store_const",
+        const="both",
+        help="the same as --malloc both",
+    )
+    p.add_argument(
+        "--out", default="bench-out", metavar="DIR", help="output folder (default: bench-out)"
+    )
     # For tests and quick looks: override every selected workload's sizes.
     p.add_argument("--sizes", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -85,11 +136,17 @@ def main(argv: list[str] | None = None) -> int:
         wl = WORKLOADS[w]
         return wl.full_sizes if args.full else wl.quick_sizes
 
-    cases = runner.plan_cases(workloads, lib_names, sizes_for, args.thp)
-    missing = [n for n in lib_names if not libs.LIBS[n].installed()]
+    installed = [n for n in lib_names if libs.LIBS[n].installed()]
+    missing = [n for n in lib_names if n not in installed]
+    cases = runner.plan_cases(workloads, installed, sizes_for, args.malloc)
     print(
-        f"fusegrad bench: {len(cases)} cases ({'full' if args.full else 'quick'} mode), "
-        f"each in a fresh process" + (f"; not installed: {', '.join(missing)}" if missing else ""),
+        f"fusegrad bench: {len(cases)} cases ({'full' if args.full else 'quick'} mode, "
+        f"malloc {args.malloc}), each in a fresh process"
+        + (
+            "; skipped (not installed): " + ", ".join(f"{n} ({libs.LIBS[n].pip})" for n in missing)
+            if missing
+            else ""
+        ),
         file=sys.stderr,
         flush=True,
     )
@@ -106,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
     elapsed = time.perf_counter() - t0
+    # One record per library that is not installed, so the report names it once.
+    results += [
+        {"lib": n, "workload": "", "n": 0, "thp": False, "status": "skipped",
+         "message": f"skipped: not installed ({libs.LIBS[n].pip})"}
+        for n in missing
+    ]  # fmt: skip
 
     combined = report.combine_thp(results)
     machine = report.machine_info(args.threads)
@@ -113,12 +176,19 @@ def main(argv: list[str] | None = None) -> int:
         ["python", "-m", "fusegrad.bench", *(argv if argv is not None else sys.argv[1:])]
     )
     options = {**vars(args), **mode}
-    report.write_outputs(args.out, results, combined, machine, command, options, args.thp, elapsed)
-    print(report.targets_section(combined))
-    print(report.workload_sections(combined, args.thp))
-    print(plots.plot_all(combined, args.out), file=sys.stderr)
+    plotted = plots.plot_all(combined, args.out, quick=not args.full)
+    report.write_outputs(
+        args.out, results, combined, machine, command, options, args.malloc, elapsed
+    )
+    print()
+    print(report.summary_section(combined, heading="Summary (fusegrad against the best peer)"))
+    if missing:
+        print("skipped (not installed): " + ", ".join(f"{n} ({libs.LIBS[n].pip})" for n in missing))
+    print(report.target_counts(report.target_rows(combined)) + " (see report.md)")
+    print(plotted)
     print(
-        f"report: {args.out}/report.md, {args.out}/results.json ({elapsed:.0f} s)", file=sys.stderr
+        f"report: {args.out}/report.md (every table), {args.out}/results.json "
+        f"(raw records); {elapsed:.0f} s"
     )
     return 0
 

@@ -153,6 +153,8 @@ def run_case(spec: dict) -> dict:
             phase = "tracemalloc"
             out["tracemalloc_peak_bytes"] = _traced_peak(fn)
 
+        if (note := prep.note()) is not None:
+            out["note"] = note
         out["rel_err"] = err
         out["check"] = "ok" if err <= TOLERANCE else "wrong"
         out["status"] = "ok" if err <= TOLERANCE else "wrong"

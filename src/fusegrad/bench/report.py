@@ -1,4 +1,4 @@
-"""Turning results into tables, the issue-6 target check, ``report.md`` and ``results.json``.
+"""Turning results into the summary, the target checks, tables, ``report.md`` and ``results.json``.
 
 Example:
     >>> fmt_time(0.0000153), fmt_bytes(3 << 30), fmt_ratio(1234.5)
@@ -173,15 +173,59 @@ def check_text(r: dict) -> str:
         'skipped: not installed'
     """
     if r["status"] in ("ok", "wrong"):
-        return f"{r['status']} {r.get('rel_err', 0.0):.1e}"
+        note = f" ({r['note']})" if r.get("note") else ""
+        return f"{r['status']} {r.get('rel_err', 0.0):.1e}{note}"
     msg = r.get("message", "")
     if msg.startswith(r["status"]):
         return msg
     return f"{r['status']}: {msg}" if msg else r["status"]
 
 
+THP_MARK = "ʰ"
+
+
+def _not_installed(r: dict) -> bool:
+    return r["status"] == "skipped" and r.get("message", "").startswith("skipped: not installed")
+
+
+def skipped_libs(combined: list[dict]) -> dict[str, str]:
+    """{library: why} for the libraries that never ran because they are not installed.
+
+    Example:
+        >>> skipped_libs([{"lib": "torch", "status": "skipped",
+        ...                "message": "skipped: not installed (pip install torch)"}])
+        {'torch': 'pip install torch'}
+    """
+    out = {}
+    for r in combined:
+        if _not_installed(r):
+            out[r["lib"]] = r["message"].split("(", 1)[-1].rstrip(")")
+    return out
+
+
+def _both_mallocs(r: dict) -> bool:
+    return "stock_s" in r and "thp_s" in r
+
+
+def fmt_time_cell(r: dict) -> str:
+    """The time cell: ``ʰ`` marks a time from the run with glibc's huge-page malloc.
+
+    Example:
+        >>> fmt_time_cell({"median_s": 0.113, "malloc": "THP"})
+        '113 msʰ'
+    """
+    return fmt_time(r["median_s"]) + (THP_MARK if r.get("malloc") == "THP" else "")
+
+
+def _mallocs_cell(r: dict) -> str:
+    if not _both_mallocs(r):
+        return "–"
+    return f"{fmt_time(r['stock_s'])} · {fmt_time(r['thp_s'])}"
+
+
 def table_rows(rows: list[dict], thp: bool) -> list[list[str]]:
-    """Cells of one case's table (one size of one workload), in library order.
+    """Cells of one case's table (one size of one workload), in library order; with ``thp``
+    a column of the stock and huge-page times. Libraries not installed have no row.
 
     Example:
         >>> rs = [{"lib": "numpy", "workload": "W1", "n": 10**6, "status": "ok",
@@ -194,11 +238,13 @@ def table_rows(rows: list[dict], thp: bool) -> list[list[str]]:
     order = {name: i for i, name in enumerate(LIBS)}
     cells = []
     for r in sorted(rows, key=lambda r: order[r["lib"]]):
+        if _not_installed(r):
+            continue
         if r["status"] == "ok":
             t = r["median_s"]
             line = [
                 r["lib"],
-                fmt_time(t),
+                fmt_time_cell(r),
                 fmt_ratio(t / ref["median_s"]) if ref else "–",
                 fmt_ratio(t / peer["median_s"]) if peer else "–",
                 fmt_bytes(r.get("peak_rss_bytes")),
@@ -211,7 +257,7 @@ def table_rows(rows: list[dict], thp: bool) -> list[list[str]]:
         else:
             line = [r["lib"]] + ["–"] * 7 + [_first_call(r), check_text(r)]
         if thp:
-            line.insert(2, r.get("malloc", "stock"))
+            line.insert(2, _mallocs_cell(r))
         cells.append(line)
     return cells
 
@@ -243,39 +289,44 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
         |---|---:|
         | x | 1 ms |
     """
-    left = ("lib", "check", "malloc", "target", "measure", "verdict", "a")
+    left = ("lib", "check", "target", "case", "verdict", "a", "workload", "size")
     align = ["---" if h in left else "---:" for h in headers]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def workload_sections(combined: list[dict], thp: bool) -> str:
-    """One heading per workload and one table per size, with the best peer named.
+def workload_sections(combined: list[dict], thp: bool | None = None) -> str:
+    """One heading per workload and one table per size, with the best peer named. The
+    *stock · THP* column appears in the tables where some library ran both ways (or always,
+    with ``thp=True``).
 
     Example:
         >>> rs = [{"lib": "numpy", "workload": "W1", "n": 10, "status": "ok",
         ...        "median_s": 1e-6, "rel_err": 0.0}]
-        >>> "### W1" in workload_sections(rs, thp=False)
+        >>> "### W1" in workload_sections(rs)
         True
     """
-    headers = list(HEADERS)
-    if thp:
-        headers.insert(2, "malloc")
     parts = []
     for name, wl in WORKLOADS.items():
-        mine = [r for r in combined if r["workload"] == name]
+        mine = [r for r in combined if r["workload"] == name and not _not_installed(r)]
         if not mine:
             continue
         parts.append(f"### {name}: `{wl.formula}`, gradient w.r.t. {wl.wrt}\n")
         for n in sorted({r["n"] for r in mine}):
             rows = [r for r in mine if r["n"] == n]
+            both = thp if thp is not None else any(_both_mallocs(r) for r in rows)
+            headers = list(HEADERS)
+            if both:
+                headers.insert(2, "stock · THP")
             peer = best_peer(rows)
             floor = wl.input_bytes(n) + wl.grad_bytes(n)
             note = f"best peer: {peer['lib']}" if peer else "no peer measured"
             parts.append(
-                f"**n = {n:,}** · memory floor (inputs + gradients) {fmt_bytes_exact(floor)}"
-                f" · {note}\n\n" + markdown_table(headers, table_rows(rows, thp)) + "\n"
+                f"**{wl.size_label(n)}** · memory floor (inputs + gradients) "
+                f"{fmt_bytes_exact(floor)} · {note}\n\n"
+                + markdown_table(headers, table_rows(rows, both))
+                + "\n"
             )
     return "\n".join(parts)
 
@@ -293,72 +344,243 @@ def fmt_bytes_exact(b: float) -> str:
     return f"{b:.0f} B"
 
 
-def _target_rows(combined: list[dict]) -> list[list[str]]:
-    rows = []
+def _at(combined: list[dict], lib: str, w: str, n: int) -> dict | None:
+    return next(
+        (r for r in combined if r["lib"] == lib and r["workload"] == w and r["n"] == n), None
+    )
 
-    def at(lib, w, n):
-        return next(
-            (r for r in combined if r["lib"] == lib and r["workload"] == w and r["n"] == n), None
+
+def _case_name(w: str, n: int) -> str:
+    return f"{w}, {WORKLOADS[w].size_label(n)}"
+
+
+def leanest_peer(rows: list[dict]) -> dict | None:
+    """The correct peer with the smallest peak ΔRSS among ``rows`` of one case.
+
+    Example:
+        >>> leanest_peer([{"lib": "jax", "status": "ok", "peak_rss_bytes": 9},
+        ...               {"lib": "autograd", "status": "ok", "peak_rss_bytes": 5}])["lib"]
+        'autograd'
+    """
+    peers = [r for r in rows if LIBS[r["lib"]].peer and _ok(r) and "peak_rss_bytes" in r]
+    return min(peers, key=lambda r: r["peak_rss_bytes"]) if peers else None
+
+
+def summary_cases(combined: list[dict]) -> list[tuple[str, int]]:
+    """The (workload, size) pairs the summary shows: each workload's largest size run, and the
+    sizes it names as its own (W1 n=1000, the small-array case; the three MLPs).
+
+    Example:
+        >>> rs = [{"workload": "W1", "n": n, "lib": "numpy"} for n in (10, 1000, 10**6)]
+        >>> summary_cases(rs)
+        [('W1', 1000), ('W1', 1000000)]
+    """
+    out = []
+    for name, wl in WORKLOADS.items():
+        sizes = sorted({r["n"] for r in combined if r["workload"] == name})
+        if sizes:
+            out += [(name, n) for n in sizes if n in wl.summary_sizes or n == sizes[-1]]
+    return out
+
+
+def _ratio_cell(r: dict | None, peer: dict | None) -> str:
+    if not (_ok(r) and peer):
+        return "–"
+    return fmt_ratio(r["median_s"] / peer["median_s"])
+
+
+def summary_rows(combined: list[dict]) -> list[list[str]]:
+    """One line per summary case: fusegrad's plain ``grad`` and ``fusegrad.jit`` against the
+    fastest peer, and fusegrad's peak memory against the leanest peer's.
+
+    Example:
+        >>> rs = [{"lib": "fusegrad", "workload": "W1", "n": 10, "status": "ok",
+        ...        "median_s": 1e-3, "peak_rss_bytes": 0},
+        ...       {"lib": "autograd", "workload": "W1", "n": 10, "status": "ok",
+        ...        "median_s": 2e-3, "peak_rss_bytes": 2 << 20}]
+        >>> summary_rows(rs)[0]
+        ['W1', 'n = 10', '1 ms', '–', 'autograd 2 ms', '0.500×', '–', '<1 MiB · 2 MiB (autograd)']
+    """
+    out = []
+    for w, n in summary_cases(combined):
+        rows = [r for r in combined if r["workload"] == w and r["n"] == n]
+        fg = _at(rows, "fusegrad", w, n)
+        jit = _at(rows, "fusegrad-jit", w, n)
+        peer = best_peer(rows)
+        lean = leanest_peer(rows)
+
+        def t(r):
+            return fmt_time_cell(r) if _ok(r) else (check_text(r) if r else "–")
+
+        mem = fmt_bytes(fg.get("peak_rss_bytes")) if _ok(fg) else "–"
+        if lean:
+            mem += f" · {fmt_bytes(lean['peak_rss_bytes'])} ({lean['lib']})"
+        out.append([
+            w, WORKLOADS[w].size_label(n), t(fg), t(jit),
+            f"{peer['lib']} {fmt_time_cell(peer)}" if peer else "no peer measured",
+            _ratio_cell(fg, peer), _ratio_cell(jit, peer), mem,
+        ])  # fmt: skip
+    return out
+
+
+SUMMARY_HEADERS = [
+    "workload",
+    "size",
+    "fusegrad grad",
+    "fusegrad jit",
+    "fastest peer",
+    "grad ÷ peer",
+    "jit ÷ peer",
+    "peak memory: fusegrad · leanest peer",
+]
+
+
+def summary_section(combined: list[dict], heading: str = "## Summary") -> str:
+    """The report's opening: one line per workload, fusegrad against the best peer.
+
+    Example:
+        >>> summary_section([])
+        ''
+    """
+    rows = summary_rows(combined)
+    if not rows:
+        return ""
+    peers = [name for name, lib in LIBS.items() if lib.peer]
+    ran = [p for p in peers if any(r["lib"] == p and _ok(r) for r in combined)]
+    return (
+        f"{heading}\n\n"
+        "Median time of one gradient call and its peak memory above the process's baseline.\n"
+        f"*fastest peer* is the fastest of {', '.join(ran) or 'no peer'} at that size; "
+        "*÷ peer* below 1 means fusegrad is faster. *leanest peer* is the peer with the\n"
+        f"smallest peak. `{THP_MARK}`: that time is from the run with glibc's huge-page malloc. "
+        "Differences under about 1.5× are ties on a shared machine.\n\n"
+        + markdown_table(SUMMARY_HEADERS, rows)
+        + "\n"
+    )
+
+
+# --- targets ----------------------------------------------------------------------------------
+
+# (what it measures, workload, size, fusegrad libraries, measure, goal). A target is judged only
+# at the size it names; measures: ("floor", x) memory ÷floor ≤ x; ("extra", bytes) peak ΔRSS
+# under bytes; (peer, x) time ÷ that peer's time ≤ x.
+_FG_ALL = ("fusegrad", "fusegrad-jit", "fusegrad-numpy", "fusegrad-numba")
+_TARGETS = [
+    *[
+        (what, w, n, _FG_ALL, measure)
+        for w, n in (("W1", 10**7), ("W2", 8000), ("W2T", 8000))
+        for what, measure in (
+            ("peak memory near the floor (inputs + gradient)", ("floor", 1.10)),
+            ("time against autograd", ("autograd", 0.5)),
+            ("time against jax.jit", ("jax-jit", 1.0)),
         )
+    ],
+    ("extra peak memory, broadcast-heavy kernel sum", "W3", 8000, _FG_ALL, ("extra", 50e6)),
+    ("time against jax.jit, broadcast-heavy kernel sum", "W3", 8000, _FG_ALL, ("jax-jit", 0.8)),
+    *[
+        (
+            "time against jax.jit (its best malloc), Gaussian kernel",
+            "W3",
+            n,
+            ("fusegrad",),
+            ("jax-jit", 0.6),
+        )
+        for n in (4000, 8000)
+    ],  # fmt: skip
+    ("plain grad against autograd, small array", "W1", 1000, ("fusegrad",), ("autograd", 1.0)),
+    *[
+        ("plain grad against autograd, ordinary program", w, n, ("fusegrad",), ("autograd", x))
+        for w, n, x in (("MLP", 32, 1.0), ("MLP", 256, 1.0), ("MLP", 4096, 0.8), ("RNN", 100, 0.8))
+    ],
+    *[
+        ("jit against jax.jit, ordinary program", "MLP", n, ("fusegrad-jit",), ("jax-jit", x))
+        for n, x in ((32, 1.2), (256, 1.2), (4096, 0.8))
+    ],
+]
 
-    fg_libs = [name for name in LIBS if name.startswith("fusegrad")]
-    goals = [("W1", 10**7), ("W2", 8000), ("W2T", 8000), ("W3", 8000)]
-    for w, full_n in goals:
-        sizes = sorted({r["n"] for r in combined if r["workload"] == w})
-        if not sizes:
+
+def _judge(me: dict, measure: tuple, combined: list[dict]) -> tuple[str, str, str]:
+    kind, goal = measure
+    if kind == "floor":
+        if me["peak_rss_bytes"] < NOISE_BYTES and not _traced(me):
+            return fmt_floor(me), f"≤ {goal:.2f}×", "ΔRSS < 1 MiB noise"
+        return fmt_floor(me), f"≤ {goal:.2f}×", _verdict(floor_ratio(me) <= goal)
+    if kind == "extra":
+        peak = me["peak_rss_bytes"]
+        return fmt_bytes(peak), f"< {goal / 1e6:.0f} MB", _verdict(peak < goal)
+    peer = _at(combined, kind, me["workload"], me["n"])
+    if not _ok(peer):
+        return "peer not measured", f"≤ {goal}× {kind}", "–"
+    ratio = me["median_s"] / peer["median_s"]
+    return fmt_ratio(ratio), f"≤ {goal}× {kind}", _verdict(ratio <= goal)
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
+def target_rows(combined: list[dict]) -> list[list[str]]:
+    """One row per target and fusegrad library measured at the target's size; a target whose
+    size this run did not measure gets one row, *not measured at this size*.
+
+    Example:
+        >>> rows = target_rows([])
+        >>> rows[0][-1], len(rows) == len(_TARGETS)
+        ('not measured at this size', True)
+    """
+    rows = []
+    for what, w, n, fg_libs, measure in _TARGETS:
+        case = _case_name(w, n)
+        mine = [r for lib in fg_libs if (r := _at(combined, lib, w, n)) is not None]
+        mine = [r for r in mine if not _not_installed(r)]
+        if not mine:
+            kind, goal = measure
+            goal_text = {"floor": f"≤ {goal:.2f}×", "extra": f"< {goal / 1e6:.0f} MB"}.get(
+                kind, f"≤ {goal}× {kind}"
+            )
+            rows.append([what, case, ", ".join(fg_libs[:2]), "–", goal_text,
+                         "not measured at this size"])  # fmt: skip
             continue
-        n = sizes[-1]
-        size = f"{w} n={n:,}" + ("" if n == full_n else f" (target stated at n={full_n:,})")
-        for lib in fg_libs:
-            me = at(lib, w, n)
-            if me is None:
-                continue
+        for me in mine:
             if not _ok(me):
-                rows.append([size, lib, "all", check_text(me), "–", "not measured"])
+                rows.append([what, case, me["lib"], check_text(me), "–", "not measured"])
                 continue
-            checks = []
-            if w == "W3":
-                checks.append(("extra peak RSS", fmt_bytes(me["peak_rss_bytes"]), "< 50 MB",
-                               me["peak_rss_bytes"] < 50e6))  # fmt: skip
-            else:
-                noise = me["peak_rss_bytes"] < NOISE_BYTES and not _traced(me)
-                met = "noise" if noise else floor_ratio(me) <= 1.10
-                checks.append(("memory ÷floor", fmt_floor(me), "≤ 1.10×", met))
-            for peer, goal in ([("autograd", 0.5), ("jax-jit", 1.0)] if w != "W3"
-                               else [("jax-jit", 0.8)]):  # fmt: skip
-                p = at(peer, w, n)
-                if _ok(p):
-                    ratio = me["median_s"] / p["median_s"]
-                    checks.append((f"time ÷ {peer}", fmt_ratio(ratio), f"≤ {goal}×", ratio <= goal))
-                else:
-                    checks.append((f"time ÷ {peer}", "peer not measured", f"≤ {goal}×", None))
-            for what, got, goal, met in checks:
-                verdict = {None: "–", "noise": "ΔRSS < 1 MiB noise", True: "met"}.get(
-                    met, "**missed**"
-                )
-                rows.append([size, lib, what, got, goal, verdict])
+            got, goal_text, verdict = _judge(me, measure, combined)
+            rows.append([what, case, me["lib"], got, goal_text, verdict])
     return rows
 
 
-def targets_section(combined: list[dict]) -> str:
-    """The issue-6 speed and memory targets, checked against this run's fusegrad rows.
+def target_counts(rows: list[list[str]]) -> str:
+    """How many target rows were met, missed and not measured, for the terminal.
 
     Example:
-        >>> targets_section([])
-        ''
+        >>> target_counts([["", "", "", "", "", "met"], ["", "", "", "", "", "**missed**"]])
+        'targets: 1 met, 1 missed'
     """
-    rows = _target_rows(combined)
-    if not rows:
-        return ""
+    met = sum(r[-1] == "met" for r in rows)
+    missed = sum(r[-1] == "**missed**" for r in rows)
+    other = len(rows) - met - missed
+    return f"targets: {met} met, {missed} missed" + (
+        f", {other} not measured at this size or not judged" if other else ""
+    )
+
+
+def targets_section(combined: list[dict]) -> str:
+    """The performance targets, each judged at the size it names against this run's peers.
+
+    Example:
+        >>> "not measured at this size" in targets_section([])
+        True
+    """
+    rows = target_rows(combined)
     return (
-        "## Targets (issue 6)\n\n"
-        "Ratios are against peers measured in this same run; compile time is excluded (it is\n"
-        "the separate first-call column). Quick mode measures smaller sizes than the targets.\n"
-        "For W2/W2T the floor (inputs + gradient) is at most 125 KiB, below what RSS resolves;\n"
-        "when the peak ΔRSS (first call included) is under 1 MiB, ÷floor comes from the\n"
-        "`tracemalloc` peak of one more call (ᵗ), NumPy buffers and Python objects alike, as in\n"
-        "the peers' baseline. Allocation bounds are also asserted in tests.\n\n"
-        + markdown_table(["target", "lib", "measure", "measured", "goal", "verdict"], rows)
+        "## Targets\n\n"
+        "Each target names one case; it is judged only when this run measured that size (the\n"
+        "large ones need `--full`). Ratios are against peers in this same run, each at its\n"
+        "faster malloc; compile time is excluded (it is the separate first-call column). For\n"
+        "W2/W2T the floor is at most 125 KiB, below what RSS resolves: when the peak ΔRSS is\n"
+        "under 1 MiB, ÷floor comes from the `tracemalloc` peak of one more call (ᵗ).\n\n"
+        + markdown_table(["target", "case", "lib", "measured", "goal", "verdict"], rows)
         + "\n"
     )
 
@@ -421,80 +643,120 @@ def machine_info(threads: int | None) -> dict:
     }
 
 
-def machine_section(m: dict, command: str, thp: bool) -> str:
-    """The machine description and the command line, as markdown.
+MALLOC_TEXT = {
+    "auto": "each library's faster of stock glibc malloc and glibc's huge-page malloc "
+    "(`GLIBC_TUNABLES=glibc.malloc.hugetlb=1 THP_MEM_ALLOC_ENABLE=1`), the latter tried for "
+    "JAX and torch wherever a temporary reaches 4 MiB (NumPy, autograd and fusegrad already "
+    "get huge pages from NumPy; `--malloc both` tries every case); times from the huge-page "
+    "run are marked ʰ",
+    "both": "each case with stock glibc malloc and again with glibc's huge-page malloc "
+    "(`GLIBC_TUNABLES=glibc.malloc.hugetlb=1 THP_MEM_ALLOC_ENABLE=1`), keeping the faster "
+    "(marked ʰ when it is the huge-page run)",
+    "stock": "stock glibc malloc only (`--malloc stock`: the peers are not at their best)",
+}
+
+
+def machine_section(m: dict, command: str, malloc: str, skipped: dict | None = None) -> str:
+    """The machine description, the malloc setting, skipped libraries and the command line.
 
     Example:
-        >>> "Command" in machine_section(machine_info(1), "python -m fusegrad.bench", False)
+        >>> md = machine_section(machine_info(1), "python -m fusegrad.bench", "auto",
+        ...                      {"torch": "pip install torch"})
+        >>> "Command" in md and "Skipped (not installed): torch" in md
         True
     """
     vers = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
-    missing = ", ".join(k for k, v in m["versions"].items() if not v)
     mem = fmt_bytes_exact(m["memory_bytes"]) if m["memory_bytes"] else "unknown"
-    malloc = (
-        "stock glibc malloc, and again with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
-        "THP_MEM_ALLOC_ENABLE=1` for the non-fusegrad libraries, keeping each one's faster "
-        "(column *malloc*)"
-        if thp
-        else "stock glibc malloc (`--thp` also tries huge pages for the peers)"
-    )
+    skip = ""
+    if skipped:
+        how = "; ".join(f"`{cmd}`" for cmd in dict.fromkeys(skipped.values()))
+        skip = f"- Skipped (not installed): {', '.join(skipped)} — {how}\n"
     return (
         f"- Machine: {m['cpu']}, {m['cores']} cores, {mem} memory; {m['os']}; "
         f"transparent huge pages `{m['transparent_hugepage'] or 'unknown'}`\n"
-        f"- Python {m['python']}; {vers}" + (f" (not installed: {missing})" if missing else "")
-        + f"\n- Threads: {m['threads']}; malloc: {malloc}\n"
-        f"- Date: {m['date']}\n"
+        f"- Python {m['python']}; {vers}\n"
+        f"- Threads: {m['threads']}; malloc: {MALLOC_TEXT[malloc]}\n"
+        + skip
+        + f"- Date: {m['date']}\n"
         f"- Command: `{command}`\n"
     )  # fmt: skip
 
 
 COLUMNS_NOTE = """\
 Columns: *time* is the median of ≥5 samples after warm-up (fast calls batched so that a sample
-lasts ≥20 ms); *×numpy* divides by the hand-written NumPy gradient and *×best peer* by the fastest
-of autograd, jax, jax-jit and torch, all in this run; *peak ΔRSS* is the peak resident memory over
-the full-size calls above the process's RSS after imports, inputs and a tiny warm-up (`<1 MiB` is
-noise); *÷floor* is (inputs + ΔRSS) / (inputs + gradients), or with the *tracemalloc peak* in
-place of ΔRSS when ΔRSS is noise (marked ᵗ); *ΔRSS warm call* is the peak over the timed calls
-only; *tracemalloc peak* is one more call's NumPy buffers and Python objects (libraries whose
-arrays are NumPy's: `–` for JAX and torch); *first call* is the first full-size
-call (trace and compile for jit libraries), *cold* the tiny warm-up in the fresh process; *check*
-is the maximum error against the NumPy gradient relative to its largest entry (tolerance 1e-8).
-Each case ran in a fresh process. Differences under about 1.5× on a shared machine are ties.
+lasts ≥20 ms), ʰ when it comes from the run with glibc's huge-page malloc; *stock · THP* (in
+tables where some library ran both ways) gives both runs' times; *×numpy* divides by the
+hand-written NumPy gradient and *×best peer* by the fastest of autograd, jax, jax-jit and torch,
+all in this run; *peak ΔRSS* is the peak resident memory over the full-size calls above the
+process's RSS after imports, inputs and a tiny warm-up (`<1 MiB` is noise); *÷floor* is
+(inputs + ΔRSS) / (inputs + gradients), or with the *tracemalloc peak* in place of ΔRSS when
+ΔRSS is noise (marked ᵗ); *ΔRSS warm call* is the peak over the timed calls only; *tracemalloc
+peak* is one more call's NumPy buffers and Python objects (libraries whose arrays are NumPy's:
+`–` for JAX and torch); *first call* is the first full-size call (trace and compile for jit
+libraries), *cold* the tiny warm-up in the fresh process; *check* is the maximum error against
+the NumPy gradient relative to its largest entry (tolerance 1e-8). Each case ran in a fresh
+process. Differences under about 1.5× on a shared machine are ties.
 """
 
+PICTURES = {
+    "summary.png": "fusegrad's time and peak memory relative to each peer, per workload",
+    "time.png": "median time against size, per workload",
+    "memory.png": "peak memory (ΔRSS) against size, per workload; the shaded band is RSS noise",
+}
 
-def render_report(combined, machine, command, thp, elapsed_s) -> str:
-    """The whole ``report.md``.
+
+def pictures_section(out_dir: str | None) -> str:
+    """Links to the pictures that exist in ``out_dir`` (all of them when ``out_dir`` is None).
 
     Example:
-        >>> md = render_report([], machine_info(None), "cmd", False, 1.0)
+        >>> pictures_section(None).splitlines()[2][:30]
+        '- [summary.png](summary.png): '
+    """
+    have = [f for f in PICTURES if out_dir is None or os.path.exists(os.path.join(out_dir, f))]
+    if not have:
+        return ""
+    lines = [f"- [{f}]({f}): {PICTURES[f]}" for f in have]
+    img = "\n![fusegrad relative to each peer](summary.png)\n" if "summary.png" in have else ""
+    return "## Pictures\n\n" + "\n".join(lines) + "\n" + img
+
+
+def render_report(combined, machine, command, malloc, elapsed_s, out_dir=None) -> str:
+    """The whole ``report.md``: summary, pictures, targets, the run, then every table.
+
+    Example:
+        >>> md = render_report([], machine_info(None), "cmd", "auto", 1.0)
         >>> md.startswith("# fusegrad benchmark")
         True
     """
     return (
         "# fusegrad benchmark\n\n"
-        + machine_section(machine, command, thp)
-        + f"- Wall time of the whole run: {elapsed_s:.0f} s\n\n"
-        + COLUMNS_NOTE
+        + summary_section(combined)
+        + "\n"
+        + pictures_section(out_dir)
         + "\n"
         + targets_section(combined)
+        + "\n## The run\n\n"
+        + machine_section(machine, command, malloc, skipped_libs(combined))
+        + f"- Wall time of the whole run: {elapsed_s:.0f} s\n\n"
+        + COLUMNS_NOTE
         + "\n## Results\n\n"
-        + workload_sections(combined, thp)
+        + workload_sections(combined)
     )
 
 
-def write_outputs(out_dir, results, combined, machine, command, options, thp, elapsed_s) -> str:
+def write_outputs(out_dir, results, combined, machine, command, options, malloc, elapsed_s) -> str:
     """Write ``report.md`` and ``results.json`` into ``out_dir``; return the report text.
+    (Write the pictures first: the report links those that exist.)
 
     Example:
         >>> import tempfile
         >>> d = tempfile.mkdtemp()
-        >>> _ = write_outputs(d, [], [], machine_info(None), "cmd", {}, False, 0.0)
+        >>> _ = write_outputs(d, [], [], machine_info(None), "cmd", {}, "auto", 0.0)
         >>> sorted(os.listdir(d))
         ['report.md', 'results.json']
     """
     os.makedirs(out_dir, exist_ok=True)
-    text = render_report(combined, machine, command, thp, elapsed_s)
+    text = render_report(combined, machine, command, malloc, elapsed_s, out_dir)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
         f.write(text)
     payload = {

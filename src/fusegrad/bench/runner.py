@@ -205,20 +205,58 @@ def run_subprocess(case: Case, *, threads, timeout_s, budget_s, min_samples) -> 
     return {**base, "status": "error", "message": tail[:300], "wall_s": wall}
 
 
-def plan_cases(workloads, libs, sizes_for, thp: bool) -> list[Case]:
-    """All cases in run order: by workload, then size, then library (interleaved, so that
-    machine noise hits every library alike). With ``thp``, the non-fusegrad libraries run twice.
+# The smallest broadcast temporary for which the huge-page malloc is tried (in --malloc auto):
+# below NumPy's own huge-page threshold, page faults cannot be what a case's time is made of.
+THP_MIN_BYTES = 4 << 20
+MALLOC_MODES = ("auto", "both", "stock")
+
+
+def wants_thp(lib: str, wl: Workload, n: int, malloc: str) -> bool:
+    """Whether case (``lib``, ``wl``, ``n``) also runs with glibc's huge-page malloc.
+
+    ``auto`` (the default) tries it for the libraries whose arrays are not NumPy's (JAX, torch:
+    NumPy already asks for huge pages for its arrays of 4 MiB and more, and fusegrad's arrays
+    are NumPy's) wherever the workload has a broadcast temporary of ``THP_MIN_BYTES`` or more;
+    ``both`` tries it for every case, fusegrad and NumPy included; ``stock`` never.
 
     Example:
-        >>> [c.label for c in plan_cases(["W1"], ["numpy", "fusegrad"], lambda w: [10], True)]
-        ['W1 n=10 numpy', 'W1 n=10 numpy [THP]', 'W1 n=10 fusegrad']
+        >>> from fusegrad.bench.workloads import WORKLOADS
+        >>> [wants_thp(lib, WORKLOADS["W3"], 2000, "auto") for lib in ("jax-jit", "fusegrad")]
+        [True, False]
+        >>> wants_thp("jax-jit", WORKLOADS["W3"], 100, "auto")  # 80 KB temporaries
+        False
+        >>> wants_thp("numpy", WORKLOADS["W3"], 100, "both")
+        True
     """
+    if malloc not in MALLOC_MODES:
+        raise ValueError(f"unknown --malloc {malloc!r}; use one of {', '.join(MALLOC_MODES)}")
+    if malloc == "both":
+        return True
+    if malloc == "stock":
+        return False
+    return not LIBS[lib].numpy_arrays and 8 * wl.big_elems(n) >= THP_MIN_BYTES
+
+
+def plan_cases(workloads, libs, sizes_for, malloc: str = "auto", catalogue=None) -> list[Case]:
+    """All cases in run order: by workload, then size, then library (interleaved, so that
+    machine noise hits every library alike), each right after its stock run with the huge-page
+    malloc where ``wants_thp`` says so.
+
+    Example:
+        >>> plan = plan_cases(["W1"], ["numpy", "jax"], lambda w: [10, 10**6])
+        >>> [c.label for c in plan]  # doctest: +NORMALIZE_WHITESPACE
+        ['W1 n=10 numpy', 'W1 n=10 jax', 'W1 n=1000000 numpy', 'W1 n=1000000 jax',
+         'W1 n=1000000 jax [THP]']
+    """
+    from .workloads import WORKLOADS
+
+    catalogue = catalogue or WORKLOADS
     cases = []
     for w in workloads:
         for n in sizes_for(w):
             for lib in libs:
                 cases.append(Case(lib, w, n))
-                if thp and not lib.startswith("fusegrad"):
+                if wants_thp(lib, catalogue[w], n, malloc):
                     cases.append(Case(lib, w, n, thp=True))
     return cases
 

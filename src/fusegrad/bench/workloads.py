@@ -59,6 +59,10 @@ class Workload:
     grad_elems: Callable | None = None
     tiny_size: int = 8
     check_scale: Callable = field(default=lambda n: 0.0)
+    size_text: Callable = field(default=lambda n: f"n = {n:,}")
+    size_axis: str = "N"  # what the size is, on the plots' x axis
+    # Sizes that stand for the workload in the report's summary (besides its largest).
+    summary_sizes: tuple = ()
 
     @property
     def argnum_tuple(self) -> tuple:
@@ -69,6 +73,15 @@ class Workload:
             (0,)
         """
         return self.argnums if isinstance(self.argnums, tuple) else (self.argnums,)
+
+    def size_label(self, n: int) -> str:
+        """How size ``n`` is named in the report (the MLP's layer widths, the RNN's steps).
+
+        Example:
+            >>> WORKLOADS["W1"].size_label(1000), WORKLOADS["MLP"].size_label(32)
+            ('n = 1,000', 'batch 32, 10→16→1')
+        """
+        return self.size_text(n)
 
     def input_bytes(self, n: int) -> int:
         """Bytes of the float64 inputs at size ``n``.
@@ -328,13 +341,135 @@ def lj_inputs(n):
     return (P,)
 
 
+# --- MLP ------------------------------------------------------------------------------------
+
+# (inputs, hidden) per batch size: the three networks of issue 16's table. Other batch sizes
+# (the tiny warm-up, --sizes) take the nearest smaller network.
+MLP_DIMS = {32: (10, 16), 256: (100, 128), 4096: (100, 256)}
+
+
+def mlp_dims(batch: int) -> tuple[int, int]:
+    """(inputs, hidden units) of the MLP trained at ``batch``.
+
+    Example:
+        >>> mlp_dims(256), mlp_dims(8)
+        ((100, 128), (10, 16))
+    """
+    fits = [b for b in MLP_DIMS if b <= batch]
+    return MLP_DIMS[max(fits)] if fits else MLP_DIMS[min(MLP_DIMS)]
+
+
+def mlp(np_, W1, b1, W2, b2, X, y):
+    """One training step's loss: ``mean((tanh(X @ W1 + b1) @ W2 + b2 - y)**2)``.
+
+    Example:
+        >>> import numpy as np
+        >>> float(mlp(np, np.zeros((2, 3)), np.zeros(3), np.zeros((3, 1)), np.zeros(1),
+        ...           np.ones((4, 2)), np.ones((4, 1))))
+        1.0
+    """
+    return np_.mean((np_.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+
+def mlp_torch(torch, W1, b1, W2, b2, X, y):
+    return torch.mean((torch.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+
+def mlp_hand(W1, b1, W2, b2, X, y):
+    a = np.tanh(X @ W1 + b1)
+    dout = (a @ W2 + b2 - y) * (2.0 / y.size)
+    da = dout @ W2.T
+    dz = da * (1.0 - a * a)
+    return (X.T @ dz, dz.sum(axis=0), a.T @ dout, dout.sum(axis=0))
+
+
+def mlp_inputs(batch):
+    n_in, hidden = mlp_dims(batch)
+    rng = _rng()
+    X = rng.standard_normal((batch, n_in))
+    W1 = rng.standard_normal((n_in, hidden)) / math.sqrt(n_in)
+    b1 = 0.1 * rng.standard_normal(hidden)
+    W2 = rng.standard_normal((hidden, 1)) / math.sqrt(hidden)
+    b2 = 0.1 * rng.standard_normal(1)
+    y = rng.standard_normal((batch, 1))
+    return (W1, b1, W2, b2, X, y)
+
+
+def _mlp_params(batch):
+    n_in, hidden = mlp_dims(batch)
+    return n_in * hidden + 2 * hidden + 1
+
+
+# --- RNN ------------------------------------------------------------------------------------
+
+RNN_BATCH, RNN_INPUT, RNN_HIDDEN = 16, 32, 64
+
+
+def rnn(np_, Wx, Wh, b, wo, xs, y):
+    """A tanh RNN unrolled over ``len(xs)`` steps, squared loss on a linear read-out of the
+    last state: ``h = tanh(x_t @ Wx + h @ Wh + b)``, ``mean((h @ wo - y)**2)``.
+
+    Example:
+        >>> import numpy as np
+        >>> float(rnn(np, np.zeros((2, 3)), np.zeros((3, 3)), np.zeros(3), np.zeros(3),
+        ...           np.ones((5, 4, 2)), np.ones(4)))
+        1.0
+    """
+    h = np_.tanh(xs[0] @ Wx + b)
+    for t in range(1, xs.shape[0]):
+        h = np_.tanh(xs[t] @ Wx + h @ Wh + b)
+    return np_.mean((h @ wo - y) ** 2)
+
+
+def rnn_torch(torch, Wx, Wh, b, wo, xs, y):
+    h = torch.tanh(xs[0] @ Wx + b)
+    for t in range(1, xs.shape[0]):
+        h = torch.tanh(xs[t] @ Wx + h @ Wh + b)
+    return torch.mean((h @ wo - y) ** 2)
+
+
+def rnn_hand(Wx, Wh, b, wo, xs, y):
+    # backpropagation through time over the stored states
+    hs = [np.tanh(xs[0] @ Wx + b)]
+    for t in range(1, xs.shape[0]):
+        hs.append(np.tanh(xs[t] @ Wx + hs[-1] @ Wh + b))
+    dout = (hs[-1] @ wo - y) * (2.0 / y.size)
+    gwo = hs[-1].T @ dout
+    dh = np.outer(dout, wo)
+    gWx = np.zeros_like(Wx)
+    gWh = np.zeros_like(Wh)
+    gb = np.zeros_like(b)
+    for t in range(xs.shape[0] - 1, -1, -1):
+        dz = dh * (1.0 - hs[t] * hs[t])
+        gWx += xs[t].T @ dz
+        gb += dz.sum(axis=0)
+        if t:
+            gWh += hs[t - 1].T @ dz
+            dh = dz @ Wh.T
+    return (gWx, gWh, gb, gwo)
+
+
+def rnn_inputs(steps):
+    rng = _rng()
+    xs = rng.standard_normal((steps, RNN_BATCH, RNN_INPUT))
+    Wx = rng.standard_normal((RNN_INPUT, RNN_HIDDEN)) / math.sqrt(RNN_INPUT)
+    Wh = 0.9 * rng.standard_normal((RNN_HIDDEN, RNN_HIDDEN)) / math.sqrt(RNN_HIDDEN)
+    b = 0.1 * rng.standard_normal(RNN_HIDDEN)
+    wo = rng.standard_normal(RNN_HIDDEN) / math.sqrt(RNN_HIDDEN)
+    y = rng.standard_normal(RNN_BATCH)
+    return (Wx, Wh, b, wo, xs, y)
+
+
+_RNN_PARAMS = RNN_INPUT * RNN_HIDDEN + RNN_HIDDEN**2 + 2 * RNN_HIDDEN
+
+
 WORKLOADS: dict[str, Workload] = {
     wl.name: wl
     for wl in [
         Workload(
             "W1", "sum((1 - x) / 2)", "x", w1, w1_torch, w1_hand, w1_inputs, 0,
             quick_sizes=(1000, 1_000_000), full_sizes=(1000, 10_000_000),
-            big_elems=lambda n: n, eager_arrays=3, pairwise=False,
+            big_elems=lambda n: n, eager_arrays=3, pairwise=False, summary_sizes=(1000,),
         ),
         Workload(
             "W2", "sum((v[:, None] - v[None, :]) / 2)", "v", w2, w2_torch, w2_hand, vec_inputs, 0,
@@ -370,6 +505,27 @@ WORKLOADS: dict[str, Workload] = {
             quick_sizes=(250, 1000), full_sizes=(1000, 4000),
             big_elems=lambda n: 3 * n * n, eager_arrays=6, pairwise=True,
             in_elems=lambda n: 3 * n,
+        ),
+        Workload(
+            "MLP", "mean((tanh(X@W1+b1)@W2+b2 - y)**2)", "W1, b1, W2, b2", mlp, mlp_torch,
+            mlp_hand, mlp_inputs, (0, 1, 2, 3),
+            quick_sizes=tuple(MLP_DIMS), full_sizes=tuple(MLP_DIMS),
+            big_elems=lambda n: n * mlp_dims(n)[1], eager_arrays=3, pairwise=False,
+            in_elems=lambda n: n * (mlp_dims(n)[0] + 1) + _mlp_params(n),
+            grad_elems=_mlp_params,
+            size_text=lambda n: "batch {}, {}→{}→1".format(n, *mlp_dims(n)),
+            size_axis="batch (with the network: 10→16→1, 100→128→1, 100→256→1)",
+            summary_sizes=tuple(MLP_DIMS),
+        ),
+        Workload(
+            "RNN", "h = tanh(x_t@Wx + h@Wh + b) over the steps; mean((h@wo - y)**2)",
+            "Wx, Wh, b, wo", rnn, rnn_torch, rnn_hand, rnn_inputs, (0, 1, 2, 3),
+            quick_sizes=(100,), full_sizes=(100,),
+            big_elems=lambda n: n * RNN_BATCH * RNN_HIDDEN, eager_arrays=4, pairwise=False,
+            in_elems=lambda n: n * RNN_BATCH * RNN_INPUT + _RNN_PARAMS + RNN_BATCH,
+            grad_elems=lambda n: _RNN_PARAMS, tiny_size=3,
+            size_text=lambda n: f"{n} steps, batch {RNN_BATCH}, {RNN_INPUT}→{RNN_HIDDEN}",
+            size_axis="steps",
         ),
     ]
 }  # fmt: skip
