@@ -432,3 +432,151 @@ def test_a_float_of_a_differentiated_value_raises_and_the_reason_is_kept():
         jg(np.ones(3))
     (info,) = jg.cache_info()
     assert not info.replayable and "TypeError" in info.reason and "float" in info.reason
+
+
+# --- issue 14 item 9: Python numbers are inputs; a bounded cache with named fields ---
+
+
+def test_two_hundred_floats_make_one_signature_and_little_memory():
+    import tracemalloc
+
+    g = fg.jit(fg.grad(lambda x, s: np.sum(np.exp(-((x / s) ** 2)))))
+    x = np.linspace(-1.0, 1.0, 20_000)
+    g(x, 0.5)
+    g(x, 0.75)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for k in range(200):
+        s = 1.0 + k / 100
+        out = g(x, s)
+    grown = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    np.testing.assert_allclose(out, -2 * x / s**2 * np.exp(-((x / s) ** 2)), rtol=1e-12)
+    info = g.cache_info()
+    assert info.currsize == 1 and info.hits == 200 and info.misses == 2, info
+    assert grown < 2 * x.nbytes, grown  # the last gradient, not one program per value
+
+
+def test_a_nan_number_does_not_trace_again():
+    traced = []
+
+    def f(x, s):
+        traced.append(1)
+        return np.sum(x * s)
+
+    g = fg.jit(fg.grad(f))
+    for _ in range(4):
+        assert np.isnan(g(np.ones(3), float("nan"))).all()
+    assert len(traced) == 1 and g.cache_info().currsize == 1
+
+
+def test_numbers_read_by_the_function_are_compiled_in_one_signature_per_value(engine):
+    def f(x, s):
+        if s > 1:  # a branch on the number: each value is its own signature
+            return np.sum(x * s)
+        return np.sum(x / s)
+
+    g = fg.jit(fg.grad(f), cache_size=3)
+    x = np.ones(4)
+    for s in (2.0, 0.5, 3.0, 0.25, 2.0, 5.0):
+        want = np.full(4, s if s > 1 else 1 / s)
+        np.testing.assert_allclose(g(x, s), want)
+    info = g.cache_info()
+    assert info.currsize == 3 and info.maxsize == 3  # bounded: least recently used dropped
+    assert all(e.numbers == "compiled in" and e.replayable for e in info)
+    assert "comparison" in info[0].reason
+
+
+def test_a_number_read_by_c_code_is_caught_by_the_second_recording():
+    import math
+
+    g = fg.jit(fg.grad(lambda x, s: np.sum(x * math.sqrt(s))))
+    x = np.ones(3)
+    for s in (4.0, 9.0, 16.0, 4.0, 25.0):
+        np.testing.assert_allclose(g(x, s), np.full(3, math.sqrt(s)))
+    assert all(e.numbers == "compiled in" for e in g.cache_info())
+
+
+def test_the_sign_zero_inf_and_nan_of_a_number_are_part_of_the_signature():
+    import math
+
+    # math.isinf reads the value where Python cannot see it: the class of the value keys it
+    g = fg.jit(lambda x, s: x * (0.0 if math.isinf(s) else s))
+    x = np.arange(3.0)
+    for s in (2.0, 3.0, float("inf"), 4.0, -float("inf"), -1.0, 0.0, -0.0):
+        np.testing.assert_array_equal(g(x, s), x * (0.0 if math.isinf(s) else s))
+
+
+def test_number_arithmetic_keeps_numbers_dynamic():
+    def f(x, s, z):
+        scale = 1 / (2 * s**2) - abs(-s) + (z * z.conjugate()).real
+        return np.sum(np.exp(-x * scale)), scale
+
+    jf = fg.jit(f)
+    x = np.linspace(0.0, 1.0, 6)
+    for s, z in ((1.0, 1 + 1j), (2.0, 0.5 + 2j), (0.5, 3 + 0.5j), (3.0, 2 + 1j)):
+        total, scale = jf(x, s, z)
+        want = 1 / (2 * s**2) - s + abs(z) ** 2
+        assert type(scale) is float and scale == pytest.approx(want)
+        assert total == pytest.approx(np.sum(np.exp(-x * want)))
+    info = jf.cache_info()
+    assert (info.currsize, info.misses, info.hits) == (1, 2, 2)  # recorded, checked, replayed
+    assert info[0].numbers == "inputs"
+
+
+def test_ints_are_compiled_in():
+    g = fg.jit(lambda x, n: np.sum(x[:n]))
+    x = np.arange(5.0)
+    assert [g(x, n) for n in (1, 3, 5, 3)] == [0.0, 3.0, 10.0, 3.0]
+    assert g.cache_info().currsize == 3
+
+
+def test_cache_size_bounds_the_signatures_and_is_validated():
+    g = fg.jit(lambda x: x * 2, cache_size=2)
+    for n in (1, 2, 3, 2, 4):
+        np.testing.assert_array_equal(g(np.ones(n)), np.full(n, 2.0))
+    info = g.cache_info()
+    assert info.maxsize == 2 and info.currsize == 2
+    assert [e.signature[-1][0] for e in info] == [(2,), (4,)]  # the most recently used
+    unbounded = fg.jit(lambda x: x + 1, cache_size=None)
+    for n in range(1, 80):
+        unbounded(np.ones(n))
+    assert unbounded.cache_info().currsize == 79 and unbounded.cache_info().maxsize is None
+    assert fg.jit(cache_size=5)(lambda x: x - 1)(np.ones(2)).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="cache_size"):
+        fg.jit(lambda x: x, cache_size=0)
+    with pytest.raises(TypeError, match="cache_size"):
+        fg.jit(lambda x: x, cache_size=2.5)
+    g.cache_clear()
+    info = g.cache_info()
+    assert (info.hits, info.misses, info.maxsize, info.currsize) == (0, 0, 2, 0)
+
+
+def test_cache_info_counts_hits_and_misses():
+    g = fg.jit(fg.grad(lambda x: np.sum(x**3)))
+    for x in (np.ones(3), np.ones(3) * 2, np.ones(4), np.ones(3)):
+        g(x)
+    info = g.cache_info()
+    assert (info.hits, info.misses, info.maxsize, info.currsize) == (2, 2, 64, 2)
+    assert [e.calls for e in info] == [1, 3] and len(info) == 2  # least recently used first
+    assert all(isinstance(e, jit_module.SignatureInfo) for e in info)
+
+
+def test_a_first_call_that_raises_records_again_and_keeps_the_reason():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("not ready yet")
+        return np.sum(x * x)
+
+    g = fg.jit(fg.grad(f))
+    with pytest.raises(RuntimeError):
+        g(np.ones(2))
+    (info,) = g.cache_info()
+    assert not info.replayable and info.reason == "the call raised RuntimeError: not ready yet"
+    np.testing.assert_array_equal(g(np.ones(2)), [2.0, 2.0])  # recorded this time
+    np.testing.assert_array_equal(g(np.full(2, 3.0)), [6.0, 6.0])
+    (info,) = g.cache_info()
+    assert info.replayable and info.reason == "" and len(calls) == 2

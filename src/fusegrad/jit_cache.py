@@ -44,6 +44,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -73,9 +74,10 @@ class SignatureInfo(NamedTuple):
     reason: str  # why not replayable, or why numbers are compiled in
 
 
-class CacheInfo(NamedTuple):
-    """Totals of a jitted function's cache, like ``functools.lru_cache``'s, and its signatures
-    (``info[i]`` and ``len(info)`` are those of ``entries``)."""
+@dataclasses.dataclass(frozen=True)
+class CacheInfo:
+    """Totals of a jitted function's cache, like ``functools.lru_cache``'s, and its signatures,
+    least recently used first (``info[i]``, ``len(info)`` and iteration are over ``entries``)."""
 
     hits: int  # calls replayed
     misses: int  # calls that traced (recorded) the function, or called it uncompiled
@@ -83,13 +85,13 @@ class CacheInfo(NamedTuple):
     currsize: int
     entries: tuple[SignatureInfo, ...]
 
-    def __getitem__(self, i: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, i: Any) -> Any:
         return self.entries[i]
 
     def __len__(self) -> int:
         return len(self.entries)
 
-    def __iter__(self) -> Iterator[SignatureInfo]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[SignatureInfo]:
         return iter(self.entries)
 
 
