@@ -449,10 +449,11 @@ def summary_section(combined: list[dict], heading: str = "## Summary") -> str:
     ran = [p for p in peers if any(r["lib"] == p and _ok(r) for r in combined)]
     return (
         f"{heading}\n\n"
-        "Median time of one gradient call and its peak memory above the process's baseline.\n"
-        f"*fastest peer* is the fastest of {', '.join(ran) or 'no peer'} at that size; "
-        "*÷ peer* below 1 means fusegrad is faster. *leanest peer* is the peer with the\n"
-        f"smallest peak. `{THP_MARK}`: that time is from the run with glibc's huge-page malloc. "
+        "Median time of one gradient call, and its peak memory above the process's baseline.\n"
+        f"*fastest peer*: the fastest of {', '.join(ran) or 'no peer'} at that size; "
+        "*÷ peer* below 1: fusegrad is faster.\n"
+        "*leanest peer*: the peer with the smallest peak. "
+        f"`{THP_MARK}`: from the run with glibc's huge-page malloc.\n"
         "Differences under about 1.5× are ties on a shared machine.\n\n"
         + markdown_table(SUMMARY_HEADERS, rows)
         + "\n"
@@ -524,9 +525,10 @@ def target_rows(combined: list[dict]) -> list[list[str]]:
     size this run did not measure gets one row, *not measured at this size*.
 
     Example:
-        >>> rows = target_rows([])
-        >>> rows[0][-1], len(rows) == len(_TARGETS)
-        ('not measured at this size', True)
+        >>> rows = target_rows([{"lib": "numpy", "workload": "W1", "n": 1000, "status": "ok"}])
+        >>> rows[0][1:], len(rows) == len(_TARGETS)  # doctest: +NORMALIZE_WHITESPACE
+        (['W1, n = 10,000,000', 'fusegrad, fusegrad-jit', '–', '≤ 1.10×',
+          'not measured at this size'], True)
     """
     rows = []
     for what, w, n, fg_libs, measure in _TARGETS:
@@ -534,12 +536,13 @@ def target_rows(combined: list[dict]) -> list[list[str]]:
         mine = [r for lib in fg_libs if (r := _at(combined, lib, w, n)) is not None]
         mine = [r for r in mine if not _not_installed(r)]
         if not mine:
+            ran = any(r["workload"] == w and not _not_installed(r) for r in combined)
             kind, goal = measure
             goal_text = {"floor": f"≤ {goal:.2f}×", "extra": f"< {goal / 1e6:.0f} MB"}.get(
                 kind, f"≤ {goal}× {kind}"
             )
-            rows.append([what, case, ", ".join(fg_libs[:2]), "–", goal_text,
-                         "not measured at this size"])  # fmt: skip
+            why = "not measured at this size" if ran else "not measured in this run"
+            rows.append([what, case, ", ".join(fg_libs[:2]), "–", goal_text, why])
             continue
         for me in mine:
             if not _ok(me):
@@ -569,7 +572,7 @@ def targets_section(combined: list[dict]) -> str:
     """The performance targets, each judged at the size it names against this run's peers.
 
     Example:
-        >>> "not measured at this size" in targets_section([])
+        >>> "not measured in this run" in targets_section([])
         True
     """
     rows = target_rows(combined)
