@@ -1,18 +1,37 @@
-"""Shared test set-up: Hypothesis profiles ("ci", deterministic and bounded, when $CI is set,
-else "dev") and the ``engine`` fixture that runs a test once per engine."""
+"""Shared test set-up: Hypothesis profiles, the session's kernel cache, markers, and the
+``engine`` fixture that runs a test once per engine.
+
+Hypothesis profiles (``FUSEGRAD_HYPOTHESIS=ci|dev|nightly``; default ``ci`` when $CI is set, else
+``dev``): ``ci`` is deterministic and bounded, ``dev`` is the same size with fresh random examples
+each run, ``nightly`` runs many more examples (tests that set ``max_examples`` themselves run ten
+times theirs; ``benchmarks/nightly_properties.sh``). Every ``@given`` test is marked ``property``.
+
+The numba kernels of a session are compiled into a temporary ``FUSEGRAD_CACHE_DIR``, removed when
+the session ends, unless the variable is set already (keep a folder of your own between runs).
+"""
 
 import os
+import shutil
+import tempfile
 
-import pytest
-from hypothesis import HealthCheck, settings
+if not os.environ.get("FUSEGRAD_CACHE_DIR"):
+    # Before fusegrad is imported: the subprocesses some tests start inherit it too.
+    _SESSION_CACHE = tempfile.mkdtemp(prefix="fusegrad-test-cache-")
+    os.environ["FUSEGRAD_CACHE_DIR"] = _SESSION_CACHE
+else:
+    _SESSION_CACHE = None
 
-import fusegrad as fg
-from fusegrad.lazy import small
-from fusegrad.lazy.engines import numba_engine
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+import fusegrad as fg  # noqa: E402
+from fusegrad.lazy import small  # noqa: E402
+from fusegrad.lazy.engines import numba_engine  # noqa: E402
 
 DEFAULT_EAGER_BELOW = 10_000
 os.environ["FUSEGRAD_EAGER_BELOW"] = "0"  # for the subprocesses some tests start
 
+NIGHTLY_FACTOR = 10
 settings.register_profile(
     "ci",
     deadline=None,
@@ -20,8 +39,45 @@ settings.register_profile(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.register_profile("dev", deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+settings.register_profile(
+    "dev", deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "nightly",
+    deadline=None,
+    max_examples=30 * NIGHTLY_FACTOR,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+PROFILE = os.environ.get("FUSEGRAD_HYPOTHESIS") or ("ci" if os.environ.get("CI") else "dev")
+if PROFILE not in ("ci", "dev", "nightly"):
+    raise ValueError(f"FUSEGRAD_HYPOTHESIS={PROFILE!r}: choose ci, dev or nightly")
+settings.load_profile(PROFILE)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every hypothesis test ``property``; under ``nightly``, a test that sets its own
+    ``max_examples`` runs ``NIGHTLY_FACTOR`` times as many."""
+    scaled = set()
+    for item in items:
+        fn = getattr(item, "function", None)
+        if not getattr(fn, "is_hypothesis_test", False):
+            continue
+        item.add_marker(pytest.mark.property)
+        if PROFILE != "nightly" or id(fn) in scaled:
+            continue
+        scaled.add(id(fn))  # parametrized tests share one function: scale it once
+        own = fn._hypothesis_internal_use_settings
+        if own is not settings.get_profile("nightly"):
+            fn._hypothesis_internal_use_settings = settings(
+                own, max_examples=own.max_examples * NIGHTLY_FACTOR
+            )
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE is not None:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
 
 ENGINES = [
     "numpy",

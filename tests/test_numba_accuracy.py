@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import re
-import tempfile
 
-os.environ.setdefault("FUSEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="fusegrad-test-cache-"))
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from fusegrad.lazy.engines import numba_codegen as cg  # noqa: E402
-from fusegrad.lazy.engines import numba_engine as ne  # noqa: E402
-from fusegrad.lazy.kernel import Kernel, Output  # noqa: E402
-from fusegrad.memory import track_allocations  # noqa: E402
+from fusegrad.lazy.engines import numba_codegen as cg
+from fusegrad.lazy.engines import numba_engine as ne
+from fusegrad.lazy.kernel import Kernel, Output
+from fusegrad.memory import track_allocations
 
 pytestmark = pytest.mark.skipif(not ne.available(), reason="numba not importable")
 

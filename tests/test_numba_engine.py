@@ -7,16 +7,12 @@ the op/dtype space is drawn so that signatures repeat.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import warnings
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-os.environ.setdefault("FUSEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="fusegrad-test-cache-"))
 
 from fusegrad.lazy import ops  # noqa: E402
 from fusegrad.lazy.engines import numba_engine as ne  # noqa: E402
