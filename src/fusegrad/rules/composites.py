@@ -43,6 +43,7 @@ import numpy as np
 
 from . import registry
 from .elementwise import scalar_rule
+from .frules import register_scalar_frule
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -692,6 +693,8 @@ def _unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * 
 # Ufuncs with a constant derivative that elementwise.py's table does not list.
 scalar_rule(np.radians, lambda x, y: float(np.pi / 180))
 scalar_rule(np.degrees, lambda x, y: float(180 / np.pi))
+register_scalar_frule(np.radians)
+register_scalar_frule(np.degrees)
 
 
 def _kw_positional() -> dict[Any, Callable]:
@@ -760,7 +763,12 @@ def _need_2d(name: str) -> Any:
 
 __all__ = ["COMPOSITES", "as_array", "dispatch", "positional", "value"]
 
-# The statistics table (rules/statistics.py) is traced the same way; it imports the helpers above.
+# The statistics, fft and decompositions tables are traced the same way (they import the helpers
+# above, so they are merged last).
+from .decompositions import DECOMPOSITIONS  # noqa: E402
+from .fft import FFT_COMPOSITES  # noqa: E402
 from .statistics import STATISTICS  # noqa: E402
 
 COMPOSITES.update(STATISTICS)
+COMPOSITES.update(FFT_COMPOSITES)
+COMPOSITES.update(DECOMPOSITIONS)

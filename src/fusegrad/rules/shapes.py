@@ -97,7 +97,9 @@ def project(g: Any, x: Any) -> Any:
     if dt is not None and gdt is not None and gdt != dt and np.issubdtype(dt, np.inexact):
         if np.issubdtype(gdt, np.complexfloating) and not np.issubdtype(dt, np.complexfloating):
             g = np.real(g)
-        g = np.astype(g, dt)
+            gdt = g.dtype
+        if gdt != dt:  # the method, which a traced g (higher order) has too
+            g = g.astype(dt) if hasattr(g, "astype") else np.astype(g, dt)
     return g
 
 
