@@ -390,7 +390,7 @@ def _record(
             fun, entry, leaves, rebuild_args, positions, arrays, places, numbers, copy=True
         )
     program = rec.program(values)
-    if numbers:
+    if numbers and program is not None:  # (not replayable: the numbers are simply passed on)
         entry.values = tuple(_static_key(v) for v in numbers)
         if rec.number_read is None:
             entry.numbers = "inputs"

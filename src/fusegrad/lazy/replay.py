@@ -178,15 +178,18 @@ def _operand(x: Any) -> tuple:
 
 def _derive(result: Any, fn: Callable, operands: tuple, rec: Recorder) -> Any:
     cls = _NUMBER_TYPES.get(type(result))
-    if cls is None:
+    if cls is None:  # a bool, a float32: the value leaves the numbers that can be replayed
+        for o in operands:
+            if isinstance(o, Number):
+                o._read(f"a {type(result).__name__} computed from it")
         return result
     return _make(cls, result, ("op", fn, tuple(_operand(o) for o in operands)), rec)
 
 
 def _binary(fn: Callable, reflected: bool) -> Callable:
     def method(self: Number, other: Any) -> Any:
-        if not (type(other) in _PLAIN_NUMBERS or isinstance(other, Number)):
-            return NotImplemented  # NumPy values and arrays: their own dispatch decides
+        if not (type(other) in _PLAIN_NUMBERS or isinstance(other, Number | np.number)):
+            return NotImplemented  # arrays: their own dispatch decides
         a, b = (other, self) if reflected else (self, other)
         return _derive(fn(_plain(a), _plain(b)), fn, (a, b), self._rec)
 
@@ -214,6 +217,10 @@ def _array_ufunc(self: Number, uf: np.ufunc, method: str, *inputs: Any, **kwargs
             return NotImplemented  # a traced or lazy array: it builds the expression
     plain = [_plain(x) for x in inputs]
     arrays = [x for x in plain if isinstance(x, np.ndarray)]
+    if not arrays and method == "__call__" and uf.nout == 1 and "out" not in kwargs:
+        # numbers only (np.square(s) of a differentiated number): a number of the recipe
+        fn = functools.partial(uf, **kwargs) if kwargs else uf
+        return _derive(uf(*plain, **kwargs), fn, inputs, self._rec)
     if not arrays or any(a.size for a in arrays):  # (empty arrays: a dtype probe reads nothing)
         self._read(f"np.{uf.__name__} of it outside a traced expression")
     return getattr(uf, method)(*plain, **kwargs)
@@ -264,6 +271,13 @@ _READS = {
     "is_integer": ".is_integer()",
     "hex": ".hex()",
     "as_integer_ratio": ".as_integer_ratio()",
+    "item": ".item()",
+    "tolist": ".tolist()",
+    "tobytes": ".tobytes()",
+    "astype": ".astype()",
+    "view": ".view()",
+    "__array__": "a conversion to a NumPy array",
+    "__getitem__": "indexing",
 }
 
 
@@ -288,7 +302,8 @@ def _number_class(base: type) -> type:
     return type(f"Dynamic{base.__name__.capitalize()}", (base, Number), namespace)
 
 
-_NUMBER_TYPES = {float: _number_class(float), complex: _number_class(complex)}
+# Python's numbers, and NumPy's scalars that NumPy functions of them give (np.square(s))
+_NUMBER_TYPES = {t: _number_class(t) for t in (float, complex, np.float64, np.complex128)}
 DYNAMIC_NUMBERS.update(_NUMBER_TYPES.values())
 
 

@@ -1,0 +1,146 @@
+"""Differential fuzz test of ``fusegrad.jit``: random programs (elementwise ops, broadcasts,
+reductions, basic and integer indexing, element reads used as numbers and in ``if``, Python-number
+arguments) give through ``jit(grad)`` and ``jit(value_and_grad)`` what ``grad`` and
+``value_and_grad`` give, on several inputs called in sequence on one jitted function, so that
+replays, second recordings and uncompiled fallbacks are all exercised. Both engines."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusegrad as fg
+from fusegrad.lazy.engines import numba_engine
+
+N = 5
+PERMUTATION = np.array([2, 0, 0, 4, 1])  # repeats: the scatter of its gradient accumulates
+
+UNARY = {
+    "sin": np.sin,
+    "tanh": np.tanh,
+    "square": np.square,
+    "gauss": lambda v: np.exp(-v * v),
+    "log1p_sq": lambda v: np.log1p(v * v),
+    "reverse": lambda v: v[::-1] if np.ndim(v) else v,
+    "permute": lambda v: v[PERMUTATION] if np.ndim(v) == 1 else v,
+    "tail": lambda v: v[..., 1:] * 2 if np.ndim(v) == 1 else v,  # shape N - 1: see _fit
+    "sum0": lambda v: np.sum(v, axis=0) if np.ndim(v) == 2 else v,
+    "mean1": lambda v: np.mean(v, axis=1) if np.ndim(v) == 2 else v,
+    "total": np.sum,
+}
+BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": lambda a, b: a / (1 + b * b),
+    "outer": lambda a, b: a[:, None] - b[None, :] if np.ndim(a) == np.ndim(b) == 1 else a + b,
+}
+
+
+def _fit(v):
+    """A value of length N - 1 (a slice) padded back to N with its first element."""
+    if np.ndim(v) == 1 and np.shape(v)[0] == N - 1:
+        return np.concatenate([v, v[:1]])
+    return v
+
+
+step = st.one_of(
+    st.tuples(st.just("unary"), st.sampled_from(sorted(UNARY)), st.integers(0, 99)),
+    st.tuples(
+        st.just("binary"), st.sampled_from(sorted(BINARY)), st.integers(0, 99), st.integers(0, 99)
+    ),
+    st.tuples(st.just("element"), st.integers(0, 99), st.integers(0, N - 1)),  # v[i] as a number
+    st.tuples(st.just("branch"), st.integers(0, 99), st.integers(0, 99), st.integers(0, 99)),
+    st.tuples(st.just("number"), st.integers(0, 99)),  # s * v + s**2
+    st.tuples(st.just("read"), st.integers(0, 99), st.integers(0, N - 1)),  # float(y[i]) * v
+)
+programs = st.lists(step, min_size=1, max_size=7)
+
+
+def run(program, x, y, s):
+    """The program on x (differentiated), y (not differentiated: it may be read into Python) and
+    the Python float s; a scalar."""
+    values = [x, np.cos(x) * 0.5]
+    for instr in program:
+        kind = instr[0]
+        pick = lambda k: values[k % len(values)]  # noqa: E731
+        if kind == "unary":
+            out = UNARY[instr[1]](pick(instr[2]))
+        elif kind == "binary":
+            out = BINARY[instr[1]](pick(instr[2]), pick(instr[3]))
+        elif kind == "element":
+            v = pick(instr[1])
+            out = v[(instr[2],) * np.ndim(v)] * x if np.ndim(v) else v * x
+        elif kind == "branch":
+            v = pick(instr[1])
+            e = v[(0,) * np.ndim(v)]
+            out = pick(instr[2]) if e > 0 else pick(instr[3]) * 3
+        elif kind == "number":
+            out = s * pick(instr[1]) + s**2
+        else:
+            out = float(y[instr[2]]) * pick(instr[1])
+        values.append(_fit(out))
+    return np.sum(values[-1]) + 0.125 * np.sum(values[-1] * values[-1])
+
+
+def _close(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        if isinstance(b, tuple):
+            _close(a, b)
+            continue
+        assert type(a) is type(b), (type(a), type(b))
+        assert np.shape(a) == np.shape(b)
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+
+
+def _check(program, seed):
+    rng = np.random.default_rng(seed)
+    f = lambda x, y, s: run(program, x, y, s)  # noqa: E731
+    g, vg = fg.grad(f, argnums=(0, 2)), fg.value_and_grad(f, argnums=(0, 2))
+    jg, jvg = fg.jit(g), fg.jit(vg)
+    for k in range(4):
+        x = rng.uniform(-1.5, 1.5, N)
+        y = rng.uniform(-2.0, 2.0, N)
+        s = float(rng.uniform(0.25, 2.0)) if k != 3 else 0.75  # k = 3: a value seen again
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # uncompiled signatures warn once
+            _close(jg(x, y, s), g(x, y, s))
+            _close(jvg(x, y, s), vg(x, y, s))
+
+
+@pytest.mark.property
+@settings(max_examples=30)
+@given(program=programs, seed=st.integers(0, 2**16))
+def test_jit_grad_agrees_with_grad_numpy_engine(program, seed):
+    with fg.use_engine("numpy"):
+        _check(program, seed)
+
+
+@pytest.mark.property
+@pytest.mark.skipif(not numba_engine.available(), reason="numba unavailable")
+@settings(max_examples=8)
+@given(program=programs, seed=st.integers(0, 2**16))
+def test_jit_grad_agrees_with_grad_numba_engine(program, seed):
+    with fg.use_engine("numba"):
+        _check(program, seed)
+
+
+def test_the_programs_cover_replays_and_fallbacks():
+    # one program of each kind by hand: a replayed one and one that falls back (the branch; a
+    # slice with bounds or steps falls back too: its pullback scatters outside kernels)
+    replayed = [("unary", "gauss", 0), ("binary", "outer", 1, 2), ("unary", "sum0", 3)]
+    branching = [("element", 0, 2), ("branch", 1, 0, 1), ("number", 2)]
+    for program, replayable in ((replayed, True), (branching, False)):
+        f = lambda x, y, s, p=program: run(p, x, y, s)  # noqa: E731
+        jg = fg.jit(fg.grad(f, argnums=(0, 2)))
+        for seed in range(3):
+            x = np.random.default_rng(seed).uniform(-1, 1, N)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _close(jg(x, x, 0.5 + seed), fg.grad(f, argnums=(0, 2))(x, x, 0.5 + seed))
+        assert all(e.replayable == replayable for e in jg.cache_info())
