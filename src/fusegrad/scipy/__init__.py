@@ -5,9 +5,11 @@ imports: ``scipy.special.logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`
 every ``scipy.special`` ufunc with a rule (``gammaln``, ``erf``, ``jv``, ...); the ``logpdf``,
 ``pdf``, ``logcdf``, ``cdf``, ``sf``, ``logsf``, ``logpmf`` and ``pmf`` methods of
 ``scipy.stats``'s ``norm``, ``t``, ``gamma``, ``beta``, ``expon``, ``laplace``, ``cauchy``,
-``logistic``, ``poisson``, ``binom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not).
-The same functions are in ``fusegrad.scipy.special`` and ``fusegrad.scipy.stats``, usable
-directly (also for a name imported from SciPy before fusegrad, which keeps SciPy's function).
+``logistic``, ``poisson``, ``binom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not);
+``scipy.linalg``'s ``solve_triangular``, ``cholesky``, ``cho_factor``, ``cho_solve``, ``inv``,
+``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor`` and ``lu_solve``. The same functions are in
+``fusegrad.scipy.special``, ``.stats`` and ``.linalg``, usable directly (also for a name imported
+from SciPy before fusegrad, which keeps SciPy's function).
 How the plain calls are reached: ``fusegrad.scipy._dispatch``.
 
 Example::

@@ -34,7 +34,7 @@ from ..rules import registry
 MIRRORS = {
     "scipy.special": "fusegrad.scipy.special",
     "scipy.stats": "fusegrad.scipy.stats",
-    # "scipy.linalg": "fusegrad.scipy.linalg",
+    "scipy.linalg": "fusegrad.scipy.linalg",
     # "scipy.signal": "fusegrad.scipy.signal",
 }
 

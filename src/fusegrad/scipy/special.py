@@ -37,8 +37,8 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
               return_sign: bool = False) -> Any:  # fmt: skip
     """``scipy.special.logsumexp``: ``log(sum(b * exp(a)))`` along ``axis``, stably.
 
-    >>> float(logsumexp(np.log([1.0, 3.0])))
-    1.3862943611198906
+    >>> round(float(logsumexp(np.log([1.0, 3.0]))), 10)  # log 4
+    1.3862943611
     """
     if not _dispatch.traced((a, b), {}):
         return _orig_logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
@@ -85,8 +85,8 @@ def polygamma(n: Any, x: Any) -> Any:
     """``scipy.special.polygamma``: ``ψ⁽ⁿ⁾(x) = (-1)ⁿ⁺¹ n! ζ(n+1, x)`` (``ψ(x)`` for n = 0);
     differentiable in ``x``, the order ``n`` is an integer.
 
-    >>> float(polygamma(1, 1.0))  # π²/6
-    1.6449340668482264
+    >>> round(float(polygamma(1, 1.0)), 12)  # π²/6
+    1.644934066848
     """
     if not _dispatch.traced((n, x), {}):
         return _orig_polygamma(n, x)
@@ -99,8 +99,8 @@ def zeta(x: Any, q: Any = None, out: Any = None) -> Any:
     """``scipy.special.zeta``: the Hurwitz zeta function ``ζ(x, q)``, differentiable in ``q``
     (the Riemann zeta ``ζ(x)`` when ``q`` is None has no derivative rule).
 
-    >>> float(zeta(2.0, 1.0))
-    1.6449340668482264
+    >>> round(float(zeta(2.0, 1.0)), 12)  # π²/6
+    1.644934066848
     """
     if q is None or out is not None or not _dispatch.traced((x, q), {}):
         return _orig_zeta(x, q, out)

@@ -1,0 +1,232 @@
+"""Reverse and forward rules for scipy.linalg's solve_triangular, lu_factor, expm and sqrtm.
+
+The other scipy.linalg functions fusegrad differentiates (``inv``, ``det``, ``solve``,
+``cholesky``, ``cho_factor``/``cho_solve``, ``lu_solve``) are written in ``fusegrad.scipy.linalg``
+with ``np.linalg`` calls and these rules, so they need none of their own.
+
+| function | pullback (``op(A)`` is ``A``, ``Aᵀ`` or ``Aᴴ`` as ``trans`` says) |
+|---|---|
+| ``solve_triangular(a, b)`` | ``b̄ = solve_triangular(op(A)ᵀ, x̄)``, ``ā = tri(-op⁻¹(b̄ xᵀ))`` |
+| ``lu_factor(a)`` → ``(lu, piv)`` | ``ā = P L⁻ᵀ (tril₋₁(Lᵀ L̄) + triu(Ū Uᵀ)) U⁻ᵀ`` |
+| ``expm(a)`` | ``ā = L(Aᵀ, ȳ)``, the Fréchet derivative: a block of ``expm([[Aᵀ, ȳ], [0, Aᵀ]])`` |
+| ``sqrtm(a)`` | ``ā`` solves the Sylvester equation ``Yᵀ ā + ā Yᵀ = ȳ`` (as a Kronecker system) |
+
+``tri`` keeps the triangle ``a`` is read from (without the diagonal when ``unit_diagonal``);
+``L̄``, ``Ū`` are the strict lower and the upper triangles of the packed ``lu`` cotangent.
+Complex values follow JAX (transposes, no conjugates). This module is imported (and its rules
+registered) with ``fusegrad.scipy.linalg``, which ``import scipy.linalg`` brings in after
+``import fusegrad``: fusegrad's own import does not pay for SciPy's linear algebra. Pullbacks
+are written with NumPy and ``scipy.linalg`` calls looked up at call time, so an outer trace
+differentiates them again.
+
+Example::
+
+    >>> import numpy as np, scipy.linalg as sl
+    >>> from fusegrad.rules.registry import rrule
+    >>> y, pb = rrule(sl.expm, np.zeros((2, 2)))
+    >>> pb(np.eye(2))[0]  # expm'(0) is the identity map
+    array([[1., 0.],
+           [0., 1.]])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tangents import AbstractZero, ZeroTangent, unthunk
+from .registry import register_frule, register_rrule
+from .shapes import params, project
+
+try:  # SciPy is optional.
+    import scipy.linalg as sl
+except ImportError:  # pragma: no cover - depends on the environment
+    sl = None
+
+
+def _mT(a: Any) -> Any:
+    return np.swapaxes(a, -1, -2)
+
+
+def _zero(t: Any) -> bool:
+    return t is None or isinstance(t, AbstractZero)
+
+
+def _trans_code(trans: Any) -> int:
+    return {0: 0, 1: 1, 2: 2, "N": 0, "T": 1, "C": 2}[trans]
+
+
+def _op(a: Any, code: int) -> Any:
+    return a if code == 0 else (_mT(a) if code == 1 else np.conj(_mT(a)))
+
+
+def _tri(g: Any, lower: bool, unit: bool) -> Any:
+    """The part of ``g`` in the triangle a triangular solve reads (diagonal dropped if unit)."""
+    if lower:
+        return np.tril(g, -1 if unit else 0)
+    return np.triu(g, 1 if unit else 0)
+
+
+def _st_params(args: tuple, kwargs: dict) -> tuple[int, bool, bool]:
+    p = params(args, kwargs, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+               check_finite=True)  # fmt: skip
+    return _trans_code(p["trans"]), bool(p["lower"]), bool(p["unit_diagonal"])
+
+
+def _da_of_op(m: Any, code: int) -> Any:
+    """The cotangent of ``a`` given the cotangent ``m`` of ``op(a)`` (JAX's convention)."""
+    return m if code == 0 else (_mT(m) if code == 1 else np.conj(_mT(m)))
+
+
+if sl is not None:
+
+    @register_rrule(sl.solve_triangular)
+    def _solve_triangular(a, b, *args, **kwargs):
+        """x = op(A)⁻¹ b: b̄ = op(A)⁻ᵀ x̄, ā = tri(∂op ← -b̄ xᵀ)."""
+        code, lower, unit = _st_params(args, kwargs)
+        x = sl.solve_triangular(a, b, *args, **kwargs)
+        vec = np.ndim(b) == 1
+
+        def pullback(dx):
+            # op(A)⁻ᵀ as a solve with A: trans 0 -> 1, 1 -> 0; Aᴴ -> conj(A), trans 0
+            if code == 2:
+                gb = sl.solve_triangular(np.conj(a), dx, lower=lower, unit_diagonal=unit)
+            else:
+                gb = sl.solve_triangular(a, dx, trans=1 - code, lower=lower, unit_diagonal=unit)
+            x2 = x[:, None] if vec else x
+            gb2 = gb[:, None] if vec else gb
+            m = -np.matmul(gb2, _mT(x2))  # the cotangent of op(A)
+            ga = _tri(_da_of_op(m, code), lower, unit)
+            rest = tuple(ZeroTangent() for _ in args)
+            return (project(ga, a), project(gb, b), *rest)
+
+        return x, pullback
+
+    @register_frule(sl.solve_triangular)
+    def _solve_triangular_frule(tangents, a, b, *args, **kwargs):
+        """ẋ = op(A)⁻¹ (ḃ - op(tri(Ȧ)) x)."""
+        code, lower, unit = _st_params(args, kwargs)
+        x = sl.solve_triangular(a, b, *args, **kwargs)
+        ta, tb = tangents[0], tangents[1]
+        if _zero(ta) and _zero(tb):
+            return x, ZeroTangent()
+        rhs: Any = 0.0 if _zero(tb) else unthunk(tb)
+        if not _zero(ta):
+            opa = _op(_tri(unthunk(ta), lower, unit), code)
+            vec = np.ndim(b) == 1
+            ax = np.matmul(opa, x[:, None])[:, 0] if vec else np.matmul(opa, x)
+            rhs = rhs - ax
+        rhs = np.broadcast_to(rhs, np.shape(x)) if np.ndim(rhs) == 0 else rhs
+        return x, sl.solve_triangular(a, rhs, trans=code, lower=lower, unit_diagonal=unit)
+
+    _solve_triangular_frule.lazy = False  # type: ignore[attr-defined]
+
+    def _perm(piv: Any) -> np.ndarray:
+        """The row order ``p`` with ``A[p] = L U`` from LAPACK's sequential swaps ``piv``."""
+        p = np.arange(len(piv))
+        for i, j in enumerate(np.asarray(piv)):
+            p[i], p[j] = p[j], p[i]
+        return p
+
+    def _split(lu: Any) -> tuple[Any, Any]:
+        n = np.shape(lu)[-1]
+        return np.tril(lu, -1) + np.eye(n, dtype=np.result_type(lu)), np.triu(lu)
+
+    @register_rrule(sl.lu_factor)
+    def _lu_factor(a, *args, **kwargs):
+        """A[p] = L U packed as lu = L - I + U: ā[p] = L⁻ᵀ (tril₋₁(Lᵀ L̄) + triu(Ū Uᵀ)) U⁻ᵀ."""
+        lu, piv = sl.lu_factor(a, *args, **kwargs)
+        p = _perm(piv)
+        inv_p = np.argsort(p)
+
+        def pullback(ct):
+            g = ct[0]
+            if _zero(g):
+                return (ZeroTangent(), *(ZeroTangent() for _ in args))
+            g = unthunk(g)
+            low, up = _split(lu)
+            inner = np.tril(np.matmul(_mT(low), np.tril(g, -1)), -1) + np.triu(
+                np.matmul(np.triu(g), _mT(up))
+            )
+            left = sl.solve_triangular(low, inner, trans=1, lower=True, unit_diagonal=True)
+            m = _mT(sl.solve_triangular(up, _mT(left), trans=0, lower=False))
+            return (project(m[inv_p], a), *(ZeroTangent() for _ in args))
+
+        return (lu, piv), pullback
+
+    @register_frule(sl.lu_factor)
+    def _lu_factor_frule(tangents, a, *args, **kwargs):
+        """F = L⁻¹ Ȧ[p] U⁻¹: L̇ = L tril₋₁(F), U̇ = triu(F) U, packed as l̇u = L̇ + U̇."""
+        lu, piv = sl.lu_factor(a, *args, **kwargs)
+        t = tangents[0]
+        if _zero(t):
+            return (lu, piv), (ZeroTangent(), ZeroTangent())
+        low, up = _split(lu)
+        ta = unthunk(t)[_perm(piv)]
+        left = sl.solve_triangular(low, ta, lower=True, unit_diagonal=True)
+        f = _mT(sl.solve_triangular(up, _mT(left), trans=1, lower=False))
+        dlu = np.matmul(low, np.tril(f, -1)) + np.matmul(np.triu(f), up)
+        return (lu, piv), (dlu, ZeroTangent())
+
+    _lu_factor_frule.lazy = False  # type: ignore[attr-defined]
+
+    def _frechet_block(a: Any, e: Any) -> Any:
+        """The Fréchet derivative of expm at ``a`` along ``e``: the upper-right block of
+        ``expm([[a, e], [0, a]])`` (differentiable again, being an expm)."""
+        n = np.shape(a)[-1]
+        z = np.zeros_like(a) if not np.iscomplexobj(e) else np.zeros(np.shape(a), complex)
+        big = np.concatenate(
+            [np.concatenate([a, e], axis=-1), np.concatenate([z, a], axis=-1)], axis=-2
+        )
+        return sl.expm(big)[..., :n, n:]
+
+    @register_rrule(sl.expm)
+    def _expm(a):
+        """expm: ā = L(Aᵀ, ȳ) (the Fréchet derivative at Aᵀ; no conjugate for complex A)."""
+        y = sl.expm(a)
+
+        def pullback(dy):
+            return (project(_frechet_block(_mT(a), dy), a),)
+
+        return y, pullback
+
+    @register_frule(sl.expm)
+    def _expm_frule(tangents, a):
+        """expm: ẏ = L(A, Ȧ)."""
+        (t,) = tangents
+        y = sl.expm(a)
+        if _zero(t):
+            return y, ZeroTangent()
+        return y, _frechet_block(a, unthunk(t))
+
+    _expm_frule.lazy = False  # type: ignore[attr-defined]
+
+    def _sylvester(m: Any, c: Any) -> Any:
+        """X with ``m X + X m = c`` (``m`` square n×n), via the n²×n² Kronecker system."""
+        n = np.shape(m)[-1]
+        eye = np.eye(n)
+        k = np.einsum("ik,jl->ijkl", m, eye) + np.einsum("ik,lj->ijkl", eye, m)
+        sol = np.linalg.solve(np.reshape(k, (n * n, n * n)), np.reshape(c, (n * n,)))
+        return np.reshape(sol, (n, n))
+
+    @register_rrule(sl.sqrtm)
+    def _sqrtm(a, *args, **kwargs):
+        """sqrtm: Y² = A, so Y Ẏ + Ẏ Y = Ȧ and ā solves Yᵀ ā + ā Yᵀ = ȳ."""
+        y = sl.sqrtm(a, *args, **kwargs)
+
+        def pullback(dy):
+            return (project(_sylvester(_mT(y), dy), a), *(ZeroTangent() for _ in args))
+
+        return y, pullback
+
+    @register_frule(sl.sqrtm)
+    def _sqrtm_frule(tangents, a, *args, **kwargs):
+        """sqrtm: Ẏ solves Y Ẏ + Ẏ Y = Ȧ."""
+        y = sl.sqrtm(a, *args, **kwargs)
+        t = tangents[0]
+        if _zero(t):
+            return y, ZeroTangent()
+        return y, _sylvester(y, unthunk(t))
+
+    _sqrtm_frule.lazy = False  # type: ignore[attr-defined]

@@ -1,0 +1,189 @@
+"""``scipy.linalg`` for traced values: solve_triangular, cholesky, cho_factor, cho_solve, inv,
+det, solve, expm, sqrtm, lu_factor, lu_solve.
+
+``solve_triangular``, ``lu_factor``, ``expm`` and ``sqrtm`` have rules of their own
+(``fusegrad.rules.scipy_linalg``); the others are written here with ``np.linalg`` operations and
+those, so every one has reverse and forward derivatives of any order. Without a traced argument
+each calls SciPy's own function. Differences on traced values: ``solve`` ignores ``assume_a``
+(the general solve gives the same value for the structured matrices it names), and
+``cho_factor`` returns a clean triangle (SciPy leaves the other triangle of its workspace).
+
+Example::
+
+    >>> import numpy as np, fusegrad as fg
+    >>> import fusegrad.scipy.linalg as fsl
+    >>> fg.grad(lambda a: fsl.det(a))(np.eye(2))  # det'(A) = det(A) A⁻ᵀ
+    array([[1., 0.],
+           [0., 1.]])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.linalg as _sl
+
+from ..rules import registry
+from ..rules import scipy_linalg as _rules
+from . import _dispatch
+
+
+def _orig(name: str) -> Any:
+    return _dispatch.original(getattr(_sl, name))
+
+
+def _apply(name: str, args: tuple, kwargs: dict) -> Any:
+    """SciPy's function through its rule (recorded on the tape when an argument is traced)."""
+    f = _orig(name)
+    if not _dispatch.traced(args, kwargs):
+        return f(*args, **kwargs)
+    return registry._trace_dispatch[0](f, args, kwargs)
+
+
+def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False,
+                     unit_diagonal: bool = False, overwrite_b: bool = False,
+                     check_finite: bool = True) -> Any:  # fmt: skip
+    """``scipy.linalg.solve_triangular``: ``x`` with ``op(A) x = b`` for triangular ``A``.
+
+    >>> solve_triangular(np.array([[2.0, 0.0], [1.0, 1.0]]), np.array([2.0, 3.0]), lower=True)
+    array([1., 2.])
+    """
+    kw = {"trans": trans, "lower": lower, "unit_diagonal": unit_diagonal}
+    return _apply("solve_triangular", (a, b), kw)
+
+
+def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
+             check_finite: bool = True) -> Any:  # fmt: skip
+    """``scipy.linalg.cholesky``: upper ``U`` with ``Uᴴ U = A`` (lower ``L``, ``L Lᴴ = A``).
+
+    >>> cholesky(np.array([[4.0, 2.0], [2.0, 2.0]]))
+    array([[2., 1.],
+           [0., 1.]])
+    """
+    if not _dispatch.traced((a,), {}):
+        return _orig("cholesky")(a, lower=lower, check_finite=check_finite)
+    low = np.linalg.cholesky(a)
+    return low if lower else np.conj(np.swapaxes(low, -1, -2))
+
+
+def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True) -> tuple[Any, bool]:  # fmt: skip
+    """``scipy.linalg.cho_factor``: ``(c, lower)`` for ``cho_solve``.
+
+    >>> c, low = cho_factor(np.array([[4.0, 2.0], [2.0, 2.0]]), lower=True)
+    >>> cho_solve((c, low), np.array([6.0, 4.0]))
+    array([1., 1.])
+    """
+    if not _dispatch.traced((a,), {}):
+        return _orig("cho_factor")(a, lower=lower, check_finite=check_finite)
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower: tuple, b: Any, overwrite_b: bool = False,
+              check_finite: bool = True) -> Any:  # fmt: skip
+    """``scipy.linalg.cho_solve``: ``x`` with ``A x = b`` from ``cho_factor(A)``."""
+    c, lower = c_and_lower
+    if not _dispatch.traced((c, b), {}):
+        return _orig("cho_solve")((c, lower), b, check_finite=check_finite)
+    if lower:  # A = L Lᴴ
+        y = solve_triangular(c, b, lower=True)
+        return solve_triangular(c, y, trans=2, lower=True)
+    y = solve_triangular(c, b, trans=2, lower=False)  # A = Uᴴ U
+    return solve_triangular(c, y, lower=False)
+
+
+def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """``scipy.linalg.inv``.
+
+    >>> inv(np.array([[2.0, 0.0], [0.0, 4.0]]))
+    array([[0.5 , 0.  ],
+           [0.  , 0.25]])
+    """
+    if not _dispatch.traced((a,), {}):
+        return _orig("inv")(a, check_finite=check_finite)
+    return np.linalg.inv(a)
+
+
+def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """``scipy.linalg.det``.
+
+    >>> float(det(np.array([[2.0, 1.0], [1.0, 2.0]])))
+    3.0
+    """
+    if not _dispatch.traced((a,), {}):
+        return _orig("det")(a, check_finite=check_finite)
+    return np.linalg.det(a)
+
+
+def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
+          overwrite_b: bool = False, check_finite: bool = True, assume_a: Any = None,
+          transposed: bool = False) -> Any:  # fmt: skip
+    """``scipy.linalg.solve``: ``x`` with ``A x = b`` (``Aᵀ x = b`` when ``transposed``).
+
+    >>> solve(np.array([[2.0, 0.0], [0.0, 4.0]]), np.array([2.0, 4.0]))
+    array([1., 1.])
+    """
+    if not _dispatch.traced((a, b), {}):
+        kw = {"lower": lower, "check_finite": check_finite, "transposed": transposed}
+        if assume_a is not None:
+            kw["assume_a"] = assume_a
+        return _orig("solve")(a, b, **kw)
+    return np.linalg.solve(np.swapaxes(a, -1, -2) if transposed else a, b)
+
+
+def expm(a: Any) -> Any:
+    """``scipy.linalg.expm``: the matrix exponential.
+
+    >>> expm(np.zeros((2, 2)))
+    array([[1., 0.],
+           [0., 1.]])
+    """
+    return _apply("expm", (a,), {})
+
+
+def sqrtm(a: Any, disp: Any = None, blocksize: Any = None) -> Any:
+    """``scipy.linalg.sqrtm``: the principal square root ``Y``, ``Y @ Y = A``.
+
+    >>> sqrtm(np.array([[4.0, 0.0], [0.0, 9.0]]))
+    array([[2., 0.],
+           [0., 3.]])
+    """
+    return _apply("sqrtm", (a,), {})
+
+
+def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
+    """``scipy.linalg.lu_factor``: ``(lu, piv)``, ``L - I + U`` packed, LAPACK's pivots.
+
+    >>> lu, piv = lu_factor(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> lu_solve((lu, piv), np.array([3.0, 7.0]))
+    array([1., 1.])
+    """
+    return _apply("lu_factor", (a,), {})
+
+
+def lu_solve(lu_and_piv: tuple, b: Any, trans: int = 0, overwrite_b: bool = False,
+             check_finite: bool = True) -> Any:  # fmt: skip
+    """``scipy.linalg.lu_solve``: ``x`` with ``op(A) x = b`` from ``lu_factor(A)``."""
+    lu, piv = lu_and_piv
+    if not _dispatch.traced((lu, b), {}):
+        return _orig("lu_solve")((lu, piv), b, trans=trans, check_finite=check_finite)
+    p = _rules._perm(piv)
+    code = _rules._trans_code(trans)
+    if code == 0:  # A[p] = L U: x = U⁻¹ L⁻¹ b[p]
+        y = solve_triangular(lu, b[p], lower=True, unit_diagonal=True)
+        return solve_triangular(lu, y, lower=False)
+    # op(A) = Uᵀ Lᵀ P (or the conjugates): x[p] = op(L)⁻¹ op(U)⁻¹ b
+    y = solve_triangular(lu, b, trans=code, lower=False)
+    z = solve_triangular(lu, y, trans=code, lower=True, unit_diagonal=True)
+    return z[np.argsort(p)]
+
+
+_NAMES = ("solve_triangular", "cholesky", "cho_factor", "cho_solve", "inv", "det", "solve",
+          "expm", "sqrtm", "lu_factor", "lu_solve")  # fmt: skip
+
+
+def _patch(module: Any) -> None:
+    """Install the wrappers in ``scipy.linalg`` (called by ``fusegrad.scipy``)."""
+    for name in _NAMES:
+        _dispatch.patch_attr(module, name, globals()[name])

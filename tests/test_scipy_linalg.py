@@ -1,0 +1,124 @@
+"""scipy.linalg on traced values: rules of fusegrad.rules.scipy_linalg and fusegrad.scipy.linalg."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import fusegrad as fg
+import fusegrad.scipy.linalg as fsl
+from fusegrad.scipy import _dispatch
+from fusegrad.testing import check_frule, check_grads, check_rrule
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((3, 3)) + 3 * np.eye(3)
+B = RNG.standard_normal((3, 2))
+V = RNG.standard_normal(3)
+
+TRIANGULAR = [
+    {"lower": True},
+    {"lower": False},
+    {"lower": True, "trans": 1},
+    {"lower": False, "trans": "T", "unit_diagonal": True},
+    {"lower": True, "trans": "C"},
+    {"lower": True, "unit_diagonal": True},
+]
+
+
+@pytest.mark.parametrize("rhs", [B, V], ids=["matrix", "vector"])
+@pytest.mark.parametrize("kw", TRIANGULAR, ids=str)
+def test_solve_triangular(kw, rhs):
+    check_rrule(sl.solve_triangular, A, rhs, **kw)
+    check_frule(sl.solve_triangular, A, rhs, **kw)
+    check_grads(lambda a, r: np.sum(sl.solve_triangular(a, r, **kw) ** 2), ("rev", "fwd"), 2)(
+        A, rhs
+    )
+
+
+def test_solve_triangular_reads_one_triangle():
+    g = fg.grad(lambda a: np.sum(sl.solve_triangular(a, V, lower=True)))(A)
+    assert np.all(np.triu(g, 1) == 0)  # the upper triangle is never read
+    g = fg.grad(lambda a: np.sum(sl.solve_triangular(a, V, unit_diagonal=True)))(A)
+    assert np.all(np.diagonal(g) == 0) and np.all(np.tril(g) == 0)
+
+
+def test_lu_factor_rules():
+    check_rrule(sl.lu_factor, A)
+    check_frule(sl.lu_factor, A)
+    p = RNG.permutation(3)  # pivoting: rows out of order
+    check_rrule(sl.lu_factor, A[p])
+
+
+CASES = {
+    "lu_solve": (lambda a, r: sl.lu_solve(sl.lu_factor(a), r), (A, B)),
+    "lu_solve-trans": (lambda a, r: sl.lu_solve(sl.lu_factor(a), r, trans=1), (A, V)),
+    "cho_solve": (lambda a, r: sl.cho_solve(sl.cho_factor(a @ a.T), r), (A, B)),
+    "cho_solve-lower": (lambda a, r: sl.cho_solve(sl.cho_factor(a @ a.T, lower=True), r), (A, V)),
+    "cholesky": (lambda a: sl.cholesky(a @ a.T), (A,)),
+    "cholesky-lower": (lambda a: sl.cholesky(a @ a.T, lower=True), (A,)),
+    "inv": (sl.inv, (A,)),
+    "det": (sl.det, (A,)),
+    "solve": (sl.solve, (A, B)),
+    "solve-transposed": (lambda a, r: sl.solve(a, r, transposed=True), (A, V)),
+    "solve-pos": (lambda a, r: sl.solve(a @ a.T, r, assume_a="pos"), (A, V)),
+    "expm": (lambda a: sl.expm(0.3 * a), (A,)),
+    "sqrtm": (lambda a: sl.sqrtm(a @ a.T), (A,)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_plain_scipy_linalg_calls_differentiate(name):
+    f, args = CASES[name]
+    check_grads(lambda *xs: np.sum(np.sin(f(*xs))), ("rev", "fwd"), order=2)(*args)
+
+
+def test_hand_derived():
+    np.testing.assert_allclose(fg.grad(sl.det)(A), sl.det(A) * sl.inv(A).T)
+    g = fg.grad(lambda a: np.trace(sl.expm(a)))(A)  # d tr(e^A) = e^{Aᵀ}
+    np.testing.assert_allclose(g, sl.expm(A).T, rtol=1e-10)
+    s = A @ A.T
+    g = fg.grad(lambda a: np.trace(sl.sqrtm(a)))(s)  # d tr(√A) = ½ (√A)⁻ᵀ
+    np.testing.assert_allclose(g, 0.5 * np.linalg.inv(sl.sqrtm(s)).T, rtol=1e-8)
+    c, low = sl.cho_factor(s)
+    gb = fg.grad(lambda r: np.sum(sl.cho_solve((c, low), r)))(V)
+    np.testing.assert_allclose(gb, np.linalg.solve(s, np.ones(3)))
+
+
+def test_values_match_scipy_on_traced_inputs():
+    seen = {}
+
+    def f(a):
+        seen["lu"] = fg.numpy.stop_gradient(fsl.lu_solve(fsl.lu_factor(a), B))
+        seen["chol"] = fg.numpy.stop_gradient(fsl.cholesky(a @ a.T))
+        return np.sum(seen["lu"])
+
+    fg.grad(f)(A)
+    np.testing.assert_allclose(seen["lu"], sl.lu_solve(sl.lu_factor(A), B))
+    np.testing.assert_allclose(seen["chol"], sl.cholesky(A @ A.T))
+
+
+def test_plain_inputs_get_scipys_own_results():
+    for name in ("inv", "det", "expm", "cholesky"):
+        ours, theirs = getattr(sl, name), _dispatch.original(getattr(sl, name))
+        assert ours is not theirs
+        m = A @ A.T if name == "cholesky" else A
+        np.testing.assert_array_equal(ours(m), theirs(m))
+    lu, piv = sl.lu_factor(A)
+    assert piv.dtype == _dispatch.original(sl.lu_factor)(A)[1].dtype
+
+
+def test_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jsl = pytest.importorskip("jax.scipy.linalg")
+    pairs = [
+        (lambda a: np.sum(sl.expm(0.3 * a) ** 2), lambda a: (jsl.expm(0.3 * a) ** 2).sum()),
+        (lambda a: np.sum(sl.solve_triangular(a, B, lower=True)),
+         lambda a: jsl.solve_triangular(a, B, lower=True).sum()),
+        (lambda a: np.sum(sl.lu_solve(sl.lu_factor(a), V) ** 2),
+         lambda a: (jsl.lu_solve(jsl.lu_factor(a), V) ** 2).sum()),
+        (lambda a: np.sum(sl.cholesky(a @ a.T)), lambda a: jsl.cholesky(a @ a.T).sum()),
+    ]  # fmt: skip
+    for ours, theirs in pairs:
+        np.testing.assert_allclose(fg.grad(ours)(A), np.asarray(jax.grad(theirs)(A)), rtol=1e-8)
