@@ -580,3 +580,13 @@ def test_a_first_call_that_raises_records_again_and_keeps_the_reason():
     np.testing.assert_array_equal(g(np.full(2, 3.0)), [6.0, 6.0])
     (info,) = g.cache_info()
     assert info.replayable and info.reason == "" and len(calls) == 2
+
+
+def test_each_number_is_checked_by_a_change_of_its_own():
+    import math
+
+    # b is read by C code; a change of a alone must not vouch for b
+    g = fg.jit(lambda x, a, b: x * a + math.sqrt(b))
+    x = np.ones(2)
+    for a, b in ((1.0, 4.0), (2.0, 4.0), (3.0, 4.0), (3.0, 9.0), (5.0, 16.0)):
+        np.testing.assert_array_equal(g(x, a, b), x * a + math.sqrt(b))

@@ -110,7 +110,8 @@ class _Entry:
         self.failed = False  # the recording raised: record again at the next call
         self.numbers = ""
         self.values: tuple = ()  # the number arguments the program was recorded with
-        self.verified = False  # a second recording with other numbers gave the same program
+        # the numbers (positions) whose change a second recording showed to give the same program
+        self.verified: frozenset[int] = frozenset()
         self.fast: tuple | None = None  # the key of _fast_key, when it is one
 
 
@@ -257,19 +258,22 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
             entry.calls += 1
             stats[1] += 1
             return fun(*args, **kwargs)
-        if entry.numbers == "inputs" and not entry.verified and values != entry.values:
-            return verify(entry, values, how)
+        if entry.numbers == "inputs" and values != entry.values:
+            changed = frozenset(k for k, (a, b) in enumerate(zip(values, entry.values)) if a != b)
+            if not changed <= entry.verified:
+                return verify(entry, values, changed, how)
         entry.calls += 1
         stats[0] += 1
         return _replay(entry, arrays, numbers)
 
-    def verify(entry: _Entry, values: tuple, how: tuple) -> Any:
-        """Record again with the new numbers: the same program means it serves every value."""
+    def verify(entry: _Entry, values: tuple, changed: frozenset, how: tuple) -> Any:
+        """Record again with the new numbers: the same program means it serves every value of
+        the ``changed`` ones (each number is checked by a change of its own)."""
         other = _Entry(entry.key)
         out = record(other, *how)  # if it raises, nothing changes
         if other.numbers == "inputs" and other.program is not None:
             if entry.program.same_as(other.program):
-                entry.verified = True
+                entry.verified |= changed
                 entry.calls += 1
                 return out
             why = (
