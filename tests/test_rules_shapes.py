@@ -266,3 +266,38 @@ def test_movement_keeps_broadcast_thunk_lazy(f, args):
     ]
     assert isinstance(g, BroadcastThunk)
     np.testing.assert_allclose(np.asarray(tangents.unthunk(g)), pb(base)[0])
+
+
+# ---------------------------------------------- keyword arguments, sequences that are arrays
+
+
+@pytest.mark.parametrize(
+    "f,args,kw",
+    [
+        (np.moveaxis, (), {"source": 0, "destination": -1}),
+        (np.moveaxis, (0,), {"destination": 2}),
+        (np.swapaxes, (), {"axis1": 0, "axis2": 2}),
+        (np.tile, (), {"reps": (2, 1, 1)}),
+        (np.repeat, (), {"repeats": 2, "axis": 1}),
+        (np.repeat, (np.array([1, 0, 2]),), {"axis": 1}),
+        (np.roll, (), {"shift": 1, "axis": 0}),
+        (np.expand_dims, (), {"axis": 1}),
+        (np.broadcast_to, (), {"shape": (3, 2, 3, 4)}),
+        (np.split, (), {"indices_or_sections": 2, "axis": 0}),
+        (np.array_split, ([1],), {"axis": 2}),
+    ],
+)
+def test_rules_take_their_arguments_by_keyword(f, args, kw):
+    """One cotangent per positional argument, whichever way the others are passed (issue 15)."""
+    x = rand(np.random.default_rng(0), (2, 3, 4))
+    check_rrule(f, x, *args, **kw)
+
+
+@pytest.mark.parametrize("f", [np.concatenate, np.hstack, np.vstack, np.stack])
+def test_sequence_argument_that_is_an_array(f):
+    """np.vstack(x) of an array iterates over its rows: the cotangent is an array like x."""
+    x = rand(np.random.default_rng(1), (3, 2, 2))
+    check_rrule(f, x)
+    y, pb = rrule(f, x)
+    (g,) = pb(np.ones_like(y))
+    assert isinstance(g, np.ndarray) and g.shape == x.shape

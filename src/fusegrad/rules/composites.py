@@ -594,7 +594,12 @@ def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
     if n == 0 or m == 0:
         raise ValueError("np.correlate: inputs cannot be empty")
     vc = np.conj(v[::-1]) if np.iscomplexobj(value(v)) else v[::-1]
-    return _convolve_mode(_full_convolve(a, vc), n, m, mode)
+    full = _full_convolve(a, vc)
+    if mode == "same" and m > n:
+        # NumPy swaps the operands and reverses the result: its window starts on the other side.
+        start = n - 1 - (n - 1) // 2
+        return full[start : start + m]
+    return _convolve_mode(full, n, m, mode)
 
 
 def _polyval(p: Any, x: Any) -> Any:

@@ -1,0 +1,259 @@
+"""NumPy functions traced through their definitions (fusegrad.rules.composites): values equal
+NumPy's, derivatives (reverse, forward, second order) equal finite differences, hand-derived
+gradients, and clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusegrad as fg
+from fusegrad.testing import check_grads
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal(7)
+M = RNG.standard_normal((4, 5))
+T3 = RNG.standard_normal((2, 3, 4))
+XN = X.copy()
+XN[[1, 4]] = [np.nan, np.inf]
+XP = np.linspace(-2.0, 2.0, 6)
+
+PAD_MODES = [
+    ("constant", {}),
+    ("constant", {"constant_values": ((1.0, 2.0), (3.0, 4.0))}),
+    ("edge", {}),
+    ("wrap", {}),
+    ("reflect", {}),
+    ("reflect", {"reflect_type": "odd"}),
+    ("symmetric", {}),
+    ("symmetric", {"reflect_type": "odd"}),
+    ("linear_ramp", {}),
+    ("linear_ramp", {"end_values": ((1.0, -2.0), (0.5, 3.0))}),
+    ("maximum", {}),
+    ("minimum", {"stat_length": 2}),
+    ("mean", {"stat_length": ((1, 3), (2, 2))}),
+    ("median", {}),
+]
+
+# name -> (function, arguments)
+CASES = {
+    # movement and joining
+    "flipud": (np.flipud, (M,)),
+    "fliplr": (np.fliplr, (M,)),
+    "rot90": (lambda a: np.rot90(a), (M,)),
+    "rot90_k2": (lambda a: np.rot90(a, 2, axes=(2, 0)), (T3,)),
+    "rot90_k3": (lambda a: np.rot90(a, -1), (M,)),
+    "rollaxis": (lambda a: np.rollaxis(a, 2, 0), (T3,)),
+    "rollaxis_start": (lambda a: np.rollaxis(a, 0, 3), (T3,)),
+    "atleast_1d": (lambda a: np.atleast_1d(a[0]), (X,)),
+    "atleast_2d": (lambda a: np.atleast_2d(a), (X,)),
+    "atleast_3d": (lambda a: np.atleast_3d(a), (M,)),
+    "atleast_3d_1d": (lambda a: np.atleast_3d(a), (X,)),
+    "column_stack": (lambda a, b: np.column_stack([a[:4], b]), (X, M)),
+    "row_stack": (lambda a, b: np.vstack((a[:5], b)), (X, M)),
+    "append": (lambda a, b: np.append(a, b), (X, M)),
+    "append_axis": (lambda a: np.append(a, a[:1], axis=0), (M,)),
+    "hsplit": (lambda a: np.hsplit(a, [2])[1], (M,)),
+    "vsplit": (lambda a: np.vsplit(a, 2)[0], (M,)),
+    "dsplit": (lambda a: np.dsplit(a, [1, 3])[2], (T3,)),
+    "insert": (lambda a, v: np.insert(a, [1, 3], v, axis=1), (M, RNG.standard_normal((4, 1)))),
+    "insert_flat": (lambda a, v: np.insert(a, 2, v), (X, np.array([0.5, 1.5]))),
+    "delete": (lambda a: np.delete(a, [0, 2], axis=1), (M,)),
+    "delete_flat": (lambda a: np.delete(a, slice(1, 5, 2)), (M,)),
+    "partition": (lambda a: np.partition(a, 3), (X,)),
+    "partition_axis": (lambda a: np.partition(a, (1, 2), axis=0), (M,)),
+    "meshgrid_xy": (lambda a, b: np.meshgrid(a, b)[0] * np.meshgrid(a, b)[1] ** 2, (X[:3], X[:4])),
+    "meshgrid_ij": (
+        lambda a, b, c: np.prod(np.stack(np.meshgrid(a, b, c, indexing="ij")), axis=0),
+        (X[:2], X[:3], X[:4]),
+    ),  # noqa: E501
+    "linspace": (lambda a, b: np.linspace(a, b, 5), (np.array([0.3, 1.0]), np.array([2.0, 3.0]))),
+    "linspace_open": (lambda a, b: np.linspace(a, b, 4, endpoint=False, axis=1), (X[:2], X[2:4])),
+    "logspace": (lambda a, b: np.logspace(a, b, 5, base=2.0), (0.3, 1.2)),
+    "geomspace": (lambda a, b: np.geomspace(a, b, 5), (0.3, 1.2)),
+    # selection, calculus, interpolation, products
+    "select": (lambda x: np.select([x < 0, x > 1], [x**2, np.sin(x)], 0.5), (X,)),
+    "piecewise": (
+        lambda x: np.piecewise(x, [x < 0, x > 1], [lambda v: v**2, np.cos, lambda v: 3 * v]),
+        (X,),
+    ),
+    "piecewise_default": (lambda x: np.piecewise(x, [x < 0], [np.exp]), (X,)),
+    "gradient": (lambda a: np.gradient(a), (X,)),
+    "gradient_2d": (lambda a: np.gradient(a, 0.5, edge_order=2)[1], (M,)),
+    "gradient_axis": (lambda a: np.gradient(a, axis=0), (M,)),
+    "gradient_coords": (
+        lambda a: np.gradient(a, np.cumsum(np.arange(1.0, 8.0)), edge_order=2),
+        (X,),
+    ),  # noqa: E501
+    "trapezoid": (lambda a: np.trapezoid(a, dx=0.3), (M,)),
+    "trapezoid_x": (lambda a, x: np.trapezoid(a, x, axis=0), (M, np.cumsum(np.arange(1.0, 5.0)))),
+    "interp": (lambda x, fp: np.interp(x, XP, fp), (X, RNG.standard_normal(6))),
+    "interp_lr": (
+        lambda x, fp: np.interp(x, XP / 2, fp, left=-1.0, right=fp[0]),
+        (X, RNG.standard_normal(6)),
+    ),  # noqa: E501
+    "interp_xp": (lambda xp: np.interp(X, xp, np.sin(XP)), (XP,)),
+    "interp_period": (lambda x: np.interp(x, XP, np.cos(XP), period=3.0), (X,)),
+    "convolve": (lambda a, v: np.convolve(a, v), (X, X[:3])),
+    "convolve_same": (lambda a, v: np.convolve(a, v, "same"), (X[:3], X)),
+    "convolve_valid": (lambda a, v: np.convolve(a, v, "valid"), (X, X[:4])),
+    "correlate": (lambda a, v: np.correlate(a, v, "full"), (X, X[:3])),
+    "correlate_same": (lambda a, v: np.correlate(a, v, "same"), (X[:4], X)),
+    "correlate_valid": (lambda a, v: np.correlate(a, v), (X, X[:2])),
+    "polyval": (lambda p, x: np.polyval(p, x), (X[:4], X)),
+    "kron": (lambda a, b: np.kron(a, b), (M[:2, :3], M[:3, :2])),
+    "kron_1d_2d": (lambda a, b: np.kron(a, b), (X[:3], M[:2, :2])),
+    "cross": (lambda a, b: np.cross(a, b), (M[:, :3], M[:, 2:5])),
+    "cross_2d": (lambda a, b: np.cross(a, b), (M[:, :2], M[:, 3:5])),
+    "cross_mixed": (lambda a, b: np.cross(a, b, axisa=0, axisc=0), (M[:3, :4].copy(), M[:4, 2:4])),  # noqa: E501
+    "outer_seq": (lambda x: np.outer([x[0], x[1]], x), (X,)),
+    "round": (lambda a: np.round(3 * a) * a, (X,)),
+    "around_neg": (lambda a: np.around(10 * a, -1) + a, (X,)),
+    "nan_to_num": (lambda a: np.nan_to_num(a, posinf=7.0) * 2, (XN,)),
+    "real_if_close": (lambda a: np.real_if_close(a + 0j) ** 2, (X,)),
+    "unwrap": (lambda a: np.unwrap(4 * a), (X,)),
+    "unwrap_period": (lambda a: np.unwrap(3 * a, period=2.0, axis=0), (M,)),
+    "radians": (np.radians, (X,)),
+    "degrees": (np.degrees, (X,)),
+    # keyword arguments to shape rules
+    "moveaxis_kw": (lambda a: np.moveaxis(a, source=0, destination=-1), (T3,)),
+    "swapaxes_kw": (lambda a: np.swapaxes(a, axis1=0, axis2=2), (T3,)),
+    "tile_kw": (lambda a: np.tile(a, reps=(2, 1, 2)), (M,)),
+    "repeat_kw": (lambda a: np.repeat(a, repeats=[1, 2, 0, 3], axis=0), (M,)),
+    "roll_kw": (lambda a: np.roll(a, shift=2, axis=1), (M,)),
+    "split_kw": (lambda a: np.split(a, indices_or_sections=[1, 3], axis=1)[1], (M,)),
+    "expand_dims_kw": (lambda a: np.expand_dims(a, axis=(0, 2)), (M,)),
+    "broadcast_to_kw": (lambda a: np.broadcast_to(a, shape=(3, 4, 5)), (M,)),
+}
+for _i, (_mode, _kw) in enumerate(PAD_MODES):
+    CASES[f"pad_{_mode}_{_i}"] = (
+        lambda a, _mode=_mode, _kw=_kw: np.pad(a, ((1, 2), (3, 1)), mode=_mode, **_kw),
+        (M,),
+    )
+CASES["pad_large_reflect"] = (lambda a: np.pad(a, 9, mode="reflect"), (X[:4],))
+CASES["pad_large_odd"] = (
+    lambda a: np.pad(a, (7, 3), mode="symmetric", reflect_type="odd"),
+    (X[:3],),
+)
+CASES["pad_traced_constant"] = (
+    lambda a, c: np.pad(a, ((1, 2), (2, 1)), constant_values=c),
+    (M, np.array([[1.0, 2.0], [3.0, 4.0]])),
+)
+CASES["pad_traced_end_values"] = (
+    lambda a, e: np.pad(a, 2, mode="linear_ramp", end_values=e),
+    (X, np.array([1.5, -0.5])),
+)
+
+
+def _primal(f, args):
+    return fg.vjp(f, *args)[0]
+
+
+def _same(got, want):
+    if isinstance(want, tuple | list):
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+        return
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-12)
+    assert np.shape(got) == np.shape(want)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_values_equal_numpy(name):
+    f, args = CASES[name]
+    _same(_primal(f, args), f(*args))
+    _same(fg.jvp(f, tuple(args), tuple(np.ones_like(a) for a in args))[0], f(*args))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_derivatives(name):
+    f, args = CASES[name]
+    check_grads(f, modes=("rev", "fwd"), order=2)(*args)
+
+
+def test_pad_reflect_hand_derived():
+    # reflect of [a b c d] by 2: [c b | a b c d | c b]: b and c appear three times
+    g = fg.grad(lambda x: np.sum(np.pad(x, 2, mode="reflect")))(np.arange(4.0))
+    np.testing.assert_allclose(g, [1.0, 3.0, 3.0, 1.0])
+    g = fg.grad(lambda x: np.sum(np.pad(x, (0, 3), mode="edge")))(np.arange(4.0))
+    np.testing.assert_allclose(g, [1.0, 1.0, 1.0, 4.0])
+
+
+def test_interp_hand_derived():
+    xp, fp = np.array([0.0, 1.0, 3.0]), np.array([0.0, 2.0, 3.0])
+    np.testing.assert_allclose(fg.grad(lambda x: np.interp(x, xp, fp))(0.5), 2.0)
+    np.testing.assert_allclose(fg.grad(lambda x: np.interp(x, xp, fp))(2.0), 0.5)
+    np.testing.assert_allclose(fg.grad(lambda x: np.interp(x, xp, fp))(5.0), 0.0)  # outside
+    # in fp: the interpolation weights
+    np.testing.assert_allclose(fg.grad(lambda f: np.interp(2.0, xp, f))(fp), [0.0, 0.5, 0.5])
+
+
+def test_linspace_endpoints_hand_derived():
+    # sum(linspace(a, b, n)) = n (a + b) / 2
+    g = fg.grad(lambda a, b: np.sum(np.linspace(a, b, 5)), argnums=(0, 1))(1.0, 3.0)
+    np.testing.assert_allclose(g, (2.5, 2.5))
+
+
+def test_zero_derivative_functions():
+    for f in (np.round, np.around, np.floor, np.ceil, np.rint):
+        np.testing.assert_array_equal(fg.grad(lambda x, f=f: np.sum(f(x)))(X), np.zeros(7))
+        np.testing.assert_array_equal(fg.jvp(f, (X,), (np.ones(7),))[1], np.zeros(7))
+
+
+def test_sequence_that_is_an_array():
+    """vstack/hstack/concatenate/stack of an array iterate over it: its cotangent is an array."""
+    for f in (np.vstack, np.hstack, np.concatenate, np.stack, np.column_stack):
+        check_grads(lambda a, f=f: f(a) ** 2, modes=("rev", "fwd"))(M)
+        g = fg.grad(lambda a, f=f: np.sum(f(a) ** 2))(M)
+        np.testing.assert_allclose(g, 2 * M)
+
+
+def test_tuple_argument():
+    a, b = M[:2], M[2:]
+    g = fg.grad(lambda t: np.sum(np.vstack(t) ** 2))((a, b))
+    assert isinstance(g, tuple)
+    np.testing.assert_allclose(g[0], 2 * a)
+    np.testing.assert_allclose(g[1], 2 * b)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    widths=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=3, max_size=3),
+    mode=st.sampled_from(["edge", "wrap", "reflect", "symmetric", "linear_ramp", "mean"]),
+    odd=st.booleans(),
+)
+def test_pad_hypothesis(shape, widths, mode, odd):
+    """Every mode's value equals NumPy's; its cotangent is the adjoint of the padding."""
+    x = np.random.default_rng(len(shape)).standard_normal(shape)
+    w = widths[: len(shape)]
+    kw = {"reflect_type": "odd"} if odd and mode in ("reflect", "symmetric") else {}
+    f = lambda v: np.pad(v, w, mode=mode, **kw)  # noqa: E731
+    y, vjp = fg.vjp(f, x)
+    np.testing.assert_allclose(y, f(x), rtol=1e-12, atol=1e-12)
+    ct = np.random.default_rng(1).standard_normal(y.shape)
+    t = np.random.default_rng(2).standard_normal(x.shape)
+    lhs = np.sum(vjp(ct)[0] * t)
+    if mode == "linear_ramp":  # affine: the linear part is f(t) - f(0)
+        rhs = np.sum(ct * (f(t) - f(np.zeros_like(t))))
+    else:
+        rhs = np.sum(ct * f(t))
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-10, atol=1e-10)
+
+
+def test_clear_errors():
+    with pytest.raises(TypeError, match="callable mode"):
+        fg.grad(lambda x: np.sum(np.pad(x, 1, mode=lambda *a: None)))(X)
+    with pytest.raises(ValueError, match="unsupported keyword"):
+        fg.grad(lambda x: np.sum(np.pad(x, 1, mode="edge", stat_length=2)))(X)
+    with pytest.raises(ValueError):
+        fg.grad(lambda x: np.sum(np.pad(x, 1, mode="no such mode")))(X)
+    with pytest.raises(ValueError, match="same length"):
+        fg.grad(lambda x: np.sum(np.select([x > 0], [x, x])))(X)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        fg.grad(lambda x: np.sum(np.convolve(x, x, "bad")))(X)
+    with pytest.raises(TypeError, match="out="):
+        fg.grad(lambda x: np.sum(np.round(x, out=np.empty(7))))(X)
