@@ -35,8 +35,9 @@ def _epilog() -> str:
         "  RNN: 100 steps, batch 16, input 32, hidden 64; W1 n=1000 is the small-array case\n\n"
         "libraries (--libs LIB[,LIB]; numpy is always added, every ratio divides by it):\n"
         + "\n".join(lib_rows)
-        + "\n  default: all but fusegrad-numpy and fusegrad-numba (all with --full); a library\n"
-        "  that is not installed is skipped and named once.\n\n"
+        + "\n  default: all (--full); in quick mode all but fusegrad-numpy, fusegrad-numba and\n"
+        "  jax (eager), which --libs adds. A library that is not installed is skipped and\n"
+        "  named once.\n\n"
         "output: report.md (summary first), results.json, summary.png, time.png, memory.png\n"
         "in --out (default: bench-out). See docs/bench.md."
     )

@@ -70,9 +70,11 @@ LIBS: dict[str, Lib] = {
 }
 
 DEFAULT_LIBS = list(LIBS)
-# The quick run must stay under 2 minutes on 2 cores: the engine-specific fusegrad runners (a
-# fresh numba compile each) come in with --full or when named.
-QUICK_LIBS = [n for n in LIBS if n not in ("fusegrad-numpy", "fusegrad-numba")]
+# The quick run must stay short on 2 cores, and a case costs a process start: the
+# engine-specific fusegrad runners (a fresh numba compile each) and eager JAX (about 3 s of CPU
+# a case, and never the fastest peer: jax.grad without jit retraces every call) come in with
+# --full or when named.
+QUICK_LIBS = [n for n in LIBS if n not in ("fusegrad-numpy", "fusegrad-numba", "jax")]
 
 
 def parse_libs(spec: str | None, default: list[str] | None = None) -> list[str]:

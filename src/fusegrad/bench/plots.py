@@ -92,6 +92,10 @@ def ratios(combined: list[dict], what: str) -> tuple[list[str], dict]:
     return [f"{w} {WORKLOADS[w].size_label(n)}" for w, n in cases], out
 
 
+def _fmt(ratio: float) -> str:
+    return f"{ratio:,.0f}×" if ratio >= 100 else f"{ratio:.2g}×"
+
+
 def _style(lib: str) -> dict:
     if lib.startswith("fusegrad"):
         return {"linestyle": "-", "marker": "o", "linewidth": 2.0, "color": _COLORS.get(lib)}
@@ -178,7 +182,7 @@ def _summary_figure(plt, combined: list[dict]):
                 ax.barh(yy, abs(ratio - 1.0), left=min(ratio, 1.0), height=height * 0.9,
                         color=_COLORS.get(peer), hatch="//" if clamped else None,
                         edgecolor="white", alpha=0.55 if clamped else 1.0)  # fmt: skip
-                ax.text(ratio * (1.06 if ratio >= 1 else 1 / 1.06), yy, f"{ratio:.2g}×",
+                ax.text(ratio * (1.06 if ratio >= 1 else 1 / 1.06), yy, _fmt(ratio),
                         va="center", ha="left" if ratio >= 1 else "right",
                         fontsize=6.5)  # fmt: skip
         ax.axvline(1.0, color="black", linewidth=1)

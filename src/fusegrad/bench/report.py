@@ -410,7 +410,9 @@ def summary_rows(combined: list[dict]) -> list[list[str]]:
         lean = leanest_peer(rows)
 
         def t(r):
-            return fmt_time_cell(r) if _ok(r) else (check_text(r) if r else "–")
+            if r is None or _not_installed(r):
+                return "–"
+            return fmt_time_cell(r) if _ok(r) else f"{r['status']} (see its table)"
 
         mem = fmt_bytes(fg.get("peak_rss_bytes")) if _ok(fg) else "–"
         if lean:

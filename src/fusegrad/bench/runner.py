@@ -297,7 +297,8 @@ def run_all(
             skip = "skipped: {} at n={}".format(*failed[key])
         else:
             skip = memory_skip_reason(estimate_bytes(case.lib, wl, case.n), available)
-            prev = last_ok.get(key)
+            # a huge-page run predicts from its own smaller size, else from the stock run's
+            prev = last_ok.get(key) or last_ok.get((case.lib, case.workload, False))
             # Only pairwise work really grows as predicted; small linear cases are dominated by
             # per-call overhead, and extrapolating it would skip cases that take a second.
             if skip is None and prev is not None and wl.pairwise:
