@@ -372,3 +372,16 @@ def test_case_records_the_warm_call_and_the_traced_peak():
     # the hand gradient of sum((1 - x) / 2) is one array of n float64 (and a scalar or two)
     assert 8 * 100_000 <= r["tracemalloc_peak_bytes"] < 8 * 100_000 + 4096, r
     assert 0 <= r["warm_rss_bytes"] <= r["peak_rss_bytes"]
+
+
+def test_a_huge_page_run_is_skipped_when_its_stock_run_predicts_too_long(monkeypatch):
+    monkeypatch.setattr(
+        runner,
+        "run_subprocess",
+        lambda case, **kw: {"status": "ok", "median_s": 1.0, "lib": case.lib, "n": case.n},
+    )
+    cases = [runner.Case("jax-jit", "W2", 10), runner.Case("jax-jit", "W2", 1000, thp=True)]
+    rs = runner.run_all(cases, WORKLOADS, threads=None, timeout_s=1, budget_s=0.1,
+                        min_samples=5, case_limit_s=60, progress=lambda s: None)  # fmt: skip
+    assert rs[0]["status"] == "ok"
+    assert rs[1]["message"].startswith("skipped: would take ~")
