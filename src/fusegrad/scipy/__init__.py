@@ -7,10 +7,10 @@ every ``scipy.special`` ufunc with a rule (``gammaln``, ``erf``, ``jv``, ...); t
 ``scipy.stats``'s ``norm``, ``t``, ``gamma``, ``beta``, ``expon``, ``laplace``, ``cauchy``,
 ``logistic``, ``poisson``, ``binom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not);
 ``scipy.linalg``'s ``solve_triangular``, ``cholesky``, ``cho_factor``, ``cho_solve``, ``inv``,
-``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor`` and ``lu_solve``. The same functions are in
-``fusegrad.scipy.special``, ``.stats`` and ``.linalg``, usable directly (also for a name imported
-from SciPy before fusegrad, which keeps SciPy's function).
-How the plain calls are reached: ``fusegrad.scipy._dispatch``.
+``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor`` and ``lu_solve``; ``scipy.signal.convolve``
+and ``correlate``. The same functions are in ``fusegrad.scipy.special``, ``.stats``, ``.linalg``
+and ``.signal``, usable directly (also for a name imported from SciPy before fusegrad, which
+keeps SciPy's function). How the plain calls are reached: ``fusegrad.scipy._dispatch``.
 
 Example::
 

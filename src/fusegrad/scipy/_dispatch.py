@@ -28,6 +28,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from ..ad.core import Tracer
 from ..rules import registry
 
 # SciPy module -> the fusegrad.scipy module that patches it (its ``_patch(module)``).
@@ -35,15 +38,36 @@ MIRRORS = {
     "scipy.special": "fusegrad.scipy.special",
     "scipy.stats": "fusegrad.scipy.stats",
     "scipy.linalg": "fusegrad.scipy.linalg",
-    # "scipy.signal": "fusegrad.scipy.signal",
+    "scipy.signal": "fusegrad.scipy.signal",
 }
 
 _patched: set[str] = set()
 
 
+_PLAIN = (np.ndarray, float, int, bool, str, type(None), np.float64)
+
+
+def _is_traced(a: Any) -> bool:
+    if isinstance(a, Tracer):
+        return True
+    if type(a) is tuple or type(a) is list:
+        return any(_is_traced(v) for v in a)
+    return False
+
+
 def traced(args: tuple, kwargs: dict) -> bool:
-    """Whether any argument (or an element of a list/tuple argument) is a traced value."""
-    return registry._traced(args) or (bool(kwargs) and registry._traced(tuple(kwargs.values())))
+    """Whether any argument (or an element of a list/tuple argument) is a traced value.
+
+    This is the whole cost of a wrapper on plain inputs, so it is a loop of type checks.
+    """
+    for a in args:
+        if type(a) not in _PLAIN and _is_traced(a):
+            return True
+    if kwargs:
+        for a in kwargs.values():
+            if type(a) not in _PLAIN and _is_traced(a):
+                return True
+    return False
 
 
 def original(f: Any) -> Any:
