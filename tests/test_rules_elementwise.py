@@ -1,4 +1,5 @@
-"""Every elementwise rule of ``PARTIALS`` (and ``where``/``clip``) against finite differences.
+"""Every elementwise rule of ``rules/elementwise.py`` (and ``where``/``clip``) against finite
+differences.
 
 Each op gets inputs from a domain where it is smooth (away from kinks, poles and jumps); kinks and
 ties are tested separately against JAX's choices.
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.rules.elementwise import PARTIALS
+from fusegrad.rules.elementwise import NUMPY_PARTIALS
 from fusegrad.tangents import AbstractZero, NoTangent, unthunk
 from fusegrad.testing import check_grads, check_rrule
 
@@ -86,7 +87,8 @@ BINARY_SHAPES = [
     (None, (2, 3)),
 ]
 
-UFUNCS = sorted(PARTIALS, key=lambda u: u.__name__)
+# The ufuncs of rules/elementwise.py (SciPy's special functions have a test file of their own).
+UFUNCS = sorted(NUMPY_PARTIALS, key=lambda u: u.__name__)
 
 
 def _input(u, i, shape, dtype, rng):
@@ -207,6 +209,52 @@ def test_documented_kink_choices():
         fg.elementwise_grad(lambda x: np.clip(x, 0.0, 1.0))(np.array([0.0, 0.5, 1.0, 2.0])),
         [0.5, 1.0, 0.5, 0.0],
     )
+
+
+def test_power_zero_has_zero_derivative_also_at_zero(engine):
+    # x**0 is the constant 1: derivative 0 everywhere (JAX: 0; b·x^(b-1) would be 0·inf = nan).
+    x = np.array([0.0, -0.0, 2.0, -3.0])
+    for f in (
+        lambda x: np.sum(x**0),
+        lambda x: np.sum(x**0.0),
+        lambda x: np.sum(np.power(x, np.zeros(4))),
+        lambda x: np.sum(np.power(x, np.array([0.0, 0.0, 2.0, 1.0]))),
+        lambda x: np.sum(np.float_power(x, 0.0)),
+    ):
+        g = fg.grad(f)(x)
+        assert np.all(np.isfinite(g)), g
+    np.testing.assert_array_equal(fg.grad(lambda x: np.sum(x**0))(x), np.zeros(4))
+    np.testing.assert_array_equal(
+        fg.grad(lambda x: np.sum(np.power(x, np.array([0.0, 0.0, 2.0, 1.0]))))(x),
+        [0.0, 0.0, 4.0, 1.0],
+    )
+    assert fg.grad(lambda x: x**0)(0.0) == 0.0
+    _, t = fg.jvp(lambda x: x**0, (np.zeros(3),), (np.ones(3),))
+    np.testing.assert_array_equal(t, np.zeros(3))
+    assert fg.grad(lambda x: x**1)(0.0) == 1.0  # b·x^(b-1) elsewhere, unchanged
+
+
+def test_logaddexp_at_plus_infinity(engine):
+    # d/da logaddexp(a, b) = 1 at a = +inf (JAX: 1; exp(a - y) would be exp(inf - inf) = nan).
+    inf = np.inf
+    a = np.array([inf, inf, 1.0, -inf, 0.0])
+    b = np.array([1.0, inf, inf, 2.0, 0.0])
+    for f, half in ((np.logaddexp, 0.5), (np.logaddexp2, 0.5)):
+        ga, gb = fg.grad(lambda a, b, f=f: np.sum(f(a, b)), argnums=(0, 1))(a, b)
+        np.testing.assert_array_equal(ga, [1.0, 1.0, 0.0, 0.0, half])
+        np.testing.assert_array_equal(gb, [0.0, 1.0, 1.0, 1.0, half])
+    assert fg.grad(np.logaddexp)(inf, 0.0) == 1.0
+    assert fg.grad(lambda x: np.logaddexp(0.0, x))(inf) == 1.0
+    _, t = fg.jvp(lambda a: np.logaddexp(a, 1.0), (np.array([inf, 0.0]),), (np.ones(2),))
+    np.testing.assert_allclose(t, [1.0, 1 / (1 + np.e)])
+
+
+def test_power_and_logaddexp_edges_match_jax(jax):
+    jnp = jax.numpy
+    x = np.array([0.0, 2.0])
+    g = fg.grad(lambda x: np.sum(x**0))(x)
+    np.testing.assert_array_equal(g, np.asarray(jax.grad(lambda x: jnp.sum(x**0))(x)))
+    assert fg.grad(np.logaddexp)(np.inf, 1.0) == float(jax.grad(jnp.logaddexp)(np.inf, 1.0))
 
 
 # ------------------------------------------------------------------ non-differentiable ops

@@ -21,7 +21,7 @@ def my_cube(x):
 
 @register_rrule(my_cube)
 def _cube_rrule(x):
-    return x**3, lambda dy: (3 * np.conj(x) ** 2 * dy,)
+    return x**3, lambda dy: (3 * x**2 * dy,)  # JAX's convention: ȳ·f'(z), no conjugate
 
 
 @register_frule(my_cube)
@@ -238,3 +238,53 @@ def test_check_grads_rejects_bad_options():
         check_grads(f2, modes=("sideways",))
     with pytest.raises(ValueError, match="order"):
         check_grads(f2, order=0)
+
+
+# ---------------------------------------------------------------- complex inputs: JAX's convention
+
+Z = np.array([0.5 + 1j, -1.2 - 0.3j, 2.0 + 0.5j])
+
+
+def conj_cube(x):
+    return x**3
+
+
+@register_rrule(conj_cube)
+def _conj_cube_rrule(x):  # the other convention: ȳ·conj(f'(z))
+    return x**3, lambda dy: (3 * np.conj(x) ** 2 * dy,)
+
+
+def abs_squared(x):
+    return np.abs(x) ** 2
+
+
+@register_rrule(abs_squared)
+def _abs_squared_rrule(x):  # JAX: 2·ȳ·conj(z)
+    return abs_squared(x), lambda dy: (2 * dy * np.conj(x),)
+
+
+def abs_squared_wrong(x):
+    return np.abs(x) ** 2
+
+
+@register_rrule(abs_squared_wrong)
+def _abs_squared_wrong_rrule(x):  # 2·ȳ·z: the answer fusegrad gave before it chose JAX's
+    return abs_squared_wrong(x), lambda dy: (2 * dy * x,)
+
+
+def test_complex_inputs_are_checked_in_jax_convention():
+    check_rrule(my_cube, Z)  # holomorphic: ȳ·f'(z)
+    check_rrule(my_cube, Z[:2].astype(np.complex64))
+    check_rrule(my_cube, 1.5 - 0.5j)
+    check_rrule(abs_squared, Z)  # real output of a complex input: ∂L/∂x - i ∂L/∂y
+    check_rrule(my_cube, np.linspace(-1, 1, 300) * (1 - 2j))  # along a random direction
+    check_frule(my_cube, Z)
+    with pytest.raises(AssertionError, match="conj_cube: argument 0"):
+        check_rrule(conj_cube, Z)
+    with pytest.raises(AssertionError, match="random direction"):
+        check_rrule(conj_cube, np.linspace(-1, 1, 300) * (1 - 2j))
+    with pytest.raises(AssertionError, match="abs_squared_wrong: argument 0"):
+        check_rrule(abs_squared_wrong, Z)
+    # A real input has the same derivative in both conventions.
+    check_rrule(conj_cube, X)
+    check_rrule(abs_squared_wrong, X)

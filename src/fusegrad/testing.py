@@ -7,6 +7,13 @@ naming the argument, both values (rule and finite differences) and the worst ele
     >>> check_rrule(np.sin, np.array([0.1, 0.2]))
     >>> check_grads(lambda x: np.sum(np.tanh(x)))(np.array([0.3, -1.0]))
 
+Complex numbers follow JAX's convention: a cotangent pairs with a value as ``Re(Σ ct·y)`` (no
+conjugate), so for a complex argument ``z = x + iy`` and the real loss ``L = Re(Σ ȳ·f(z))`` the
+reverse rule must return ``∂L/∂x - i ∂L/∂y`` (``ȳ·f'(z)`` for a holomorphic ``f``); both parts are
+checked by finite differences along ``x`` and along ``y``::
+
+    >>> check_rrule(np.abs, np.array([1 + 2j, -0.5j]))   # z̄ = ȳ·conj(z)/|z|
+
 Finite differences use a 5-point central stencil, step ``eps**(1/5) * max(1, |x|)`` in float64:
 float32 (and complex64) inputs are upcast for the finite differences, and compared with float32
 tolerances. Small arguments (up to ``max_fd_elements`` elements) are checked element by element;
@@ -46,8 +53,8 @@ def _is_diff_leaf(x: Any) -> bool:
         return False
     if isinstance(x, float | complex | np.inexact):
         return True
-    if isinstance(x, numbers.Number) or isinstance(x, str | bytes):
-        return False
+    if isinstance(x, numbers.Number | str | bytes | type | np.dtype):
+        return False  # a type (np.complex128) has a class attribute named dtype
     dtype = getattr(x, "dtype", None)
     return dtype is not None and hasattr(x, "shape") and np.issubdtype(dtype, np.inexact)
 
@@ -142,14 +149,15 @@ def _random_like(x: Any, rng: np.random.Generator) -> Any:
 
 
 def _pair(ct: Any, y: Any) -> float:
-    """Re <ct, y> = Re(sum(conj(ct) * y)) over every leaf; zeros contribute nothing."""
+    """<ct, y> = Re(sum(ct * y)) over every leaf (JAX's pairing: no conjugate); zeros contribute
+    nothing."""
     total = 0.0
     for c, v in zip(_cot_leaves(ct, y), _leaves(y), strict=True):
         c = unthunk(c)
         if isinstance(c, AbstractZero) or not _is_diff_leaf(v):
             continue
         c = np.asarray(c, np.complex128 if np.iscomplexobj(c) else np.float64)
-        total += float(np.sum(np.real(np.conj(c) * np.asarray(v))))
+        total += float(np.sum(np.real(c * np.asarray(v))))
     return total
 
 
@@ -244,7 +252,8 @@ def _fname(f: Any) -> str:
 
 
 def _fd_gradient(loss: Callable[[list[Any]], float], leaves: list[Any], k: int) -> np.ndarray:
-    """d loss / d leaves[k], element by element (complex: real part + 1j * imaginary part)."""
+    """d loss / d leaves[k], element by element; for a complex leaf ``x + iy``, JAX's cotangent
+    ``d loss/dx - 1j * d loss/dy``."""
     x = leaves[k]
     arr = np.asarray(x)
     out = np.zeros(arr.shape, np.complex128 if arr.dtype.kind == "c" else np.float64)
@@ -263,7 +272,7 @@ def _fd_gradient(loss: Callable[[list[Any]], float], leaves: list[Any], k: int) 
                 return loss(moved)
 
             d = float(_fd(g, h))
-            out[idx] += d if unit == 1.0 else 1j * d
+            out[idx] += d if unit == 1.0 else -1j * d
     return out
 
 
@@ -405,7 +414,7 @@ def check_rrule(
                 _assert_close(where, got, want, rtol, atol)
             else:
                 v = np.asarray(_random_like(flat64[k], rng))
-                lhs = float(np.sum(np.real(np.conj(got) * v)))
+                lhs = float(np.sum(np.real(got * v)))  # the directional derivative along v
                 rhs = float(_fd_directional(loss, flat64, k, v))
                 _assert_close(f"{where} (along a random direction)", lhs, rhs, rtol, atol)
             _check_iadd(where, gl, got, x, rng, rtol, atol)

@@ -7,7 +7,14 @@ lazy map, each cotangent a ``BroadcastThunk`` that fuses into whatever consumes 
 partial means the derivative is zero everywhere it exists (``floor``, ``sign``).
 
 Kinks and ties follow JAX: ``maximum``/``minimum`` split the derivative evenly at ties (so
-``clip`` at a bound gives ½), ``abs`` has derivative 1 at 0 (and at -0.0), as ``jax.grad(jnp.abs)``.
+``clip`` at a bound gives ½), ``abs`` has derivative 1 at 0 (and at -0.0), as ``jax.grad(jnp.abs)``;
+``x**0`` has derivative 0 everywhere (also at 0), ``logaddexp(a, b)`` derivative 1 in an argument
+equal to the output (so at ``a = +inf``).
+
+Complex numbers follow JAX's convention: a partial ``p`` means ``ẏ = p·ẋ`` for a holomorphic
+function and ``ẏ = Re(p·ẋ)`` when ``y`` is real (``abs``: ``p = conj(z)/|z|``), and the reverse
+rule is always ``x̄ = ȳ·p`` (the transpose of ``ẋ ↦ ẏ`` for the pairing ``Re(u·v)``, no
+conjugate). ``conj``, ``real``, ``imag`` and ``angle`` have rules of their own below.
 
 Example::
 
@@ -54,7 +61,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
                     grads.append(ZeroTangent())
                 else:
                     p = partial(*largs, y)
-                    g = d if _is_one(p) else d * p
+                    g = _in_space_of(d if _is_one(p) else d * p, a)
                     grads.append(_as_cotangent(unbroadcast_to(g, np.shape(a))))
             return tuple(grads)
 
@@ -73,11 +80,57 @@ def _balanced_eq(x: Any, y: Any, z: Any) -> Any:
     return np.where(np.equal(x, y), np.where(np.equal(y, z), 0.5, 1.0), 0.0)
 
 
-def _abs_partial(x: Any) -> Any:
-    """``d|x|/dx``: ``sign(x)`` except 1 at ±0 (JAX's ``select(x >= 0, 1, -1)``), dtype kept."""
-    if np.issubdtype(np.result_type(x.dtype if hasattr(x, "dtype") else x), np.complexfloating):
-        return np.sign(x)
+def _is_complex(x: Any) -> bool:
+    if isinstance(x, type | np.dtype | str):
+        return False
+    dtype = getattr(x, "dtype", None)
+    return np.dtype(dtype if dtype is not None else np.result_type(x)).kind == "c"
+
+
+def _in_space_of(g: Any, a: Any) -> Any:
+    """The cotangent ``g`` in the space of the argument ``a``: ``Re(g)`` for a real ``a`` (a real
+    value used in a complex computation, ``x * 1j``), lazily; ``g`` itself otherwise."""
+    return np.real(g) if _is_complex(g) and not _is_complex(a) else g
+
+
+def _abs_partial(x: Any, y: Any) -> Any:
+    """``d|x|/dx``: ``sign(x)`` except 1 at ±0 (JAX's ``select(x >= 0, 1, -1)``), dtype kept;
+    for complex ``z``, ``conj(z)/|z|`` (``ẏ = Re(conj(z)ż)/|z|``), 0 at ``z = 0`` as in JAX."""
+    if _is_complex(x):
+        return np.conjugate(x) / np.where(np.equal(y, 0), 1.0, y)
     return np.sign(x) + np.equal(x, 0)
+
+
+def _is_number(b: Any) -> bool:
+    return isinstance(b, int | float | complex | np.generic) or (
+        isinstance(b, np.ndarray) and b.ndim == 0
+    )
+
+
+def _pow_base_partial(a: Any, b: Any) -> Any:
+    """``d(a**b)/da = b a**(b-1)``, 0 where ``b == 0`` (``x**0`` is constant, also at 0)."""
+    if _is_number(b):
+        return 0.0 if b == 0 else b * np.power(a, b - 1)
+    return b * np.power(a, np.where(np.equal(b, 0), 1, b) - 1)
+
+
+def _float_pow_base_partial(a: Any, b: Any) -> Any:
+    if _is_number(b):
+        return 0.0 if b == 0 else b * np.float_power(a, b - 1)
+    return b * np.float_power(a, np.where(np.equal(b, 0), 1, b) - 1)
+
+
+def _arccosh_partial(x: Any) -> Any:
+    """``1/sqrt(x² - 1)``; for complex ``x`` on arccosh's principal branch, ``1/(sqrt(x - 1)
+    sqrt(x + 1))`` (the two differ in sign where ``Re x < 0``)."""
+    if _is_complex(x):
+        return 1 / (np.sqrt(x - 1) * np.sqrt(x + 1))
+    return 1 / np.sqrt(x * x - 1)
+
+
+def _logaddexp_partial(a: Any, y: Any, exp: Any) -> Any:
+    """``exp(a - y)``, and 1 where ``a == y`` (``a - y`` is nan at ``a = y = ±inf``)."""
+    return np.where(np.equal(a, y), 1.0, exp(a - y))
 
 
 LN2 = float(np.log(2.0))
@@ -88,14 +141,14 @@ scalar_rule(np.add,         lambda a, b, y: 1,                  lambda a, b, y: 
 scalar_rule(np.subtract,    lambda a, b, y: 1,                  lambda a, b, y: -1)
 scalar_rule(np.multiply,    lambda a, b, y: b,                  lambda a, b, y: a)
 scalar_rule(np.divide,      lambda a, b, y: 1 / b,              lambda a, b, y: -y / b)
-scalar_rule(np.power,       lambda a, b, y: b * np.power(a, b - 1),
+scalar_rule(np.power,       lambda a, b, y: _pow_base_partial(a, b),
                             lambda a, b, y: np.where(np.equal(a, 0), 0.0, y * np.log(np.where(np.equal(a, 0), 1.0, a))))  # noqa: E501
-scalar_rule(np.float_power, lambda a, b, y: b * np.float_power(a, b - 1),
+scalar_rule(np.float_power, lambda a, b, y: _float_pow_base_partial(a, b),
                             lambda a, b, y: np.where(np.equal(a, 0), 0.0, y * np.log(np.where(np.equal(a, 0), 1.0, a))))  # noqa: E501
 scalar_rule(np.negative,    lambda x, y: -1)
 scalar_rule(np.positive,    lambda x, y: 1)
-scalar_rule(np.absolute,    lambda x, y: _abs_partial(x))
-scalar_rule(np.fabs,        lambda x, y: _abs_partial(x))
+scalar_rule(np.absolute,    lambda x, y: _abs_partial(x, y))
+scalar_rule(np.fabs,        lambda x, y: _abs_partial(x, y))
 scalar_rule(np.square,      lambda x, y: 2 * x)
 scalar_rule(np.sqrt,        lambda x, y: 0.5 / y)
 scalar_rule(np.cbrt,        lambda x, y: 1 / (3 * y * y))
@@ -107,8 +160,10 @@ scalar_rule(np.log,         lambda x, y: 1 / x)
 scalar_rule(np.log2,        lambda x, y: 1 / (LN2 * x))
 scalar_rule(np.log10,       lambda x, y: 1 / (LN10 * x))
 scalar_rule(np.log1p,       lambda x, y: 1 / (1 + x))
-scalar_rule(np.logaddexp,   lambda a, b, y: np.exp(a - y),      lambda a, b, y: np.exp(b - y))
-scalar_rule(np.logaddexp2,  lambda a, b, y: np.exp2(a - y),     lambda a, b, y: np.exp2(b - y))
+scalar_rule(np.logaddexp,   lambda a, b, y: _logaddexp_partial(a, y, np.exp),
+                            lambda a, b, y: _logaddexp_partial(b, y, np.exp))
+scalar_rule(np.logaddexp2,  lambda a, b, y: _logaddexp_partial(a, y, np.exp2),
+                            lambda a, b, y: _logaddexp_partial(b, y, np.exp2))
 scalar_rule(np.sin,         lambda x, y: np.cos(x))
 scalar_rule(np.cos,         lambda x, y: -np.sin(x))
 scalar_rule(np.tan,         lambda x, y: 1 + y * y)
@@ -119,7 +174,7 @@ scalar_rule(np.sinh,        lambda x, y: np.cosh(x))
 scalar_rule(np.cosh,        lambda x, y: np.sinh(x))
 scalar_rule(np.tanh,        lambda x, y: 1 - y * y)
 scalar_rule(np.arcsinh,     lambda x, y: 1 / np.sqrt(x * x + 1))
-scalar_rule(np.arccosh,     lambda x, y: 1 / np.sqrt(x * x - 1))
+scalar_rule(np.arccosh,     lambda x, y: _arccosh_partial(x))
 scalar_rule(np.arctanh,     lambda x, y: 1 / (1 - x * x))
 scalar_rule(np.arctan2,     lambda a, b, y: b / (a * a + b * b),
                             lambda a, b, y: -a / (a * a + b * b))
@@ -134,7 +189,6 @@ scalar_rule(np.copysign,    lambda a, b, y: np.sign(a) * np.sign(y), None)
 scalar_rule(np.floor_divide, None,                              None)
 scalar_rule(np.remainder,   lambda a, b, y: 1,                  lambda a, b, y: -np.floor_divide(a, b))  # noqa: E501
 scalar_rule(np.fmod,        lambda a, b, y: 1,                  lambda a, b, y: -np.trunc(a / b))
-scalar_rule(np.conjugate,   lambda x, y: 1)
 # Piecewise constant: the derivative is zero wherever it exists.
 for _u in (np.floor, np.ceil, np.rint, np.trunc, np.sign, np.signbit, np.isnan, np.isinf,
            np.isfinite, np.logical_not):
@@ -162,6 +216,84 @@ except ImportError:  # pragma: no cover - depends on the environment
     pass
 
 
+# --------------------------------------------------------------------------------------------------
+# The non-holomorphic parts of a complex number: conj, real, imag, angle
+# --------------------------------------------------------------------------------------------------
+
+
+@register_rrule(np.conjugate, lazy=True)
+def _conjugate(x: Any, **kwargs: Any) -> tuple[Any, Callable]:
+    """``ẏ = conj(ẋ)``, so ``x̄ = conj(ȳ)`` (not holomorphic: no partial)."""
+    y = np.conjugate(_lazy(x), **kwargs)
+
+    def pullback(dy: Any) -> tuple:
+        d = _operand(dy)
+        return (_as_cotangent(np.conjugate(d) if _is_complex(d) else d),)
+
+    return y, pullback
+
+
+def _to_dtype_of(g: Any, x: Any) -> Any:
+    """``g`` (real) as a cotangent of ``x``: complex when ``x`` is, still lazy."""
+    dtype = getattr(x, "dtype", None)
+    dtype = np.dtype(dtype if dtype is not None else np.result_type(x))
+    if _is_complex(g) or dtype.kind != "c":
+        return g
+    return g.astype(dtype) if hasattr(g, "astype") else dtype.type(g)
+
+
+@register_rrule(np.real, lazy=True)
+def _real(x: Any) -> tuple[Any, Callable]:
+    """``ẏ = Re(ẋ)``: ``x̄ = ȳ`` (as a complex cotangent for a complex ``x``)."""
+    y = np.real(_lazy(x))
+
+    def pullback(dy: Any) -> tuple:
+        return (_as_cotangent(_to_dtype_of(_operand(dy), x)),)
+
+    return y, pullback
+
+
+@register_rrule(np.imag, lazy=True)
+def _imag(x: Any) -> tuple[Any, Callable]:
+    """``ẏ = Im(ẋ) = Re(-i·ẋ)``: ``x̄ = -i·ȳ``; zero for a real ``x`` (its imaginary part is 0)."""
+    y = np.imag(_lazy(x))
+    complex_x = _is_complex(x)
+
+    def pullback(dy: Any) -> tuple:
+        if not complex_x:
+            return (ZeroTangent(),)
+        return (_as_cotangent(_to_dtype_of(_operand(dy) * -1j, x)),)
+
+    return y, pullback
+
+
+RAD2DEG = float(180 / np.pi)
+
+
+def angle_of(lx: Any, deg: bool) -> Any:
+    """``np.angle`` of a lazy value, lazily: ``arctan2(imag, real)`` (0 or π for real values)."""
+    y = np.arctan2(np.imag(lx), np.real(lx)) if _is_complex(lx) else np.arctan2(0.0, lx)
+    return y * RAD2DEG if deg else y
+
+
+@register_rrule(np.angle, lazy=True)
+def _angle(z: Any, *args: Any, **kwargs: Any) -> tuple[Any, Callable]:
+    """``ẏ = Im(ż / z) = Re(p·ż)`` with ``p = -i/z``: ``z̄ = ȳ·p`` (nan at 0, as JAX); zero for a
+    real ``z``. ``deg=True`` scales both by 180/π."""
+    deg = bool(args[0] if args else kwargs.get("deg", False))
+    lz = _lazy(z)
+    y = angle_of(lz, deg)
+    extra = (NoTangent(),) * len(args)
+
+    def pullback(dy: Any) -> tuple:
+        if not _is_complex(z):
+            return (ZeroTangent(), *extra)
+        g = _operand(dy) * (-1j * (RAD2DEG if deg else 1.0)) / lz
+        return (_as_cotangent(unbroadcast_to(g, np.shape(z))), *extra)
+
+    return y, pullback
+
+
 @register_rrule(np.where, lazy=True)
 def _where(condition: Any, x: Any, y: Any) -> tuple[Any, Callable]:
     """``where(c, x, y)``: the cotangent goes to ``x`` where ``c`` holds, to ``y`` elsewhere."""
@@ -170,8 +302,11 @@ def _where(condition: Any, x: Any, y: Any) -> tuple[Any, Callable]:
 
     def pullback(dy: Any) -> tuple:
         d = _operand(dy)
-        gx = unbroadcast_to(np.where(c, d, 0.0), np.shape(x)) if is_differentiable(x) else None
-        gy = unbroadcast_to(np.where(c, 0.0, d), np.shape(y)) if is_differentiable(y) else None
+        gx = gy = None
+        if is_differentiable(x):
+            gx = unbroadcast_to(_in_space_of(np.where(c, d, 0.0), x), np.shape(x))
+        if is_differentiable(y):
+            gy = unbroadcast_to(_in_space_of(np.where(c, 0.0, d), y), np.shape(y))
         return (
             NoTangent(),
             NoTangent() if gx is None else _as_cotangent(gx),
@@ -205,4 +340,7 @@ def _astype(x: Any, dtype: Any) -> tuple[Any, Callable]:
     return y, pullback
 
 
-__all__ = ["PARTIALS", "astype", "scalar_rule"]
+# The ufuncs declared in this module (rules/special.py and users declare more into PARTIALS).
+NUMPY_PARTIALS = frozenset(PARTIALS)
+
+__all__ = ["NUMPY_PARTIALS", "PARTIALS", "angle_of", "astype", "scalar_rule"]

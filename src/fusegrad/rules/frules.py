@@ -16,12 +16,14 @@ both; the others receive NumPy arrays (the AD engine materialises primals and ta
 | ``var``/``std`` | ``2 sum((x - mean) ẋ) / (n - ddof)``; ``/ (2 y)`` for std |
 | bilinear (``matmul``, ``dot``, ``tensordot``, ``einsum``, ...) | ``f(ȧ, b) + f(a, ḃ)`` |
 | ``solve``, ``inv``, ``det``, ``slogdet`` | ``A⁻¹(ḃ - Ȧx)``, ``-Y Ȧ Y``, ``det · tr(A⁻¹Ȧ)`` |
-| ``cholesky`` | ``L Φ(L⁻¹ sym(Ȧ) L⁻ᵀ)``, Φ = lower triangle, diagonal halved |
-| ``eigh`` | ``ẇ = diag(Vᵀ sym(Ȧ) V)``, ``V̇ = V (F ∘ Vᵀ sym(Ȧ) V)``, ``F_ij = 1/(w_j - w_i)`` |
+| ``cholesky`` | ``L Φ(L⁻¹ sym(Ȧ) L⁻ᴴ)``, Φ = lower triangle, diagonal halved |
+| ``eigh`` | ``ẇ = Re diag(Vᴴ sym(Ȧ) V)``, ``V̇ = V (F ∘ Vᴴ sym(Ȧ) V)``, ``F_ij = 1/(w_j-w_i)`` |
 | ``cumprod``, ``sort``, ``logsumexp``, ``norm`` | see each rule |
 
-Symmetric-input functions use ``sym(Ȧ) = (Ȧ + Ȧᵀ)/2``, matching their reverse rules (which return
-symmetric cotangents). Rules are written with ``np.*`` calls, so they can be traced by an outer
+Symmetric-input functions use ``sym(Ȧ) = (Ȧ + Ȧᴴ)/2`` (``Ȧᴴ = Ȧᵀ`` for real values), matching
+their reverse rules (which return symmetric cotangents). Real functions of complex inputs give
+``ẏ = Re(...)``: JAX's convention, whose reverse rules are these rules' transposes for the pairing
+``Re(Σ u·v)``. Rules are written with ``np.*`` calls, so they can be traced by an outer
 (reverse or forward) trace: ``grad`` of ``jvp`` and ``jvp`` of ``jvp`` work.
 
 Example::
@@ -43,9 +45,10 @@ from ..lazy import LazyArray, materialize_many
 from ..lazy.reductions import normalize_axes
 from ..tangents import AbstractZero, ZeroTangent, unthunk
 from . import indexing as _indexing
+from . import reductions as _reductions
 from . import registry
 from . import scans as _scans
-from .elementwise import PARTIALS, astype
+from .elementwise import PARTIALS, RAD2DEG, angle_of, astype
 from .indexing import is_basic_index, scatter_add
 from .lazy_values import as_lazy as _lazy
 from .reductions import _prod_of_others
@@ -99,6 +102,19 @@ def _call(f: Any, *args: Any, **kwargs: Any) -> Any:
     return f(*args, **kwargs)
 
 
+def _complex(x: Any) -> bool:
+    dtype = getattr(x, "dtype", None)
+    return np.dtype(dtype if dtype is not None else np.result_type(x)).kind == "c"
+
+
+def _real_for(dot: Any, y: Any) -> Any:
+    """A tangent of the real output ``y``: ``Re(dot)`` (``ẏ = Re(p·ż)`` for a real function of a
+    complex ``z``, JAX's convention)."""
+    if _zero(dot) or _complex(y) or not _complex(dot):
+        return dot
+    return np.real(dot)
+
+
 def _register(f: Any, rule: Callable, lazy: bool) -> Callable:
     rule.lazy = lazy
     register_frule(f)(rule)
@@ -142,7 +158,7 @@ def register_scalar_frule(ufunc: np.ufunc) -> Callable:
             dot = _plus(dot, term)
         if not is_differentiable(y):
             return y, ZeroTangent()
-        return y, _fit(dot, y)
+        return y, _fit(_real_for(dot, y), y)
 
     rule.__name__ = f"frule_{ufunc.__name__}"
     return _register(ufunc, rule, True)
@@ -157,6 +173,37 @@ def _conjugate(tangents, x, **kwargs):
     """conj is not holomorphic: ẏ = conj(ẋ)."""
     (t,) = tangents
     return np.conjugate(_lazy(x), **kwargs), np.conjugate(_tan(t))
+
+
+@lazy_frule(np.real)
+def _real(tangents, x):
+    """ẏ = Re(ẋ)."""
+    (t,) = tangents
+    y = np.real(_lazy(x))
+    return y, (ZeroTangent() if _zero(t) else _real_for(_tan(t), y))
+
+
+@lazy_frule(np.imag)
+def _imag(tangents, x):
+    """ẏ = Im(ẋ) (zero for a real x)."""
+    (t,) = tangents
+    y = np.imag(_lazy(x))
+    if _zero(t) or not _complex(x):
+        return y, ZeroTangent()
+    return y, np.imag(_tan(t))
+
+
+@lazy_frule(np.angle)
+def _angle(tangents, z, *args, **kwargs):
+    """ẏ = Im(ż / z) (× 180/π with deg=True); zero for a real z."""
+    deg = bool(args[0] if args else kwargs.get("deg", False))
+    lz = _lazy(z)
+    y = angle_of(lz, deg)
+    t = tangents[0]
+    if _zero(t) or not _complex(z):
+        return y, ZeroTangent()
+    dot = np.imag(_tan(t) / lz)
+    return y, _fit(dot * RAD2DEG if deg else dot, y)
 
 
 @lazy_frule(np.where)
@@ -391,6 +438,10 @@ def _prod(tangents, a, *args, **kwargs):
     return y, np.sum(_tan(t) * others, axis=axes, keepdims=p["keepdims"])
 
 
+def _moment_kwargs(p: dict) -> dict:
+    return {k: p[k] for k in ("axis", "dtype", "ddof", "keepdims") if p[k] is not None}
+
+
 def _moment(fn: Callable) -> Callable:
     def rule(tangents: tuple, a: Any, *args: Any, **kwargs: Any) -> tuple:
         p = _reduce_params(args, kwargs, fn)
@@ -398,12 +449,15 @@ def _moment(fn: Callable) -> Callable:
         shape = _shape(a)
         axes = normalize_axes(p["axis"], len(shape))
         n = int(np.prod([shape[i] for i in axes])) - p["ddof"]
-        y = fn(la, *args, **kwargs)
+        y = _reductions.moment(fn, la, **_moment_kwargs(p))
         t = tangents[0]
         if _zero(t):
             return y, ZeroTangent()
         centered = la - np.mean(la, axis=axes, keepdims=True)
+        if _complex(la):  # real output: ẏ = Re(2 Σ conj(x - mean) ẋ) / (n - ddof)
+            centered = np.conjugate(centered)
         dvar = np.sum(centered * _tan(t), axis=axes, keepdims=p["keepdims"]) * (2.0 / n)
+        dvar = _real_for(dvar, y)
         return y, (dvar if fn is np.var else dvar / (2 * y))
 
     rule.__doc__ = f"np.{fn.__name__}: ẏ = 2 sum((x - mean) ẋ) / (n - ddof) (/ 2y for std)."
@@ -458,8 +512,17 @@ def _mT(a: Any) -> Any:
     return np.swapaxes(a, -1, -2)
 
 
+def _conj(a: Any) -> Any:
+    return np.conjugate(a) if np.iscomplexobj(a) else a
+
+
+def _mH(a: Any) -> Any:
+    return _conj(_mT(a))
+
+
 def _sym(a: Any) -> Any:
-    return (a + _mT(a)) / 2
+    """``(Ȧ + Ȧᴴ)/2``: a Hermitian-input function sees the Hermitian part of its tangent."""
+    return (a + _mH(a)) / 2
 
 
 @eager_frule(np.linalg.solve)
@@ -506,29 +569,33 @@ def _det(tangents, a):
 
 @eager_frule(np.linalg.slogdet)
 def _slogdet(tangents, a):
-    """np.linalg.slogdet: (sign, logabsdet)˙ = (0, tr(A⁻¹ Ȧ))."""
+    """np.linalg.slogdet: (sign, logabsdet)˙ = (0, tr(A⁻¹ Ȧ)); complex A: (i sign Im τ, Re τ),
+    τ = tr(A⁻¹ Ȧ)."""
     y = np.linalg.slogdet(a)
     (t,) = tangents
     if _zero(t):
         return y, ZeroTangent()
-    return y, (ZeroTangent(), _trace_inv_dot(a, unthunk(t)))
+    tau = _trace_inv_dot(a, unthunk(t))
+    if not np.iscomplexobj(tau):
+        return y, (ZeroTangent(), tau)
+    return y, (1j * y[0] * np.imag(tau), np.real(tau))  # the complex sign e^{iθ} moves
 
 
 @eager_frule(np.linalg.cholesky)
 def _cholesky(tangents, a, **kwargs):
-    """np.linalg.cholesky: L̇ = L Φ(L⁻¹ sym(Ȧ) L⁻ᵀ); ``upper=True``: U̇ = L̇ᵀ."""
+    """np.linalg.cholesky: L̇ = L Φ(L⁻¹ sym(Ȧ) L⁻ᴴ); ``upper=True``: U̇ = L̇ᴴ."""
     y = np.linalg.cholesky(a, **kwargs)
     (t,) = tangents
     if _zero(t):
         return y, ZeroTangent()
     upper = bool(kwargs.get("upper", False))
-    L = _mT(y) if upper else y
+    L = _mH(y) if upper else y
     n = np.shape(L)[-1]
     x = np.linalg.solve(L, _sym(unthunk(t)))  # L⁻¹ Ȧ
-    m = _mT(np.linalg.solve(L, _mT(x)))  # L⁻¹ Ȧ L⁻ᵀ (Ȧ symmetric)
+    m = _mT(np.linalg.solve(_conj(L), _mT(x)))  # L⁻¹ Ȧ L⁻ᴴ (Ȧ Hermitian)
     phi = np.tril(m) - 0.5 * m * np.eye(n)
     dl = np.matmul(L, phi)
-    return y, (_mT(dl) if upper else dl)
+    return y, (_mH(dl) if upper else dl)
 
 
 @eager_frule(np.linalg.eigh)
@@ -539,8 +606,12 @@ def _eigh(tangents, a, *args, **kwargs):
     t = tangents[0]
     if _zero(t):
         return y, ZeroTangent()
-    m = np.matmul(np.matmul(_mT(v), _sym(unthunk(t))), v)
-    dw = np.diagonal(m, axis1=-2, axis2=-1)
+    m = np.matmul(np.matmul(_mH(v), _sym(unthunk(t))), v)
+    dw = (
+        np.real(np.diagonal(m, axis1=-2, axis2=-1))
+        if np.iscomplexobj(m)
+        else np.diagonal(m, axis1=-2, axis2=-1)
+    )
     n = np.shape(w)[-1]
     eye = np.eye(n, dtype=bool)
     diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)  # w_j - w_i
@@ -641,9 +712,10 @@ def _norm(tangents, x, *args, **kwargs):
     matrix = (axis is None and ndim == 2) or (axis is not None and np.ndim(axis) > 0)
     if ord_ in (None, "fro") or (ord_ == 2 and not matrix):
         safe = np.where(np.equal(y, 0), 1.0, y)  # at y = 0, x = 0 and so is the sum
-        return y, np.sum(x * t, axis=red, keepdims=keepdims) / safe
-    g = pullback(np.ones(np.shape(y)))[0]
-    return y, np.sum(unthunk(g) * t, axis=red, keepdims=keepdims)
+        xc = np.conjugate(x) if _complex(x) else x
+        return y, _real_for(np.sum(xc * t, axis=red, keepdims=keepdims), y) / safe
+    g = pullback(np.ones(np.shape(y)))[0]  # the cotangent weights w: ẏ = Re(Σ w ẋ)
+    return y, _real_for(np.sum(unthunk(g) * t, axis=red, keepdims=keepdims), y)
 
 
 def missing_frules() -> list[Any]:

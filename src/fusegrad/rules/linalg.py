@@ -1,7 +1,10 @@
 """Reverse rules for linear algebra: matmul, dot, einsum, tensordot, solve, inv, det, eigh, ...
 
-Real-valued inputs (complex inputs are not conjugated). Batched (stacked) matrices broadcast like
-NumPy's, and every cotangent is summed back to its argument's shape with ``unbroadcast_to``.
+Complex inputs follow JAX's convention: each pullback is the transpose of the forward rule for
+the pairing ``Re(Σ u·v)`` (no conjugate), so holomorphic functions (matmul, solve, inv, det, ...)
+use plain transposes; ``vdot`` conjugates its first argument, and the Hermitian-input functions
+(``cholesky``, ``eigh``) use ``Aᴴ``, ``sym(G) = (G + Gᴴ)/2``. Batched (stacked) matrices broadcast
+like NumPy's, and every cotangent is summed back to its argument's shape with ``unbroadcast_to``.
 ``Aᵀ`` below means ``swapaxes(A, -1, -2)`` (the last two axes).
 
 | NumPy function | pullback |
@@ -15,11 +18,12 @@ NumPy's, and every cotangent is summed back to its argument's shape with ``unbro
 | ``np.linalg.solve(A, B)`` | ``dB = solve(Aᵀ, dX)``, ``dA = -dB @ Xᵀ`` |
 | ``np.linalg.inv(A)`` | ``dA = -Yᵀ @ dY @ Yᵀ`` |
 | ``np.linalg.det(A)`` | ``dA = dy * det(A) * inv(A)ᵀ`` |
-| ``np.linalg.slogdet(A)`` | ``dA = dlogdet * inv(A)ᵀ`` (the sign is piecewise constant) |
-| ``np.linalg.cholesky(A)`` | ``dA = sym(L⁻ᵀ Φ(Lᵀ dL) L⁻¹)``, Φ = lower triangle, diagonal halved |
-| ``np.linalg.eigh(A)`` | ``dA = sym(V (diag(dw) + F ∘ (Vᵀ dV)) Vᵀ)``, ``F_ij = 1/(w_j - w_i)`` |
+| ``np.linalg.slogdet(A)`` | ``dA = dlogdet * inv(A)ᵀ`` (a real sign is piecewise constant) |
+| ``np.linalg.cholesky(A)`` | ``dA = sym(L⁻ᵀ Φ(Lᵀ dL) L̄⁻¹)``, Φ = lower triangle, diagonal halved |
+| ``np.linalg.eigh(A)`` | ``dA = sym(V̄ (diag(dw) + F ∘ (Vᵀ dV)) Vᵀ)``, ``F_ij = 1/(w_j - w_i)`` |
 
-Symmetric-input functions (``cholesky``, ``eigh``) return the symmetric cotangent ``(G + Gᵀ)/2``
+(``L̄``, ``V̄``: complex conjugates.) Symmetric-input functions (``cholesky``, ``eigh``) return the
+symmetric (Hermitian) cotangent ``(G + Gᴴ)/2``
 (as JAX and HIPS autograd do): it is the gradient along symmetric perturbations, not the gradient
 of NumPy's read of one triangle. ``eigh`` assumes distinct eigenvalues (ties give inf/nan).
 
@@ -43,6 +47,16 @@ from .shapes import is_zero, no_tangents, params, project, unbroadcast_to
 def _mT(a: Any) -> Any:
     """Transpose of the last two axes."""
     return np.swapaxes(a, -1, -2)
+
+
+def _conj(a: Any) -> Any:
+    """``conj(a)`` for a complex ``a``; ``a`` itself otherwise (no copy, no traced op)."""
+    return np.conjugate(a) if np.iscomplexobj(a) else a
+
+
+def _mH(a: Any) -> Any:
+    """Conjugate transpose of the last two axes (the transpose for real ``a``)."""
+    return _conj(_mT(a))
 
 
 def _entry(ct: Any, i: int, name: str) -> Any:
@@ -176,12 +190,13 @@ def _inner(a, b):
 
 @register_rrule(np.vdot)
 def _vdot(a, b):
-    """np.vdot (real): da = dy * ravel(b), db = dy * ravel(a), reshaped back."""
+    """np.vdot = Σ conj(a) b: da = conj(dy * ravel(b)), db = dy * conj(ravel(a)), reshaped
+    back (``conj`` only for complex values)."""
     ashape, bshape = np.shape(a), np.shape(b)
 
     def pullback(dy):
-        da = np.reshape(dy * np.ravel(b), ashape)
-        db = np.reshape(dy * np.ravel(a), bshape)
+        da = np.reshape(_conj(dy * np.ravel(b)), ashape)
+        db = np.reshape(dy * _conj(np.ravel(a)), bshape)
         return project(da, a), project(db, b)
 
     return np.vdot(a, b), pullback
@@ -384,40 +399,47 @@ def _det(a):
 
 @register_rrule(np.linalg.slogdet)
 def _slogdet(a):
-    """np.linalg.slogdet -> (sign, logabsdet): dA = dlogdet[..., None, None] * inv(A)ᵀ; the
-    sign's cotangent is ignored (piecewise constant)."""
+    """np.linalg.slogdet -> (sign, logabsdet): dA = τ̄[..., None, None] * inv(A)ᵀ with
+    τ̄ = dlogdet (+ i Im(dsign · sign) for complex A, whose sign e^{iθ} moves: ṡ = i s Im(τ),
+    τ = tr(A⁻¹Ȧ)); a real sign is piecewise constant and its cotangent is ignored."""
     y = np.linalg.slogdet(a)
+    complex_a = np.iscomplexobj(a)
 
     def pullback(ct):
         dlog = _entry(ct, 1, "logabsdet")
-        if is_zero(dlog):
+        dsign = _entry(ct, 0, "sign") if complex_a else ZeroTangent()
+        tau: Any = dlog
+        if not is_zero(dsign):
+            tau = _sum_cotangents(tau, 1j * np.imag(dsign * y[0]))
+        if is_zero(tau):
             return (ZeroTangent(),)
-        s = np.expand_dims(dlog, (-1, -2))
+        s = np.expand_dims(tau, (-1, -2))
         return (project(s * _mT(np.linalg.inv(a)), a),)
 
     return y, pullback
 
 
 def _sym(g: Any) -> Any:
-    return (g + _mT(g)) / 2
+    """``(G + Gᴴ)/2``: the transpose of ``Ȧ ↦ (Ȧ + Ȧᴴ)/2`` (``(G + Gᵀ)/2`` for real ``G``)."""
+    return (g + _mH(g)) / 2
 
 
 @register_rrule(np.linalg.cholesky)
 def _cholesky(a, **kwargs):
     """np.linalg.cholesky: dA = sym(L⁻ᵀ Φ(Lᵀ dL) L⁻¹), Φ = lower triangle with half diagonal;
-    ``upper=True`` (U = Lᵀ) transposes dY first."""
+    ``upper=True`` (U = Lᴴ) conjugate-transposes dY first."""
     y = np.linalg.cholesky(a, **kwargs)
     upper = bool(kwargs.get("upper", False))
-    L = _mT(y) if upper else y
+    L = _mH(y) if upper else y
 
     def pullback(dy):
-        dL = _mT(dy) if upper else dy
+        dL = _mH(dy) if upper else dy
         n = np.shape(L)[-1]
         m = np.matmul(_mT(L), dL)
         phi = np.tril(m) - 0.5 * m * np.eye(n, dtype=np.result_type(m))
-        # G = L⁻ᵀ Φ L⁻¹, as two solves with Lᵀ.
+        # G = L⁻ᵀ Φ conj(L)⁻¹ (L⁻ᵀ Φ L⁻¹ for real L), as two solves with Lᵀ and Lᴴ.
         x = np.linalg.solve(_mT(L), phi)
-        g = _mT(np.linalg.solve(_mT(L), _mT(x)))
+        g = _mT(np.linalg.solve(_mH(L), _mT(x)))
         return (project(_sym(g), a),)
 
     return y, pullback
@@ -445,7 +467,7 @@ def _eigh(a, *args, **kwargs):
             eye = np.eye(n, dtype=bool)
             f = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
             inner = _sum_cotangents(inner, f * np.matmul(_mT(v), dv))
-        g = np.matmul(np.matmul(v, inner), _mT(v))
+        g = np.matmul(np.matmul(_conj(v), inner), _mT(v))
         return (project(_sym(g), a), *no_tangents(len(args)))
 
     return y, pullback

@@ -8,7 +8,8 @@ gradient of ``sum(f(x))`` never allocates more than the gradient itself.
 - ``max``/``min``: ``ȳ`` shared evenly between the elements that attain the extremum.
 - ``prod``: ``ȳ · y / x`` when ``x`` has no zero; otherwise the product of all other elements,
   computed exactly with exclusive cumulative products.
-- ``var``: ``ȳ · 2 (x - mean) / (n - ddof)``; ``std``: ``ȳ · (x - mean) / ((n - ddof) · y)``.
+- ``var``: ``ȳ · 2 (x - mean) / (n - ddof)``; ``std``: ``ȳ · (x - mean) / ((n - ddof) · y)``
+  (``conj(x - mean)`` for complex ``x``: JAX's convention, the transpose without a conjugate).
 
 Example::
 
@@ -167,11 +168,27 @@ def _prod_of_others(x: Any, axes: tuple) -> Any:
     return np.transpose(others, np.argsort(rest + list(axes)))
 
 
+def moment(fn: Callable, la: Any, **kwargs: Any) -> Any:
+    """``np.var``/``np.std`` of ``la``; of a complex lazy value as ``var(re) + var(im)`` (the
+    mean of ``|x - mean|²``, NumPy's definition: the lazy ``var`` squares complex deviations)."""
+    dtype = getattr(la, "dtype", None)
+    if not isinstance(la, LazyArray) or np.dtype(dtype).kind != "c":
+        return fn(la, **kwargs)
+    kwargs.pop("dtype", None)
+    v = np.var(np.real(la), **kwargs) + np.var(np.imag(la), **kwargs)
+    return v if fn is np.var else np.sqrt(v)
+
+
 def _moments(a: Any, axis: Any, ddof: int) -> tuple:
+    """The centred values, conjugated for a complex ``a``: ``var`` is real, ``ẏ = Re(Σ 2
+    conj(x - mean) ẋ) / (n - ddof)``, so its cotangent is ``ȳ · 2 conj(x - mean) / (n - ddof)``."""
     shape = tuple(np.shape(a))
     axes = normalize_axes(axis, len(shape))
     la = _lazy(a)
     centered = la - np.mean(la, axis=axes, keepdims=True)
+    dtype = getattr(la, "dtype", None)
+    if np.dtype(dtype if dtype is not None else np.result_type(la)).kind == "c":
+        centered = np.conjugate(centered)
     return shape, axes, la, centered, _count(shape, axes) - ddof
 
 
@@ -180,7 +197,7 @@ def _moments(a: Any, axis: Any, ddof: int) -> tuple:
 def _var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
     """``x̄ = ȳ · 2 (x - mean) / (n - ddof)``."""
     shape, axes, la, centered, n = _moments(a, axis, ddof)
-    y = np.var(la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    y = moment(np.var, la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
 
     def pullback(dy: Any) -> tuple:
         return (_wrap(expand_back(dy, shape, axes, keepdims) * centered * (2.0 / n)),)
@@ -193,7 +210,7 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: b
 def _std(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
     """``x̄ = ȳ · (x - mean) / ((n - ddof) · y)``."""
     shape, axes, la, centered, n = _moments(a, axis, ddof)
-    y = np.std(la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    y = moment(np.std, la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
 
     def pullback(dy: Any) -> tuple:
         yk = y if keepdims or not axes else np.expand_dims(y, axes)

@@ -17,6 +17,8 @@ evenly over the ties of max/min ``|x|``; other p: ``dy * sign(x) |x|^(p-1) / y^(
 Subgradient choices at kinks: ``norm`` at ``x = 0`` gives 0 (``ord=2``/``'fro'``), ``sign(0) = 0``
 for ``ord=1``. ``sort`` ties: a stable argsort fixes the permutation, so each tied input gets the
 cotangent of one output position (the derivative of a sort is a permutation almost everywhere).
+Complex ``x``: a norm is real, so its cotangent is ``dy`` times the conjugate of the weights above
+(``dy * conj(x) / y``; JAX's convention, the transpose of ``ẏ = Re(Σ conj(w) ẋ)``).
 ``cumprod`` is exact with zeros in the input: when any input is 0 the pullback uses the
 O(n²)-per-lane product form ``da_k = Σ_{j≥k} dy_j Π_{i≤j, i≠k} a_i`` instead of dividing by ``a``.
 
@@ -226,13 +228,16 @@ def _norm(x, *args, **kwargs):
         return None
     y = np.linalg.norm(x, *args, **kwargs)
     red_axis = axis if axis is not None else (tuple(range(ndim)) if ndim else None)
+    # A norm is real: for a complex x the cotangent is ȳ times the conjugate of the real
+    # formula's weights (ẏ = Re(Σ conj(w) ẋ) with w = x / y for the 2-norm, JAX's convention).
+    xc = np.conjugate(x) if np.iscomplexobj(x) else x
 
     def pullback(dy):
         yk = _keep(y, red_axis, ndim, keepdims)
         dyk = _keep(dy, red_axis, ndim, keepdims)
         if ord_ in (None, "fro") or (ord_ == 2 and not matrix):
             safe = np.where(yk == 0, np.ones((), dtype=np.result_type(yk)), yk)
-            g = dyk * np.where(yk == 0, np.zeros((), dtype=np.result_type(yk)), x / safe)
+            g = dyk * np.where(yk == 0, np.zeros((), dtype=np.result_type(yk)), xc / safe)
         elif matrix:  # 'nuc' or 2, via the SVD over the two axes moved last
             ax = (0, 1) if axis is None else tuple(int(i) % ndim for i in axis)
             xm = np.moveaxis(x, ax, (-2, -1))
@@ -241,22 +246,23 @@ def _norm(x, *args, **kwargs):
                 gm = np.matmul(u, vt)
             else:
                 gm = np.expand_dims(u[..., :, 0], -1) * np.expand_dims(vt[..., 0, :], -2)
+            gm = np.conjugate(gm) if xc is not x else gm
             dym = np.moveaxis(dyk, ax, (-2, -1))
             g = np.moveaxis(dym * gm, (-2, -1), ax)
         elif ord_ == 1:
-            g = dyk * np.sign(x)
+            g = dyk * np.sign(xc)
         elif ord_ in (np.inf, -np.inf):
             ax = None if axis is None else axis
             ax_abs = np.abs(x)
             hit = np.equal(ax_abs, yk)
             count = np.sum(hit, axis=ax, keepdims=True)
-            g = dyk * np.sign(x) * hit / count
+            g = dyk * np.sign(xc) * hit / count
         elif ord_ == 0:
             return (ZeroTangent(), *no_tangents(len(args)))
         else:
             pord = float(ord_)
             ax_abs = np.abs(x)
-            g = dyk * np.sign(x) * ax_abs ** (pord - 1) / yk ** (pord - 1)
+            g = dyk * np.sign(xc) * ax_abs ** (pord - 1) / yk ** (pord - 1)
         rest = list(no_tangents(len(args)))
         if args and isinstance(ord_, float | np.floating):
             rest[0] = _dnorm_dord(x, y, dy, ord_, axis, keepdims, matrix)

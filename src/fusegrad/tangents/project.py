@@ -3,8 +3,10 @@
 Built from a primal (it keeps its type, shape and dtype, not its data), a projector fixes:
 
 - dtype: a float32 primal gets a float32 cotangent; a complex cotangent for a real primal loses
-  its imaginary part; integer primals project like floats of their size with float32 as the floor
-  (int8/16/32 → float32, int64/uint64 → float64), because float16 is too coarse for derivatives;
+  its imaginary part (JAX's convention, which every rule follows: ``d Re(c·x)/dx = Re(c)``);
+  a real cotangent for a complex primal becomes complex; integer primals project like floats of
+  their size with float32 as the floor (int8/16/32 → float32, int64/uint64 → float64), because
+  float16 is too coarse for derivatives;
   bool primals (and strings, None, anything non-numeric) → ``NoTangent()``.
 - scalars: a Python float primal gets a Python float (a 0-d array cotangent becomes a float);
   a 0-d array primal gets a 0-d array; a NumPy scalar primal gets a NumPy scalar.
