@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,7 +34,35 @@ from .nodes import LazyArray, Leaf, interning_scope
 # NumPy eager, a 5-op one ~22x (benchmarks/bench_lazy.py --only 4); from ~10^5 elements fused
 # kernels beat eager NumPy (section 2 there), and an N-array below 10^4 is at most 80 KB.
 # FUSEGRAD_EAGER_BELOW=0 turns the path off.
-EAGER_BELOW = int(os.environ.get("FUSEGRAD_EAGER_BELOW", "10000"))
+
+
+def _eager_below(default: int = 10_000) -> int:
+    """``FUSEGRAD_EAGER_BELOW``: a whole number of elements, written ``10000`` or ``1e4``; any
+    other value warns, naming it, and the default applies (a speed setting, read at import:
+    an error there would make ``import fusegrad`` fail)."""
+    raw = os.environ.get("FUSEGRAD_EAGER_BELOW", "").strip()
+    if not raw:
+        return default
+    try:
+        n = int(raw)
+    except ValueError:
+        try:
+            v = float(raw)
+            n = int(v) if v == int(v) else -1
+        except (ValueError, OverflowError):
+            n = -1
+    if n >= 0:
+        return n
+    warnings.warn(
+        f"FUSEGRAD_EAGER_BELOW={raw!r} is not a number of elements: it accepts a whole number "
+        f"such as 10000 or 1e4 (0 turns the small-array path off); using {default}",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return default
+
+
+EAGER_BELOW = _eager_below()
 
 # How many fusing() blocks are open, in any thread: a trace elsewhere only makes this thread
 # take the (always correct) lazy path for a while.

@@ -1,92 +1,178 @@
-"""Engine selection: ``numpy`` (the blocked reference), ``numba`` (compiled loop nests), ``auto``.
+"""Engine selection: which registered engine runs each kernel.
 
-``FUSEGRAD_ENGINE=numpy|numba|auto`` sets the default; ``use_engine(name)`` overrides it in a block.
-``auto`` runs a kernel on numba when numba is importable, supports the kernel, and either has it
-compiled already or prefers it by the measured rule in ``numba_engine.prefers``; otherwise on
-numpy_blocked.
+The engines (``numpy``: the blocked reference, ``numba``: compiled loop nests, and any other
+registered one; see ``registry`` for the interface) are chosen per kernel:
+
+- ``auto`` (the default) runs a kernel on the engine of lowest ``cost(kernel)`` among those
+  that are available and support it (ties go to the one registered first, the reference);
+- a named engine runs every kernel it supports; one it declines (a dtype it never handles, say
+  complex on numba) runs on the reference engine, and a kernel with an op the named engine has
+  no entry for raises ``UnsupportedKernel`` naming the op.
+
+``use_engine(name)`` sets the choice inside a block, for the calling thread only (as JAX's
+configuration contexts are); elsewhere ``FUSEGRAD_ENGINE`` (read at each kernel) does, else
+``auto``. An unknown name is an error at its first use, listing the engines.
 
 Example::
 
     >>> with use_engine("numpy"):
-    ...     pass  # every kernel in here runs on numpy_blocked
+    ...     current()
+    'numpy'
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from ..kernel import Kernel
-from . import numpy_blocked
+from .registry import REFERENCE, Engine, _discover, get, missing_ops, names, register, registered
 
-ENGINES = ("auto", "numpy", "numba")
-_override: list[str] = []
-_numba = None
-_numba_checked = False
+__all__ = [
+    "Engine",
+    "UnsupportedKernel",
+    "choose",
+    "current",
+    "get",
+    "names",
+    "register",
+    "run",
+    "runner",
+    "use_engine",
+]
 
 
-def _numba_engine():
-    global _numba, _numba_checked
-    if not _numba_checked:
-        _numba_checked = True
-        try:
-            from . import numba_engine
+class UnsupportedKernel(NotImplementedError):
+    """A kernel the engine in force cannot run (an op it has no entry for)."""
 
-            _numba = numba_engine if numba_engine.available() else None
-        except ImportError:  # pragma: no cover - the module is part of the package
-            _numba = None
-    return _numba
+
+_local = threading.local()
+
+
+def _stack() -> list[str]:
+    s = getattr(_local, "stack", None)
+    if s is None:
+        s = _local.stack = []
+    return s
 
 
 def current() -> str:
-    """The engine in force: the innermost ``use_engine``, else ``FUSEGRAD_ENGINE``, else auto."""
-    if _override:
-        return _override[-1]
-    name = os.environ.get("FUSEGRAD_ENGINE", "auto").lower()
-    if name not in ENGINES:
-        raise ValueError(f"FUSEGRAD_ENGINE={name!r} is not one of {', '.join(ENGINES)}")
+    """The engine in force in this thread: the innermost ``use_engine``, else
+    ``FUSEGRAD_ENGINE``, else ``"auto"``.
+
+    >>> current() in names()
+    True
+    """
+    s = _stack()
+    if s:
+        return s[-1]
+    raw = os.environ.get("FUSEGRAD_ENGINE")
+    if not raw:
+        return "auto"
+    name = raw.strip().lower()
+    if name == "auto":
+        return name
+    try:
+        get(name)
+    except ValueError:
+        raise ValueError(
+            f"FUSEGRAD_ENGINE={raw!r} is not an engine: it accepts {', '.join(names())} "
+            "(unset, it means auto)"
+        ) from None
     return name
 
 
 @contextlib.contextmanager
 def use_engine(name: str) -> Iterator[None]:
-    """Run every kernel inside the block on engine ``name`` (``auto``, ``numpy`` or ``numba``)."""
-    if name not in ENGINES:
-        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
-    _override.append(name)
+    """Run every kernel this thread starts inside the block on engine ``name`` (``"auto"``,
+    ``"numpy"``, ``"numba"`` or another registered one). Other threads keep their own choice.
+
+    >>> with use_engine("auto"):
+    ...     current()
+    'auto'
+    """
+    if name != "auto":
+        get(name)  # an unknown name raises here, listing the engines
+    s = _stack()
+    s.append(name)
     try:
         yield
     finally:
-        _override.pop()
+        s.pop()
+
+
+_available: dict[int, bool] = {}  # id(engine) -> available(), asked once per process by auto
+
+
+def _cheapest(kernel: Kernel) -> Engine:
+    # Cost first, then supports only of an engine that would win: numba's supports() is the
+    # dearer call, and most small kernels never need it.
+    best: Engine | None = None
+    best_cost = math.inf
+    missing = missing_ops(kernel)
+    for name, e in registered().items():
+        if missing.get(name, "?") is not None:
+            continue
+        ok = _available.get(id(e))
+        if ok is None:
+            ok = _available[id(e)] = bool(e.available())
+        if not ok:
+            continue
+        c = e.cost(kernel)
+        if (best is None or c < best_cost) and e.supports(kernel):
+            best, best_cost = e, c
+    if best is None:
+        op = missing.get(REFERENCE)
+        raise UnsupportedKernel(f"no engine runs this kernel (op {op!r}): {', '.join(names())}")
+    return best
 
 
 def choose(kernel: Kernel) -> str:
-    """The engine that will run ``kernel``: ``"numpy"`` or ``"numba"``."""
+    """The name of the engine that will run ``kernel``.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> with use_engine("numpy"):
+    ...     choose(Kernel((3,), (), (), (), ()))
+    'numpy'
+    """
     name = current()
-    if name == "numpy":
-        return "numpy"
-    nb = _numba_engine()
-    if nb is None or not nb.supports(kernel):
-        return "numpy"
-    if name == "numba":
-        return "numba"
-    # The measured rule (numba_engine.prefers): transcendental kernels stay on NumPy's SIMD
-    # ufuncs even when a numba build of them exists; arithmetic ones go to numba when large or
-    # already compiled.
-    return "numba" if nb.prefers(kernel) else "numpy"
+    if name == "auto":
+        return _cheapest(kernel).name
+    if name == REFERENCE:  # runs every kernel
+        return name
+    e = get(name)
+    missing = missing_ops(kernel)
+    op = missing.get(name)
+    if op is not None:
+        alt = [n for n, m in missing.items() if m is None]
+        raise UnsupportedKernel(
+            f"engine {name!r} has no entry for op {op!r}, which this kernel uses; "
+            + (f"use_engine('auto') runs it on {alt[0]!r}" if alt else "no engine has one")
+            + " (or add the op to the engine's op table)"
+        )
+    if not e.available() or not e.supports(kernel):
+        return REFERENCE
+    return name
 
 
-def runner(name: str):
-    """The ``run(kernel) -> outputs`` function of engine ``name`` (``"numpy"`` or ``"numba"``)."""
-    return _numba_engine().run if name == "numba" else numpy_blocked.run
+def runner(name: str) -> Callable[[Kernel], list[np.ndarray]]:
+    """The ``run(kernel) -> outputs`` function of engine ``name``.
+
+    >>> runner("numpy").__module__
+    'fusegrad.lazy.engines.numpy_blocked'
+    """
+    return get(name).run
 
 
 def run(kernel: Kernel) -> tuple[list[np.ndarray], str]:
     """Run ``kernel`` on the chosen engine; returns the outputs and the engine's name."""
     name = choose(kernel)
-    if name == "numba":
-        return _numba_engine().run(kernel), name
-    return numpy_blocked.run(kernel), name
+    return get(name).run(kernel), name
+
+
+_discover()  # the engines of this package register themselves

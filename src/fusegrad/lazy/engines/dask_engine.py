@@ -33,13 +33,25 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import sys
 from typing import Any
 
 import numpy as np
 
 from ..kernel import Kernel, Output
+from . import numpy_blocked
+from .registry import register
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+# The engine interface (``registry``): every op a local engine has; chosen by name only.
+name = "dask"
+ops = numpy_blocked.ops
+
+
+def cost(kernel: Kernel) -> float:
+    """Infinite: ``auto`` never picks this engine; ``use_engine("dask")`` does."""
+    return math.inf
 
 
 def available() -> bool:
@@ -221,4 +233,17 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     return results
 
 
-__all__ = ["available", "blocks", "grid", "local_run", "run", "run_tile", "supports"]
+__all__ = [
+    "available",
+    "blocks",
+    "cost",
+    "grid",
+    "local_run",
+    "name",
+    "ops",
+    "run",
+    "run_tile",
+    "supports",
+]
+
+register(sys.modules[__name__])

@@ -69,11 +69,10 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from fusegrad.lazy.ops import OPS
 
 # Float sums over the innermost axis run over chunks of at most CHUNK points (a vectorised
 # running sum each: ~CHUNK/32 adds per lane), folded into the total with TwoSum. A sum spanning
@@ -400,7 +399,7 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
     for ins in program:
         if ins.dtype not in SUPPORTED_DTYPES:
             err = err or f"{ins.op} producing {ins.dtype}"
-        if ins.op not in OPS and ins.op not in ("where", "cast"):
+        if ins.op not in OP_EXPR and ins.op not in ("where", "cast"):
             err = err or f"op {ins.op}"
         arg_reps = [reps[a] for a in ins.args]
         if ins.op not in ("where", "cast") and err is None:
@@ -546,109 +545,209 @@ def fsum_fin(acc: str, cmp: str) -> str:
     return f"({acc} + {cmp} if math.isfinite({acc}) else {acc})"
 
 
-def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
-    """Scalar source for ``op`` on argument sources ``a`` already converted to loop dtype ``lt``."""
-    T = ctor(lt)
-    fl = lt.kind == "f"
-    x = a[0]
-    y = a[1] if len(a) > 1 else None
-    if op in _COMPARE:
-        return f"({x} {_COMPARE[op]} {y})"
-    simple2 = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "true_divide": "/"}
-    if op in simple2:
-        return f"({x} {simple2[op]} {y})"
-    if op == "floor_divide":
-        plan.helpers.add("_ffloordiv" if fl else "_ifloordiv")
-        return f"{'_ffloordiv' if fl else '_ifloordiv'}({x}, {y})"
-    if op == "remainder":
-        plan.helpers.add("_fremainder" if fl else "_iremainder")
-        return f"{'_fremainder' if fl else '_iremainder'}({x}, {y})"
-    if op == "fmod":
-        if fl:
-            return f"np.fmod({x}, {y})"
-        plan.helpers.add("_ifmod")
-        return f"_ifmod({x}, {y})"
-    if op in ("power", "float_power"):
-        if fl:
-            # NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when
-            # the exponent is a constant, so LLVM unswitches it out of the loop.
-            return f"({x} * {x} if {y} == 2 else {x} ** {y})"
-        plan.helpers.add("_ipow")
-        return f"_ipow({x}, {y})"
-    if op == "negative":
-        return f"(-{x})"
-    if op in ("positive", "conjugate", "real"):  # complex values never reach numba kernels
-        return x
-    if op == "imag":
-        return f"{T}(0)"
-    if op in ("absolute", "fabs"):
-        return x if lt.kind in "ub" else f"abs({x})"
-    if op == "sign":
-        if fl:
-            return (
-                f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else ({T}(0) if {x} == 0 else {x})))"
-            )
-        return f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else {T}(0)))"
-    if op == "square":
-        return f"({x} * {x})"
-    if op == "reciprocal":
-        return f"({T}(1) / {x})"
-    if op in ("maximum", "minimum", "fmax", "fmin"):
-        # strict compare: equal values (+0/-0) give b, as NumPy's SIMD loops do
-        cmp = ">" if op in ("maximum", "fmax") else "<"
-        nan = x if op in ("maximum", "minimum") else y
-        if not fl:
-            return f"({x} if {x} {cmp} {y} else {y})"
-        return f"({x} if ({x} {cmp} {y} or {nan} != {nan}) else {y})"
-    if op == "copysign":
-        return f"math.copysign({x}, {y})"
-    if op in ("floor", "ceil", "trunc", "rint"):
-        return f"{_MATH1[op]}({x})" if fl else x
-    if op == "logical_and":
-        return f"({x} & {y})"
-    if op == "logical_or":
-        return f"({x} | {y})"
-    if op == "logical_xor":
-        return f"({x} != {y})"
-    if op == "logical_not":
-        return f"(not {x})"
-    if op == "isnan":
-        return f"({x} != {x})" if fl else "False"
-    if op == "isinf":
-        return f"math.isinf({x})" if fl else "False"
-    if op == "isfinite":
-        return f"math.isfinite({x})" if fl else "True"
-    if op == "signbit":
-        return f"(math.copysign(1.0, {x}) < 0)" if fl else f"({x} < 0)"
-    if op == "deg2rad":
-        c = lt.type(math.pi) / lt.type(180.0)  # npymath: x * (NPY_PI / 180), in lt
-        return f"({x} * {T}({float(c)!r}))"
-    if op == "rad2deg":
-        c = lt.type(180.0) / lt.type(math.pi)
-        return f"({x} * {T}({float(c)!r}))"
-    if op == "heaviside":
-        return f"({x} if {x} != {x} else ({y} if {x} == 0 else ({T}(0) if {x} < 0 else {T}(1))))"
+# The engine's op table: one entry per op it translates, a function ``(op, a, lt, plan)`` of
+# the op's name, its argument sources ``a`` (already in the loop dtype ``lt``) and the plan
+# (which collects the helpers an expression calls), returning the scalar expression's source.
+# An op is supported exactly when it has an entry here (``analyse`` declines any other).
+OP_EXPR: dict[str, Callable[[str, list[str], np.dtype, Plan], str]] = {}
+
+
+def _entry(*ops: str):
+    def put(fn):
+        for op in ops:
+            OP_EXPR[op] = fn
+        return fn
+
+    return put
+
+
+@_entry(*_COMPARE)
+def _compare(op, a, lt, plan):
+    return f"({a[0]} {_COMPARE[op]} {a[1]})"
+
+
+_INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "true_divide": "/"}
+
+
+@_entry(*_INFIX)
+def _infix(op, a, lt, plan):
+    return f"({a[0]} {_INFIX[op]} {a[1]})"
+
+
+@_entry("floor_divide", "remainder")
+def _floor_div_rem(op, a, lt, plan):
+    helper = {"floor_divide": "floordiv", "remainder": "remainder"}[op]
+    helper = ("_f" if lt.kind == "f" else "_i") + helper
+    plan.helpers.add(helper)
+    return f"{helper}({a[0]}, {a[1]})"
+
+
+@_entry("fmod")
+def _fmod(op, a, lt, plan):
+    if lt.kind == "f":
+        return f"np.fmod({a[0]}, {a[1]})"
+    plan.helpers.add("_ifmod")
+    return f"_ifmod({a[0]}, {a[1]})"
+
+
+@_entry("power", "float_power")
+def _power(op, a, lt, plan):
+    x, y = a
+    if lt.kind == "f":
+        # NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when
+        # the exponent is a constant, so LLVM unswitches it out of the loop.
+        return f"({x} * {x} if {y} == 2 else {x} ** {y})"
+    plan.helpers.add("_ipow")
+    return f"_ipow({x}, {y})"
+
+
+@_entry("negative")
+def _negative(op, a, lt, plan):
+    return f"(-{a[0]})"
+
+
+@_entry("positive", "conjugate", "real")
+def _identity(op, a, lt, plan):
+    return a[0]  # complex values never reach numba kernels
+
+
+@_entry("imag")
+def _imag(op, a, lt, plan):
+    return f"{ctor(lt)}(0)"
+
+
+@_entry("absolute", "fabs")
+def _absolute(op, a, lt, plan):
+    return a[0] if lt.kind in "ub" else f"abs({a[0]})"
+
+
+@_entry("sign")
+def _sign(op, a, lt, plan):
+    x, T = a[0], ctor(lt)
+    if lt.kind == "f":
+        return f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else ({T}(0) if {x} == 0 else {x})))"
+    return f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else {T}(0)))"
+
+
+@_entry("square")
+def _square(op, a, lt, plan):
+    return f"({a[0]} * {a[0]})"
+
+
+@_entry("reciprocal")
+def _reciprocal(op, a, lt, plan):
+    return f"({ctor(lt)}(1) / {a[0]})"
+
+
+@_entry("maximum", "minimum", "fmax", "fmin")
+def _extremum(op, a, lt, plan):
+    # strict compare: equal values (+0/-0) give b, as NumPy's SIMD loops do
+    x, y = a
+    cmp = ">" if op in ("maximum", "fmax") else "<"
+    nan = x if op in ("maximum", "minimum") else y
+    if lt.kind != "f":
+        return f"({x} if {x} {cmp} {y} else {y})"
+    return f"({x} if ({x} {cmp} {y} or {nan} != {nan}) else {y})"
+
+
+@_entry("copysign")
+def _copysign(op, a, lt, plan):
+    return f"math.copysign({a[0]}, {a[1]})"
+
+
+@_entry("floor", "ceil", "trunc", "rint")
+def _rounding(op, a, lt, plan):
+    return f"{_MATH1[op]}({a[0]})" if lt.kind == "f" else a[0]
+
+
+_LOGICAL_SRC = {"logical_and": "({} & {})", "logical_or": "({} | {})", "logical_xor": "({} != {})"}
+
+
+@_entry(*_LOGICAL_SRC)
+def _logical(op, a, lt, plan):
+    return _LOGICAL_SRC[op].format(*a)
+
+
+@_entry("logical_not")
+def _logical_not(op, a, lt, plan):
+    return f"(not {a[0]})"
+
+
+_FLOAT_PREDICATE = {
+    "isnan": ("({0} != {0})", "False"),
+    "isinf": ("math.isinf({0})", "False"),
+    "isfinite": ("math.isfinite({0})", "True"),
+    "signbit": ("(math.copysign(1.0, {0}) < 0)", "({0} < 0)"),
+}
+
+
+@_entry(*_FLOAT_PREDICATE)
+def _predicate(op, a, lt, plan):
+    on_float, otherwise = _FLOAT_PREDICATE[op]
+    return (on_float if lt.kind == "f" else otherwise).format(a[0])
+
+
+@_entry("deg2rad", "rad2deg")
+def _angle_units(op, a, lt, plan):
+    # npymath: x * (NPY_PI / 180), the constant computed in lt
+    pi, half_turn = lt.type(math.pi), lt.type(180.0)
+    c = pi / half_turn if op == "deg2rad" else half_turn / pi
+    return f"({a[0]} * {ctor(lt)}({float(c)!r}))"
+
+
+@_entry("heaviside")
+def _heaviside(op, a, lt, plan):
+    x, y, T = a[0], a[1], ctor(lt)
+    return f"({x} if {x} != {x} else ({y} if {x} == 0 else ({T}(0) if {x} < 0 else {T}(1))))"
+
+
+@_entry(*_MATH1.keys() - {"floor", "ceil", "trunc", "rint"})
+def _math1(op, a, lt, plan):
     if op in VECTORISED and lt.kind == "f":
-        return _vm_call(op, x, lt, plan)
-    if op in _MATH1:
-        return f"{_MATH1[op]}({x})"
-    if op == "arctan2":
-        return f"math.atan2({x}, {y})"
-    if op == "hypot":
-        return f"math.hypot({x}, {y})"
-    if op in ("logaddexp", "logaddexp2", "logit", "log_expit"):
-        plan.helpers.add("_" + op)
-        if op in VECTORISED_VIA:
-            plan.helpers.add("vm")
-        return f"_{op}({', '.join(a)})"
-    if op == "expit":
-        return f"({T}(1) / ({T}(1) + {_vm_call('exp', f'-{x}', lt, plan)}))"
-    if op == "xlogy":
-        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * {_vm_call('log', y, lt, plan)})"
-    if op == "xlog1py":
-        log1p = _vm_call("log1p", y, lt, plan)
-        return f"({T}(0) if ({x} == 0 and {y} == {y}) else {x} * {log1p})"
-    raise NotImplementedError(op)
+        return _vm_call(op, a[0], lt, plan)
+    return f"{_MATH1[op]}({a[0]})"
+
+
+_MATH2 = {"arctan2": "math.atan2", "hypot": "math.hypot"}
+
+
+@_entry(*_MATH2)
+def _math2(op, a, lt, plan):
+    return f"{_MATH2[op]}({a[0]}, {a[1]})"
+
+
+@_entry("logaddexp", "logaddexp2", "logit", "log_expit")
+def _helper_call(op, a, lt, plan):
+    plan.helpers.add("_" + op)
+    if op in VECTORISED_VIA:
+        plan.helpers.add("vm")
+    return f"_{op}({', '.join(a)})"
+
+
+@_entry("expit")
+def _expit(op, a, lt, plan):
+    T = ctor(lt)
+    return f"({T}(1) / ({T}(1) + {_vm_call('exp', f'-{a[0]}', lt, plan)}))"
+
+
+@_entry("xlogy", "xlog1py")
+def _xlogy(op, a, lt, plan):
+    x, y = a
+    log = _vm_call("log" if op == "xlogy" else "log1p", y, lt, plan)
+    return f"({ctor(lt)}(0) if ({x} == 0 and {y} == {y}) else {x} * {log})"
+
+
+def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
+    """Scalar source for ``op`` on argument sources ``a`` already converted to loop dtype ``lt``
+    (its ``OP_EXPR`` entry).
+
+    >>> op_expr("hypot", ["x", "y"], np.dtype("f8"), analyse(0, (), (), (), ()))
+    'math.hypot(x, y)'
+    """
+    fn = OP_EXPR.get(op)
+    if fn is None:
+        raise NotImplementedError(f"numba engine: no OP_EXPR entry for op {op!r}")
+    return fn(op, a, lt, plan)
 
 
 def loops(axes: list[int], stmts: list[str], ind: str) -> list[str]:

@@ -1,13 +1,15 @@
 """The ``numba`` engine: a generated, compiled loop nest per kernel signature, cached on disk.
 
-Public interface (used by ``fusegrad.lazy.engines``)::
+The engine interface (``fusegrad.lazy.engines.registry``)::
 
+    name = "numba"; ops           the ops of numba_codegen's OP_EXPR table, "cast", "where"
     available() -> bool          numba importable (warns once when not)
     supports(kernel) -> bool     every dtype/op of the kernel has a scalar translation
-    prefers(kernel) -> bool      the measured ``auto`` choice (see its docstring)
-    is_compiled(kernel) -> bool  this process already has the kernel's machine code
+    cost(kernel) -> float        the ``auto`` hint: below 1 exactly when ``prefers(kernel)``
     run(kernel) -> list[ndarray] one array per output, keepdims shape
-    AUTO_MIN_SIZE, PARALLEL_MIN_NS, STATS, inner_expensive(kernel)
+
+and for tests and benchmarks: ``prefers(kernel)`` (the measured ``auto`` choice),
+``is_compiled(kernel)``, ``inner_expensive(kernel)``, AUTO_MIN_SIZE, PARALLEL_MIN_NS, STATS.
 
 Example::
 
@@ -44,6 +46,11 @@ from fusegrad.lazy import ops as _ops
 from fusegrad.lazy.engines import numba_codegen as _cg
 from fusegrad.lazy.engines import numba_pairs as _pairs
 from fusegrad.lazy.engines import numpy_blocked as _blocked
+from fusegrad.lazy.engines.registry import register
+
+# The engine interface (``registry``).
+name = "numba"
+ops = frozenset(_cg.OP_EXPR) | {"cast", "where"}  # an op is supported when it has an entry
 
 # Counters for tests and benchmarks: "generated" = module source written, "loaded_from_disk" =
 # a valid module file reused, "compiled" = numba compiled a new overload, "cache_hits" = numba
@@ -316,6 +323,27 @@ def inner_expensive(kernel) -> int:
 
 
 _INNER_OPS: dict[tuple, tuple[int, int]] = {}
+
+
+# `cost` hints for `auto`, relative to numpy_blocked's time (prefers() has the measurements).
+COST_PREFERRED = 0.5  # arithmetic and numba_math ops, large or compiled: 0.08-1.0x
+COST_SCALAR_LIBM = 2.0  # a scalar libm call per point: 2.4-6.9x
+COST_UNCOMPILED = 50.0  # small and not compiled yet: compiling (~0.4 s) outweighs running
+
+
+def cost(kernel) -> float:
+    """The ``auto`` hint: this engine's expected time for ``kernel`` relative to numpy_blocked's
+    (1.0), from the measured rule in ``prefers``: below 1 exactly when it prefers the kernel.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> cost(Kernel((), (), (), (), ())) > 1
+    True
+    """
+    if inner_expensive(kernel) > 0:
+        return COST_SCALAR_LIBM
+    if kernel.size >= AUTO_MIN_SIZE or is_compiled(kernel):
+        return COST_PREFERRED
+    return COST_UNCOMPILED
 
 
 def prefers(kernel) -> bool:
@@ -796,3 +824,6 @@ def _run_mirrored(e: _Entry, kernel, parallel: bool) -> list[np.ndarray]:
         outs[j][...] = np.where(np.isfinite(p[:, 0]), p[:, 0] + p[:, 1], p[:, 0]).sum(axis=0)
     e.ran = True
     return outs
+
+
+register(sys.modules[__name__])

@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..kernel import Instr, Kernel, Output
 from ..ops import OPS
+from .registry import register
 
 TARGET = 1 << 16  # elements per block: 512 KiB per float64 buffer, inside L2 on these machines
 # Measured (benchmarks/bench_lazy.py --sweep, 2 cores, shared machine, median of 5 interleaved):
@@ -41,14 +43,75 @@ THREADED = 1 << 20  # at least this many points: blocks run on the thread pool
 
 _REDUCER = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
+# The engine interface (``registry``): this is the reference engine, which runs every kernel.
+name = "numpy"
+
+
+class _Ops:
+    """Every op of ``OPS`` (its entry here is the ufunc itself), as it is when asked."""
+
+    def __contains__(self, op: object) -> bool:
+        return op in OPS or op in ("cast", "where")
+
+    def __iter__(self):
+        return iter([*OPS, "cast", "where"])
+
+
+ops = _Ops()
+
+
+def available() -> bool:
+    """Always True: NumPy is all it needs."""
+    return True
+
+
+def supports(kernel: Kernel) -> bool:
+    """Always True: every op, dtype and reduction NumPy has (``ops`` holds every op).
+
+    >>> supports(Kernel((), (), (), (), ()))
+    True
+    """
+    return True
+
+
+def cost(kernel: Kernel) -> float:
+    """1.0: other engines' costs are relative to this one's time."""
+    return 1.0
+
+
 _pool: ThreadPoolExecutor | None = None
 
 
+_threads_env: tuple[str, int] | None = None
+
+
 def threads() -> int:
-    """Worker threads for large kernels: ``FUSEGRAD_THREADS``, else the usable cores."""
+    """Worker threads for large kernels: ``FUSEGRAD_THREADS`` (a positive whole number), else
+    the usable cores. A value that is not one raises ``ValueError`` naming it.
+
+    >>> threads() >= 1
+    True
+    """
+    global _threads_env
     env = os.environ.get("FUSEGRAD_THREADS")
-    if env:
-        return max(1, int(env))
+    if env and env.strip():
+        if _threads_env is not None and _threads_env[0] == env:
+            return _threads_env[1]
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(
+                f"FUSEGRAD_THREADS={env!r} is not a number of threads: it accepts a positive "
+                f"whole number such as 2 (unset, it means the usable cores: {_cores()})"
+            )
+        _threads_env = (env, n)
+        return n
+    return _cores()
+
+
+def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -335,3 +398,6 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
             arr[...] = results[0][k]
             for r in results[1:]:
                 _REDUCER[o.reduce](arr, r[k], out=arr)
+
+
+register(sys.modules[__name__])
