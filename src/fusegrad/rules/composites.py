@@ -702,6 +702,14 @@ register_scalar_frule(np.radians)
 register_scalar_frule(np.degrees)
 
 
+def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> Any:
+    raise TypeError(
+        "np.copyto writes a traced value into an array in place (np.full / np.full_like with a "
+        "traced fill value do this), which fusegrad cannot differentiate. Build the array "
+        "instead: np.broadcast_to(v, shape) or np.zeros(shape) + v"
+    )
+
+
 def _kw_positional() -> dict[Any, Callable]:
     return {
         np.moveaxis: positional(np.moveaxis, ("a", "source", "destination"), {}),
@@ -758,6 +766,7 @@ COMPOSITES: dict[Any, Callable] = {
     np.nan_to_num:   _nan_to_num,
     np.real_if_close: _real_if_close,
     np.unwrap:       _unwrap,
+    np.copyto:       _copyto,
 }
 # fmt: on
 
