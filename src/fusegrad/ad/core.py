@@ -20,8 +20,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -132,12 +135,57 @@ def _name(f: Any) -> str:
     return f"{mod}.{name}" if mod else name
 
 
+class _Copying(threading.local):
+    memo: dict | None = None
+
+
+_COPYING = _Copying()
+
+
+@contextlib.contextmanager
+def constants_copied(on: bool = True) -> Iterator[None]:
+    """While ``on``, every NumPy array a traced call takes as a constant (an array from a
+    closure) is replaced by a private copy, one per array: ``vjp``'s pullback outlives the call,
+    and must not see what the user writes into such an array after it.
+
+    >>> w = np.ones(2)
+    >>> with constants_copied():
+    ...     y = apply(np.multiply, (Trace().input(np.ones(2)), w), {})
+    >>> w[:] = 5.0
+    >>> float(np.sum(y.value))
+    2.0
+    """
+    if not on or _COPYING.memo is not None:
+        yield
+        return
+    _COPYING.memo = {}
+    try:
+        yield
+    finally:
+        _COPYING.memo = None
+
+
+def _own(x: Any, memo: dict) -> Any:
+    if type(x) is np.ndarray:
+        hit = memo.get(id(x))
+        if hit is None:
+            hit = memo[id(x)] = (x, np.array(x))  # holding x keeps its id from being reused
+        return hit[1]
+    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+        return type(x)(_own(v, memo) for v in x)
+    return x
+
+
 def apply(f: Any, args: tuple, kwargs: dict) -> Any:
     """Call ``f(*args, **kwargs)`` on traced arguments: run its rule and record its pullback."""
     level = _max_level(args)
     level = _max_level(kwargs.values(), level)
     if level == 0:
         return f(*args, **kwargs)
+    memo = _COPYING.memo
+    if memo is not None:
+        args = tuple(_own(a, memo) for a in args)
+        kwargs = {k: _own(v, memo) for k, v in kwargs.items()}
     if not has_rrule(f):
         raise NoRuleError(
             f"fusegrad has no reverse rule for {_name(f)}, called on a traced value. Register one:"

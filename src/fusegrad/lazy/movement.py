@@ -44,7 +44,34 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
         return small.wrap(view(v))  # a view of a small concrete value, at once
     dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
     new_shape = view(dummy).shape
+    if _larger_than(node, MOVE_AT_MOST):
+        # Moving rebuilds every node under ``node``: in a loop that moves its growing state
+        # (``h = f(h).T``) that is quadratic. A large graph is computed first and viewed.
+        from .plan import materialize
+
+        with replay.sanctioned(always=True):
+            value = materialize(node)
+        return leaf(view(value), OWNED)
     return trampoline(_move(node, view, new_shape, reshape_only, {}, {}))
+
+
+# The most nodes a movement rebuilds (pushing it down to the leaves); a larger graph is
+# materialised first, so a loop that moves its state costs time linear in its steps.
+MOVE_AT_MOST = 64
+
+
+def _larger_than(node: LazyArray, limit: int) -> bool:
+    """Whether more than ``limit`` uncomputed nodes are under ``node``."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, Map | Reduce) or n.cached is not None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if len(seen) > limit:
+            return True
+        stack.extend(n.args if isinstance(n, Map) else (n.arg,))
+    return False
 
 
 def _move(

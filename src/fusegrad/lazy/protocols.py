@@ -60,9 +60,47 @@ def _foreign(values: Any) -> bool:
     )
 
 
+def _immutable(what: str, fix: str) -> TypeError:
+    return TypeError(
+        f"lazy values are immutable: {what} would write into one (fusegrad may share it with "
+        f"other expressions, or it may be a view of an array you passed in). {fix}"
+    )
+
+
+def _check_out(name: str, kwargs: dict) -> None:
+    """Raise when ``out=`` names a lazy value (NumPy would write the result into it)."""
+    out = kwargs.get("out")
+    for o in out if isinstance(out, tuple) else (out,):
+        if isinstance(o, LazyArray):
+            raise _immutable(
+                f"{name}(..., out=...)",
+                f"Drop out= and use the returned value (y = {name}(...)); an ndarray given as "
+                "out= receives the result as in NumPy.",
+            )
+
+
+_AT_FIX = (
+    "Build a new value instead: np.where(mask, new, x) for masked updates, or "
+    "x + fusegrad.rules.indexing.scatter_add(values, index, x.shape) for np.add.at (repeated "
+    "indices accumulate; it is differentiable), or materialise a copy first with np.array(x)."
+)
+
+
 def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
     """``LazyArray.__array_ufunc__``: a fusable ufunc builds a ``Map`` (``reduce`` a reduction);
-    anything else runs eagerly on materialised inputs."""
+    anything else runs eagerly on materialised inputs. Lazy values are immutable: ``out=``
+    naming one, or ``ufunc.at`` on one, raises ``TypeError``.
+
+    >>> try:
+    ...     np.add.at(asarray(np.zeros(3)), [0], 1.0)
+    ... except TypeError as e:
+    ...     print(str(e)[:61])
+    lazy values are immutable: np.add.at(x, ...) would write into
+    """
+    if kwargs:
+        _check_out(f"np.{uf.__name__}" + ("" if method == "__call__" else f".{method}"), kwargs)
+    if method == "at" and isinstance(inputs[0], LazyArray):
+        raise _immutable(f"np.{uf.__name__}.at(x, ...)", _AT_FIX)
     if method == "__call__" and not kwargs and uf.nout == 1:
         vals = small.values_if_small(inputs)
         if vals is not None:
@@ -282,9 +320,17 @@ def array_function(self: LazyArray, func: Callable, types: Any, args: tuple, kwa
 _OWN_TYPES = (LazyArray, np.ndarray)
 
 
+# NumPy functions that write into their first argument.
+_IN_PLACE = {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
+
+
 def _call(func: Callable, args: tuple, kwargs: dict) -> Any:
     """``func(*args, **kwargs)`` with no foreign array among the arguments: by its lazy
     implementation in ``FUNCTIONS`` if it has one that accepts them, else eagerly."""
+    if kwargs:
+        _check_out(f"np.{func.__name__}", kwargs)
+    if func in _IN_PLACE and args and isinstance(args[0], LazyArray):
+        raise _immutable(f"np.{func.__name__}(x, ...)", _AT_FIX)
     impl = FUNCTIONS.get(func)
     if impl is not None:
         out = impl(*args, **kwargs)
@@ -305,11 +351,24 @@ def getitem(self: LazyArray, index: Any) -> Any:
 
 
 def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
-    """``np.asarray(lazy)``: the materialised value (computed once, then kept)."""
+    """``np.asarray(lazy)``: the materialised value (computed once, then kept), as a read-only
+    view, as JAX gives it: the value is shared with every expression that reads it, so writing
+    into it would change them. ``np.array(lazy)`` is a writable copy; a leaf gives its own array.
+
+    >>> v = np.asarray(asarray(np.ones(20000)) * 2)
+    >>> v.flags.writeable, np.array(asarray(np.ones(3)) * 2).flags.writeable
+    (False, True)
+    """
     out = materialize(self)
     if dtype is not None and out.dtype != dtype:
         return out.astype(dtype)
-    return np.array(out, copy=True) if copy else out
+    if copy:
+        return np.array(out, copy=True)
+    if out is not self.cached or not out.flags.writeable:
+        return out
+    view = out.view()
+    view.flags.writeable = False
+    return view
 
 
 def astype(self: LazyArray, dtype: Any, copy: bool = True) -> LazyArray:
