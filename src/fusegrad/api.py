@@ -243,28 +243,50 @@ def _float_dtype(v: Any) -> Any:
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """``(out, vjp_fn)``: ``vjp_fn(ct)`` gives one cotangent per primal (same structure).
 
+    ``vjp_fn`` gives the answer at the time of the ``vjp`` call even if the primals (or arrays
+    ``fun`` reads from a closure) are written into before it is called: it works on copies.
+
     >>> out, f_vjp = vjp(np.sin, np.zeros(2))
     >>> f_vjp(np.ones(2))
     (array([1., 1.]),)
     """
-    return _vjp(fun, primals, has_aux, evaluate=True)
+    return _vjp(fun, primals, has_aux, evaluate=True, snapshot=True)
 
 
-def _vjp(fun: Callable, primals: tuple, has_aux: bool, evaluate: bool) -> tuple:
+def _vjp(
+    fun: Callable, primals: tuple, has_aux: bool, evaluate: bool, snapshot: bool = False
+) -> tuple:
     # Traces keep the lazy path at every size (small.fusing): the memory bounds of fused
     # gradients hold for small arrays too, and fusegrad.jit is the fast path for those.
+    # small.fusing also opens the call's interning scope: nothing computed before it is reused.
     with small.fusing():
-        return _traced_vjp(fun, primals, has_aux, evaluate)
+        return _traced_vjp(fun, primals, has_aux, evaluate, snapshot)
 
 
-def _traced_vjp(fun: Callable, primals: tuple, has_aux: bool, evaluate: bool) -> tuple:
+def _traced_vjp(
+    fun: Callable, primals: tuple, has_aux: bool, evaluate: bool, snapshot: bool = False
+) -> tuple:
     # evaluate=False leaves a lazy output unevaluated: grad does not return it, and the backward
     # kernels recompute whatever part of it they need, fused (so a gradient whose adjoint does
     # not depend on the forward value, like that of sum((v[:, None] - v[None, :]) / 2), costs
     # O(N) where the value itself costs O(N^2)).
+    # snapshot=True (the public vjp, whose pullback outlives the call): the pullback must give
+    # the call-time answer even if the user writes into the primals, a closure array or the
+    # returned output before calling it, so it reads copies of all three.
+    from .ad.core import constants_copied
+    from .lazy.nodes import current_scope, interning_scope
+
+    def own(tree: Any) -> Any:  # private copies of a pytree's NumPy arrays
+        leaves, rebuild = flatten(tree)
+        return rebuild([np.array(v) if isinstance(v, np.ndarray) else v for v in leaves])
+
+    if snapshot:
+        primals = tuple(own(p) for p in primals)
     trace = Trace()
+    scope = current_scope()  # the pullback adds its nodes to the forward's (shared leaves)
     boxed, inputs_per_arg = zip(*(_box_tree(p, trace) for p in primals)) if primals else ((), ())
-    result = fun(*boxed)
+    with constants_copied(snapshot):
+        result = fun(*boxed)
     aux = None
     if has_aux:
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -272,9 +294,11 @@ def _traced_vjp(fun: Callable, primals: tuple, has_aux: bool, evaluate: bool) ->
         result, aux = result
         aux, _ = _unbox_output(aux, trace)
     out, pairs = _unbox_output(result, trace, evaluate)
+    if snapshot:
+        out = own(out)
 
     def vjp_fn(ct: Any) -> tuple:
-        with small.fusing():
+        with interning_scope(scope), small.fusing():
             return _pull(ct)
 
     def _pull(ct: Any) -> tuple:
