@@ -8,15 +8,16 @@ every ``scipy.special`` ufunc with a rule (``gammaln``, ``erf``, ``jv``, ...); t
 ``logistic``, ``poisson``, ``binom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not);
 ``scipy.linalg``'s ``solve_triangular``, ``cholesky``, ``cho_factor``, ``cho_solve``, ``inv``,
 ``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor`` and ``lu_solve``; ``scipy.signal.convolve``
-and ``correlate``. The same functions are in ``fusegrad.scipy.special``, ``.stats``, ``.linalg``
-and ``.signal``, usable directly (also for a name imported from SciPy before fusegrad, which
+and ``correlate``; ``scipy.integrate.odeint`` (adjoint method, first order). The same functions
+are in ``fusegrad.scipy.special``, ``.stats``, ``.linalg``, ``.signal`` and ``.integrate``, usable
+directly (also for a name imported from SciPy before fusegrad, which
 keeps SciPy's function). How the plain calls are reached: ``fusegrad.scipy._dispatch``.
 
 Example::
 
-    >>> import numpy as np, scipy.stats, fusegrad as fg
-    >>> float(fg.grad(lambda m: scipy.stats.norm.logpdf(1.0, m, 2.0))(0.0))  # (x - m) / s²
-    0.25
+    >>> import numpy as np, scipy.special, fusegrad as fg
+    >>> fg.grad(lambda x: scipy.special.logsumexp(x))(np.zeros(2))
+    array([0.5, 0.5])
 """
 
 from ._dispatch import install

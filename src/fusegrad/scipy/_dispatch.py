@@ -39,6 +39,7 @@ MIRRORS = {
     "scipy.stats": "fusegrad.scipy.stats",
     "scipy.linalg": "fusegrad.scipy.linalg",
     "scipy.signal": "fusegrad.scipy.signal",
+    "scipy.integrate": "fusegrad.scipy.integrate",
 }
 
 _patched: set[str] = set()
@@ -110,8 +111,18 @@ def patch_attr(owner: Any, name: str, mirror: Callable) -> None:
 def _patch(name: str, module: Any) -> None:
     if name in _patched:
         return
+    mirror = importlib.import_module(MIRRORS[name])
+    if not hasattr(mirror, "_patch"):
+        return  # the mirror is being imported (it imported this module): it calls loaded()
     _patched.add(name)
-    importlib.import_module(MIRRORS[name])._patch(module)
+    mirror._patch(module)
+
+
+def loaded(mirror: str) -> None:
+    """Called at the end of each mirror module: patch its SciPy module if that is imported."""
+    for name, target in MIRRORS.items():
+        if target == mirror and name in sys.modules:
+            _patch(name, sys.modules[name])
 
 
 class _PatchOnImport:

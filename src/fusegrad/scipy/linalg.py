@@ -187,3 +187,6 @@ def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.linalg`` (called by ``fusegrad.scipy``)."""
     for name in _NAMES:
         _dispatch.patch_attr(module, name, globals()[name])
+
+
+_dispatch.loaded(__name__)

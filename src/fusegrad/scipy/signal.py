@@ -114,3 +114,6 @@ def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.signal`` (called by ``fusegrad.scipy``)."""
     for name in ("convolve", "correlate"):
         _dispatch.patch_attr(module, name, globals()[name])
+
+
+_dispatch.loaded(__name__)

@@ -116,3 +116,6 @@ def _patch(module: Any) -> None:
 def __getattr__(name: str) -> Any:
     """Every other ``scipy.special`` name (the ufuncs come through NumPy's protocols)."""
     return getattr(_sp, name)
+
+
+_dispatch.loaded(__name__)

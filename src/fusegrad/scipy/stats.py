@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import scipy.special as sp
+import scipy.stats as _st
 
 from ..numpy import stop_gradient
 from . import _dispatch
@@ -75,9 +76,7 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
 
     def _parse(self, args: tuple, kwds: dict) -> tuple:
         """``(shapes, loc, scale)`` from SciPy's positional/keyword forms."""
-        import scipy.stats as st
-
-        return getattr(st, self.name)._parse_args(*args, **kwds)
+        return getattr(_st, self.name)._parse_args(*args, **kwds)
 
     def _z(self, x: Any, args: tuple, kwds: dict) -> tuple:
         shapes, loc, scale = self._parse(args, kwds)
@@ -526,3 +525,6 @@ def _patch(module: Any) -> None:
         _dispatch.patch_attr(cls, "__call__", _multi(dist, "__call__"))
         for method in ("logpdf", "pdf"):
             _dispatch.patch_attr(cls, method, _multi(dist, method))
+
+
+_dispatch.loaded(__name__)
