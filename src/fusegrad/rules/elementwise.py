@@ -129,8 +129,9 @@ def _arccosh_partial(x: Any) -> Any:
 
 
 def _logaddexp_partial(a: Any, y: Any, exp: Any) -> Any:
-    """``exp(a - y)``, and 1 where ``a == y`` (``a - y`` is nan at ``a = y = ±inf``)."""
-    return np.where(np.equal(a, y), 1.0, exp(a - y))
+    """``exp(a - y)`` (``a - y <= 0``), and 1 where ``a = y = ±inf``: ``a - y`` is nan there and
+    ``fmin(nan, 0) = 0``; one op where ``where(a == y, 1, ...)`` takes two."""
+    return exp(np.fmin(a - y, 0.0))
 
 
 LN2 = float(np.log(2.0))
