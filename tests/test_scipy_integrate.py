@@ -58,3 +58,8 @@ def test_plain_inputs_and_errors():
         fg.hessian(lambda y0: np.sum(si.odeint(rhs, y0, T, args=(A, B))))(Y0)
     with pytest.raises(TypeError, match="full_output"):
         fg.grad(lambda y0: np.sum(si.odeint(rhs, y0, T, args=(A, B), full_output=True)[0]))(Y0)
+
+
+def test_solve_ivp_names_odeint():
+    with pytest.raises(TypeError, match=r"inside scipy\.integrate\.solve_ivp.*integrate\.odeint"):
+        fg.grad(lambda y: np.sum(si.solve_ivp(lambda t, y: -y, (0.0, 1.0), y).y))(np.ones(2))

@@ -226,8 +226,20 @@ def scipy_hint(frame: Any) -> str:
             f"after `import fusegrad` (a name imported from SciPy before fusegrad keeps "
             f"SciPy's own function)."
         )
+    instead = INSTEAD.get(name)
+    if instead is not None:
+        return f" It happened inside {name}, which fusegrad cannot differentiate: {instead}."
     return (
         f" It happened inside {name}, a SciPy function that fusegrad has no rule for. Write it "
         "with NumPy operations, or give it a rule with fusegrad.register_rrule (see the "
         "README's SciPy section for the functions fusegrad.scipy provides)."
     )
+
+
+# SciPy functions without a rule whose job a differentiable one does.
+INSTEAD = {
+    "scipy.integrate.solve_ivp": (
+        "use scipy.integrate.odeint(func, y0, t, args=params) (differentiable in y0 and params; "
+        "note its func(y, t, *params) argument order)"
+    ),
+}
