@@ -65,6 +65,29 @@ def test_rules_in_x_with_a_constant_order(case):
     check_frule(f, order, x, tangents=(fg.NoTangent(), np.ones_like(x)))
 
 
+COMPLEX = np.array([0.7 + 0.3j, 1.5 - 0.4j, 3.0 + 2.0j])
+
+
+@pytest.mark.parametrize("f", [sp.gamma, sp.digamma, sp.rgamma, sp.erfcx, sp.ndtr, sp.log_ndtr],
+                         ids=lambda f: f.__name__)  # fmt: skip
+def test_holomorphic_ufuncs_on_complex_inputs(f):
+    check_rrule(f, COMPLEX)  # JAX's convention: ct * f'(z), no conjugate
+    check_frule(f, COMPLEX)
+
+
+@pytest.mark.parametrize("f", [sp.jv, sp.iv, sp.kv, sp.yv], ids=lambda f: f.__name__)
+def test_bessel_of_complex_argument(f):
+    check_frule(f, 1.5, COMPLEX, tangents=(fg.NoTangent(), np.ones_like(COMPLEX)))
+    check_rrule(f, 1, COMPLEX)  # an int order: no cotangent asked of it
+
+
+def test_complex_trigamma_matches_polygamma_on_the_real_axis():
+    from fusegrad.rules.special import _trigamma_complex
+
+    x = np.linspace(0.05, 30, 200)
+    np.testing.assert_allclose(_trigamma_complex(x + 0j).real, sp.polygamma(1, x), rtol=1e-13)
+
+
 def test_betainc_and_zeta_in_their_last_argument():
     check_grads(lambda v: np.sum(sp.betainc(2.0, 3.5, v)), modes=("rev", "fwd"), order=2)(UNIT)
     check_grads(lambda q: np.sum(sp.zeta(3.0, q)), modes=("rev", "fwd"), order=2)(POS)

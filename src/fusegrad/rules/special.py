@@ -105,7 +105,21 @@ def _no_derivative_in(ufunc: np.ufunc, index: int, what: str) -> None:
 
 
 def _ive_shift(x: Any, y: Any) -> Any:
-    return -np.sign(x) * y
+    # ive(v, z) = iv(v, z) exp(-|Re z|): not holomorphic for complex z; this is d/d(Re z).
+    return -np.sign(np.real(x)) * y
+
+
+def _trigamma_complex(z: Any) -> Any:
+    """ψ'(z) for complex z: ψ'(z) = Σ_{k<10} 1/(z+k)² + ψ'(z+10), the last by its asymptotic
+    series (error below 1e-13 for Re z > 0); NumPy ops, so differentiable again."""
+    acc = 0.0
+    for k in range(10):
+        acc = acc + 1.0 / ((z + k) * (z + k))
+    w = z + 10.0
+    w2 = 1.0 / (w * w)
+    series = 1 / 6 - w2 * (1 / 30 - w2 * (1 / 42 - w2 * (1 / 30 - w2 * 5 / 66)))
+    tail = 1.0 / w + w2 / 2 + (w2 / w) * series
+    return acc + tail
 
 
 def _declare() -> None:
@@ -113,6 +127,8 @@ def _declare() -> None:
     _zeta = _ufuncs._zeta
 
     def _trigamma(x: Any) -> Any:
+        if np.iscomplexobj(x):  # ζ(2, q) has real q only: recurrence + asymptotic series
+            return _trigamma_complex(x)
         return _zeta(2.0, x)
 
     # fmt: off
