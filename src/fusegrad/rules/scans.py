@@ -197,6 +197,15 @@ if _sp is not None:
         return y, pullback
 
 
+def _unit(x: Any) -> Any:
+    """``sign(x)``; for complex ``x`` written as ``x / |x|`` (0 at 0), whose derivative is not
+    zero (``np.sign``'s rule is piecewise constant), so that second derivatives are right."""
+    if not np.iscomplexobj(x):
+        return np.sign(x)
+    ax = np.abs(x)
+    return x / np.where(ax == 0, np.ones((), dtype=np.result_type(ax)), ax)
+
+
 def _dnorm_dord(x, y, dy, p, axis, keepdims, matrix):
     """d norm / d ord for a vector p-norm passed a float ``ord`` (a positional argument):
     dy * y * (Σ|x|^p ln|x| / (p Σ|x|^p) - ln(Σ|x|^p) / p²); zero for ±inf and 0."""
@@ -250,19 +259,19 @@ def _norm(x, *args, **kwargs):
             dym = np.moveaxis(dyk, ax, (-2, -1))
             g = np.moveaxis(dym * gm, (-2, -1), ax)
         elif ord_ == 1:
-            g = dyk * np.sign(xc)
+            g = dyk * _unit(xc)
         elif ord_ in (np.inf, -np.inf):
             ax = None if axis is None else axis
             ax_abs = np.abs(x)
             hit = np.equal(ax_abs, yk)
             count = np.sum(hit, axis=ax, keepdims=True)
-            g = dyk * np.sign(xc) * hit / count
+            g = dyk * _unit(xc) * hit / count
         elif ord_ == 0:
             return (ZeroTangent(), *no_tangents(len(args)))
         else:
             pord = float(ord_)
             ax_abs = np.abs(x)
-            g = dyk * np.sign(xc) * ax_abs ** (pord - 1) / yk ** (pord - 1)
+            g = dyk * _unit(xc) * ax_abs ** (pord - 1) / yk ** (pord - 1)
         rest = list(no_tangents(len(args)))
         if args and isinstance(ord_, float | np.floating):
             rest[0] = _dnorm_dord(x, y, dy, ord_, axis, keepdims, matrix)
