@@ -61,16 +61,17 @@ MOVE_AT_MOST = 64
 
 
 def _larger_than(node: LazyArray, limit: int) -> bool:
-    """Whether more than ``limit`` uncomputed nodes are under ``node``."""
+    """Whether moving ``node`` would rebuild more than ``limit`` maps (a movement stops at
+    reductions: it reshapes or computes them)."""
     stack, seen = [node], set()
     while stack:
         n = stack.pop()
-        if not isinstance(n, Map | Reduce) or n.cached is not None or id(n) in seen:
+        if type(n) is not Map or n.cached is not None or id(n) in seen:
             continue
         seen.add(id(n))
         if len(seen) > limit:
             return True
-        stack.extend(n.args if isinstance(n, Map) else (n.arg,))
+        stack.extend(n.args)
     return False
 
 
