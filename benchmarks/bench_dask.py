@@ -91,7 +91,7 @@ def main() -> None:
     else:
         env = {"FUSEGRAD_THREADS": "1"}
         cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=None, worker_kwargs={"env": env}
+            n_workers=2, threads_per_worker=1, dashboard_address=None, env=env
         )
         client = distributed.Client(cluster)
     print(f"workers: {len(client.scheduler_info()['workers'])}; local threads: default")

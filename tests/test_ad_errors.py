@@ -7,6 +7,7 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
+from fusegrad.ad import conversions
 from fusegrad.ad.core import NoRuleError
 from fusegrad.testing import check_grads
 
@@ -14,10 +15,14 @@ X = np.array([0.5, -1.0, 2.0])
 
 
 def test_asarray_of_a_traced_value():
+    # np.asarray stays traced inside traces (fusegrad.ad.conversions); NumPy's own function, as
+    # code that imported it by name holds it, refuses a traced value and names the fix
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(np.asarray(x) * 2))(X), np.full(3, 2.0))
+    numpy_asarray = conversions.ORIGINALS["asarray"]
     with pytest.raises(TypeError, match=r"converted to a NumPy array.*gradient would be lost"):
-        fg.grad(lambda x: np.sum(np.asarray(x) * 2))(X)
+        fg.grad(lambda x: np.sum(numpy_asarray(x) * 2))(X)
     with pytest.raises(TypeError, match=r"fusegrad\.numpy\.stop_gradient"):
-        fg.grad(lambda x: np.sum(np.asarray(x) * 2))(X)
+        fg.grad(lambda x: np.sum(numpy_asarray(x) * 2))(X)
 
 
 @pytest.mark.parametrize("conv", [float, int, complex])
@@ -44,8 +49,8 @@ def test_stop_gradient_is_the_fix_for_conversions():
 @pytest.mark.parametrize(
     "fun, name",
     [
-        (lambda x: np.sum(np.fft.fft(x).real), "np.fft.fft"),
-        (lambda x: np.sum(np.unwrap(x)), "np.unwrap"),
+        (lambda x: np.sum(np.polyfit(x, x * x, 1)), "np.polyfit"),
+        (lambda x: np.sum(np.roots(x)), "np.roots"),
     ],
 )
 def test_function_without_a_rule(fun, name):
@@ -59,8 +64,10 @@ def test_function_without_a_rule(fun, name):
 
 
 def test_registering_a_rule_fixes_it():
+    numpy_asarray = conversions.ORIGINALS["asarray"]
+
     def my_double(x):
-        return np.asarray(x) * 2.0
+        return numpy_asarray(x) * 2.0
 
     with pytest.raises(TypeError):
         fg.grad(lambda x: np.sum(my_double(x)))(X)
@@ -132,8 +139,11 @@ def test_argnums_out_of_range(argnums):
 
 
 def test_np_array_of_traced_values_points_to_the_fix():
+    g = fg.grad(lambda x: np.sum(np.array([x[0], x[1] * 2])))(X)  # traced inside traces
+    np.testing.assert_allclose(g, [1.0, 2.0, 0.0])
+    numpy_array = conversions.ORIGINALS["array"]
     with pytest.raises(TypeError) as info:
-        fg.grad(lambda x: np.sum(np.array([x[0], x[1] * 2])))(X)
+        fg.grad(lambda x: np.sum(numpy_array([x[0], x[1] * 2])))(X)
     msg = str(info.value)
     assert "fusegrad.numpy.array" in msg and "np.stack" in msg
     g = fg.grad(lambda x: np.sum(fnp.array([x[0], x[1] * 2])))(X)

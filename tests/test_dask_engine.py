@@ -129,7 +129,7 @@ def cluster():
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            worker_kwargs={"env": env},
+            env=env,
         ) as c,
         distributed.Client(c) as client,
     ):

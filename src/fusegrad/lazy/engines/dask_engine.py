@@ -88,7 +88,7 @@ def blocks(n: int, parts: int) -> list[tuple[int, int]]:
     """``[0, n)`` cut into ``parts`` near-equal blocks.
 
     >>> blocks(10, 3)
-    [(0, 4), (4, 7), (7, 10)]
+    [(0, 3), (3, 6), (6, 10)]
     """
     parts = max(1, min(parts, n))
     edges = [n * i // parts for i in range(parts + 1)]
@@ -100,8 +100,10 @@ def grid(kernel: Kernel, points: int | None = None) -> list[list[tuple[int, int]
     needs them alike), the others kept whole.
 
     >>> k = Kernel((1000, 1000), (), (), (), ())
-    >>> [len(b) for b in grid(k, points=250_000)]
-    [2, 2]
+    >>> [len(b) for b in grid(k, points=250_000)]  # a row fits a tile: blocks of rows
+    [4, 1]
+    >>> [len(b) for b in grid(k, points=200)]
+    [71, 71]
     """
     points = tile_points() if points is None else points
     domain = kernel.domain
