@@ -83,15 +83,16 @@ def test_explain_quiet_is_deprecated_and_prints_nothing(capsys):
     np.testing.assert_allclose(e.grad, 2 * np.ones(3))
 
 
-def test_explain_peak_leaves_out_the_engines_one_time_imports():
+def test_explain_peak_leaves_out_the_engines_one_time_imports(tmp_path):
     # In a fresh process the first explain of a tiny function on the default engine used to
-    # report numba's import (~15 MiB of Python objects) as the call's peak.
+    # report numba's import (~15 MiB of Python objects) as the call's peak. An empty kernel
+    # cache keeps this kernel on numpy (auto loads a cached numba build, a cost of its own).
     script = (
         "import numpy as np, fusegrad as fg\n"
         "e = fg.explain(lambda x: np.sum((1 - x) / 2), np.ones(4))\n"
         "print(e.peak_bytes)\n"
     )
-    env = dict(os.environ, FUSEGRAD_ENGINE="auto")
+    env = dict(os.environ, FUSEGRAD_ENGINE="auto", FUSEGRAD_CACHE_DIR=str(tmp_path))
     r = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
     )

@@ -30,7 +30,6 @@ import numpy as np
 
 from .api import grad as _grad
 from .lazy import engines, recording, use_engine
-from .lazy.engines import numba_engine
 from .memory import track_allocations
 
 
@@ -117,8 +116,10 @@ def explain(
     ctx = use_engine(engine) if engine is not None else contextlib.nullcontext()
     with ctx:
         if engines.current() != "numpy":
-            # numba's one-time import (~15 MiB of Python objects) is not this call's allocation.
-            numba_engine.available()
+            # The engines' one-time imports (numba's ~15 MiB of Python objects) are not this
+            # call's allocations: auto asks every engine whether it is available.
+            for name in engines.names()[1:]:
+                engines.get(name).available()
         with recording() as rec, track_allocations() as mem:
             value = g(*args)
     return Explanation(
