@@ -103,6 +103,7 @@ def test_random_programs_vs_finite_differences(steps, final, seed):
     check_grads(lambda x, p: run(np, steps, final, x, p), modes=("rev",))(x, p)
 
 
+@pytest.mark.slow  # 60 programs through autograd too; the finite-difference twin runs by default
 @pytest.mark.filterwarnings("ignore:Output seems independent of input")
 @settings(max_examples=60, deadline=None)
 @given(steps=program, final=finals, seed=st.integers(0, 2**16))

@@ -84,6 +84,7 @@ def test_case3_no_n2_array(engine):
 # keeps the row and column sums apart. ``peak_bytes`` counts Python objects too: ``fusegrad.jit``
 # replays the kernel with few of them, and is within the target; a plain ``grad`` holds its
 # trace's objects (~30 kB, whatever N), so for it the bound is on what a larger N adds.
+@pytest.mark.slow  # six gradient calls over 16000×16000 and 8000×8000
 def test_case3_at_the_memory_floor(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setenv("FUSEGRAD_THREADS", "2")

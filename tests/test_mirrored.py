@@ -68,6 +68,7 @@ def _expected(x, y, op):
     return (f * d).sum(axis=1) + (-f).sum(axis=0)
 
 
+@pytest.mark.slow  # a compile per new signature; test_planned_rows_plus_cols runs by default
 @needs_numba
 @settings(max_examples=25)
 @given(
@@ -313,6 +314,7 @@ def test_planned_rows_plus_cols_match_numpy(n, rest, dtype, op, swap, engine_nam
 # --- a mirrored sum sharing its pass ------------------------------------------------------------
 
 
+@pytest.mark.slow  # a compile per new combination of outputs
 @needs_numba
 @settings(max_examples=12)  # each new combination of outputs is a compile (~0.3 s)
 @given(
