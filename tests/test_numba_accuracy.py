@@ -213,6 +213,7 @@ def _compile_uncached(kernel: Kernel, tmp_path):
     return mod
 
 
+@pytest.mark.slow  # compiles its kernel again, outside the cache, to read the LLVM IR
 def test_inner_loops_vectorise_without_gathers(tmp_path):
     """The point of the chunk layout: the summing loops stay contiguous SIMD loads."""
     rng = np.random.default_rng(0)

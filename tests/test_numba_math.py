@@ -253,6 +253,7 @@ print(sum(kernel.stats.cache_hits.values()))
 """
 
 
+@pytest.mark.slow  # two fresh interpreters that import numba and compile
 def test_caller_in_another_module_is_cached(tmp_path):
     (tmp_path / "vm_caller.py").write_text(textwrap.dedent(CALLER))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path)] + sys.path))
