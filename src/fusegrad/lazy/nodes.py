@@ -58,10 +58,10 @@ def interning_scope(token: int | None = None) -> Iterator[int]:
     scope is open. Leaves made inside are shared only with leaves made in the same scope.
 
     >>> a = np.ones(3)
-    >>> asarray(a) is asarray(a)                    # outside any scope: one scope per call
+    >>> leaf(a) is leaf(a)                    # outside any scope: one scope per call
     False
     >>> with interning_scope():
-    ...     asarray(a) is asarray(a)
+    ...     leaf(a) is leaf(a)
     True
     """
     if _SCOPE.current is not None:
