@@ -4,6 +4,8 @@ gradients, and clear errors."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,6 +21,13 @@ T3 = RNG.standard_normal((2, 3, 4))
 XN = X.copy()
 XN[[1, 4]] = [np.nan, np.inf]
 XP = np.linspace(-2.0, 2.0, 6)
+
+
+def _row_stack(tup):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return np.row_stack(tup)
+
 
 PAD_MODES = [
     ("constant", {}),
@@ -52,7 +61,8 @@ CASES = {
     "atleast_3d": (lambda a: np.atleast_3d(a), (M,)),
     "atleast_3d_1d": (lambda a: np.atleast_3d(a), (X,)),
     "column_stack": (lambda a, b: np.column_stack([a[:4], b]), (X, M)),
-    "row_stack": (lambda a, b: np.vstack((a[:5], b)), (X, M)),
+    # np.row_stack (deprecated) warns and calls np.vstack, which has a rule
+    "row_stack": (lambda a, b: _row_stack((a[:5], b)), (X, M)),
     "append": (lambda a, b: np.append(a, b), (X, M)),
     "append_axis": (lambda a: np.append(a, a[:1], axis=0), (M,)),
     "hsplit": (lambda a: np.hsplit(a, [2])[1], (M,)),
@@ -172,6 +182,15 @@ def test_values_equal_numpy(name):
 def test_derivatives(name):
     f, args = CASES[name]
     check_grads(f, modes=("rev", "fwd"), order=2)(*args)
+
+
+def test_pad_other_modes_go_through_the_composite():
+    """np.pad's rule handles mode='constant'; the other modes are traced by the composite."""
+    from fusegrad.ad.tracer import COMPOSITES
+    from fusegrad.rules.registry import rrule
+
+    assert rrule(np.pad, np.ones(3), 1, mode="reflect") is None
+    assert np.pad in COMPOSITES
 
 
 def test_pad_reflect_hand_derived():

@@ -12,7 +12,7 @@ steps of ``np.unwrap``) are computed on the primal.
   padding of index codes; ``linear_ramp``, ``mean``/``maximum``/``minimum``/``median`` and odd
   reflection axis by axis, as NumPy pads.
 - ``flipud``, ``fliplr``, ``rot90``, ``rollaxis``: ``flip``, ``transpose``, ``moveaxis``.
-- ``atleast_1d/2d/3d``, ``column_stack``, ``row_stack``, ``append``, ``hsplit``/``vsplit``/
+- ``atleast_1d/2d/3d``, ``column_stack``, ``append``, ``hsplit``/``vsplit``/
   ``dsplit``: ``reshape``, ``concatenate``, ``split``.
 - ``insert``, ``delete``, ``partition``: a gather by positions computed on the primal.
 - ``meshgrid``, ``linspace``, ``logspace``, ``geomspace``: ``broadcast_to``;
@@ -173,10 +173,6 @@ def _column_stack(tup: Any) -> Any:
         a = as_array(a)
         cols.append(np.reshape(a, (-1, 1)) if np.ndim(a) < 2 else a)
     return np.concatenate(cols, axis=1)
-
-
-def _vstack(tup: Any, *, dtype: Any = None, casting: str = "same_kind") -> Any:
-    return np.concatenate([_atleast(2)(as_array(a)) for a in tup], axis=0)
 
 
 def _append(arr: Any, values: Any, axis: int | None = None) -> Any:
@@ -738,7 +734,6 @@ COMPOSITES: dict[Any, Callable] = {
     np.atleast_2d:   _atleast(2),
     np.atleast_3d:   _atleast(3),
     np.column_stack: _column_stack,
-    np.row_stack:    _vstack,
     np.append:       _append,
     np.hsplit:       _split_along(1, 1, "hsplit"),
     np.vsplit:       _split_along(0, 2, "vsplit"),
