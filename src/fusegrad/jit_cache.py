@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -54,9 +55,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .ad.core import _max_level
 from .ad.pytree import structure
-from .lazy import LazyArray, engines, materialize_many, replay, small
+from .lazy import LazyArray, engines, materialize, materialize_many, replay, small
 from .lazy.nodes import leaf
+from .rules.indexing import is_basic_index
+from .rules.registry import rrule
+from .tangents import AbstractZero, unthunk
 
 _STATIC = (int, float, complex, bool, str, bytes, type(None))
 _NUMBERS = (float, complex)  # exact types: inputs of the recording (not int, bool)
@@ -356,6 +361,41 @@ def _recording_inputs(arrays: list, copy: bool) -> list[np.ndarray]:
     return out
 
 
+def _prepare(x: Any) -> Any:
+    """A step's operand or result made concrete: a thunk unthunked, a lazy value materialised."""
+    x = unthunk(x)
+    return materialize(x) if isinstance(x, LazyArray) else x
+
+
+def _forward(f: Callable, *args: Any, **kwargs: Any) -> Any:
+    """The step of a rule that needs arrays: its value and its pullback."""
+    return rrule(f, *args, **kwargs)
+
+
+def _call(pullback: Callable, ct: Any) -> Any:
+    return pullback(ct)
+
+
+def _pullback(pullback: Callable, ct: Any) -> Any:
+    if isinstance(ct, AbstractZero):
+        return pullback(ct)
+    return replay.step(_call, (pullback, ct), {}, _prepare)
+
+
+def _rule_step(f: Callable, args: tuple, kwargs: dict, lazy: bool) -> tuple | None:
+    """``(y, pullback)`` of a rule that needs arrays, recorded as steps of the program (the AD
+    core calls this while ``jit`` records); None: the core calls the rule itself. A lazy rule is
+    a step only when it would evaluate its argument (a gather ``x[index]`` of an index array).
+    Under nested differentiation (lower-level tracers among the arguments) the rule's own NumPy
+    calls are not all seen, so it is left to the core (an escape, as before)."""
+    if lazy and not (f is operator.getitem and not is_basic_index(args[1])):
+        return None
+    if _max_level(args) or _max_level(kwargs.values()):
+        return None
+    y, pullback = replay.step(functools.partial(_forward, f), args, kwargs, _prepare)
+    return y, functools.partial(_pullback, pullback)
+
+
 def _record(
     fun: Callable,
     entry: _Entry,
@@ -370,6 +410,7 @@ def _record(
     inputs = _recording_inputs(arrays, copy)
     traced = list(leaves)
     rec = replay.Recorder(inputs, top_is_api=getattr(fun, "__fusegrad_api__", False))
+    rec.rule_step = _rule_step
     for i, c, a in zip(positions, inputs, arrays):
         traced[i] = node = leaf(c)
         rec.originals[id(node)] = a

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize
+from ..lazy import LazyArray, materialize, replay
 from ..rules import registry
 from ..rules.registry import RRULES, has_rrule, is_differentiable, rrule
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, add, iadd
@@ -195,10 +195,15 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
         )
     uargs = tuple(_unbox(a, level) for a in args)
     ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()}
-    if not RRULES[f][1]:
-        uargs = tuple(_concrete(a) for a in uargs)
-        ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
-    y, pullback = rrule(f, *uargs, **ukwargs)
+    rec = replay.active()  # a jit recording: a rule that needs arrays may be a step of it
+    step = rec.rule_step(f, uargs, ukwargs, RRULES[f][1]) if rec and rec.rule_step else None
+    if step is not None:
+        y, pullback = step
+    else:
+        if not RRULES[f][1]:
+            uargs = tuple(_concrete(a) for a in uargs)
+            ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
+        y, pullback = rrule(f, *uargs, **ukwargs)
     parents = [_parents(a, level) for a in args]
     if all(p is None for p in parents):
         return y

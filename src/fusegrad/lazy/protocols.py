@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import movement, reductions, small
+from . import movement, reductions, replay, small
 from .nodes import LazyArray, Map, Reduce, asarray, make_map
 from .ops import REDUCING_UFUNCS, op_for
 from .plan import materialize
@@ -49,6 +49,8 @@ def _concrete(x: Any) -> Any:
 
 def eager(func: Callable, *args: Any, **kwargs: Any) -> Any:
     """Run ``func`` on materialised arguments: the fallback for anything not fusable."""
+    if replay.active() is not None:  # a jit recording: the call is a step of its program
+        return replay.step(func, args, kwargs, _concrete)
     return func(*_concrete(args), **_concrete(kwargs))
 
 
@@ -347,7 +349,7 @@ def getitem(self: LazyArray, index: Any) -> Any:
         if v is not None:
             return small.wrap(v[index])
         return movement.getitem(self, index)
-    return materialize(self)[_concrete(index)]
+    return eager(operator.getitem, self, index)
 
 
 def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:

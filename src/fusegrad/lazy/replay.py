@@ -38,6 +38,7 @@ import numpy as np
 
 from .kernel import Kernel
 from .nodes import DYNAMIC_NUMBERS, LazyArray, Leaf, Map, Reduce, _base
+from .nodes import leaf as _leaf
 
 _local = threading.local()
 # Recordings open in any thread: while none is, active() skips the thread-local lookup (~0.3 us,
@@ -106,8 +107,79 @@ def copied(what: str) -> None:
     """A value was copied outside a kernel (a reshape that cannot be a view): the copy would be
     taken for a constant, so the recording cannot be replayed."""
     rec = active()
-    if rec is not None and rec.escape is None:
+    if rec is not None and rec.escape is None and not rec.in_step:
         rec.escape = f"{what} copied a value outside a kernel"
+
+
+def _map(fn: Callable, x: Any) -> Any:
+    """``fn`` applied to the leaves of ``x`` (lists, tuples but not named ones, dicts)."""
+    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+        return type(x)(_map(fn, v) for v in x)
+    if isinstance(x, dict):
+        return {k: _map(fn, v) for k, v in x.items()}
+    return fn(x)
+
+
+def step(fn: Callable, args: tuple, kwargs: dict, prepare: Callable) -> Any:
+    """``fn(*args, **kwargs)`` on its arguments made concrete by ``prepare`` (lazy values
+    materialised, thunks unthunked); in a recording, one *step* of the program: a NumPy call
+    (``matmul``, ``solve``, a gather, a rule that needs arrays, its pullback) between kernels.
+    Its operands are located like kernel operands (views of inputs or of earlier results,
+    numbers, constants); a replay calls ``fn`` again on the new ones. Its array results (made
+    concrete by ``prepare``) are recorded results, handed back as new leaves, so that what
+    reads them stays in the recording; functions among them (a rule's pullback) are kept too.
+    The kernels and reads inside ``fn`` are its own: a replay runs ``fn`` again, so even a
+    Python ``if`` on an array there is replayed faithfully.
+
+    >>> from . import small
+    >>> x = np.arange(4.0).reshape(2, 2)
+    >>> rec = Recorder([x])
+    >>> with rec, sanctioned(), small.fusing():
+    ...     y = step(np.matmul, (x, x), {}, lambda v: v)  # a leaf of the recorded x @ x
+    ...     out = rec.program([np.asarray(y + 1)]).run([np.eye(2)])
+    >>> out[0]
+    array([[2., 1.],
+           [1., 2.]])
+    """
+    rec = active()
+    if rec is None or rec.in_step or rec.escape is not None:
+        return fn(*_map(prepare, args), **_map(prepare, kwargs))
+    return rec.step(fn, args, kwargs, prepare)
+
+
+def _seal(x: Any, prepare: Callable, items: list, wrap: Callable | None, odd: list) -> Any:
+    """The results of a step with arrays (made concrete) appended to ``items`` and replaced by
+    ``wrap(array)``; functions appended as they are. ``odd`` gets Python ints and bools (a value
+    read out of the arrays, which a replay could not hand on)."""
+    if isinstance(x, list | tuple):
+        vals = [_seal(v, prepare, items, wrap, odd) for v in x]
+        return type(x)(*vals) if hasattr(type(x), "_fields") else type(x)(vals)
+    x = prepare(x)
+    if isinstance(x, np.generic | float | complex) and not isinstance(x, bool | Number):
+        x = np.asarray(x)
+    if isinstance(x, np.ndarray):
+        items.append(x)
+        return x if wrap is None else wrap(x)
+    if isinstance(x, types.FunctionType | types.MethodType | functools.partial):
+        items.append(x)
+    elif isinstance(x, int | bool | np.bool_):
+        odd.append(x)
+    return x
+
+
+def _decode(e: tuple, slots: list, numbers: Sequence[Any]) -> Any:
+    tag = e[0]
+    if tag == "view":
+        return _view(slots[e[1]], *e[2:])
+    if tag == "slot":
+        return slots[e[1]]
+    if tag == "number":
+        return evaluate(e[1], numbers)
+    if tag == "seq":
+        return e[1](_decode(v, slots, numbers) for v in e[2])
+    if tag == "dict":
+        return dict(zip(e[1], (_decode(v, slots, numbers) for v in e[2])))
+    return e[1]
 
 
 def note_literal(array: np.ndarray) -> None:
@@ -370,6 +442,12 @@ class Recorder:
         # number constants of the kernel about to run: (index in its constants, recipe)
         self.number_read: str | None = None
         self._numbers: tuple = ()
+        # eager steps (``step``): the depth of the one running (its own kernels and reads are
+        # part of it, re-run at each replay), and the objects among step results (pullbacks)
+        self.in_step = 0
+        self.objects: dict[int, int] = {}
+        # how a rule that needs arrays becomes a step (``jit`` sets it: it knows the AD layers)
+        self.rule_step: Callable | None = None
 
     def __enter__(self) -> Recorder:
         if not hasattr(_local, "stack"):
@@ -427,7 +505,7 @@ class Recorder:
     def on_materialize(self, nodes: Any) -> None:
         """Called by ``materialize_many``: an unsanctioned evaluation of input-derived values
         is an escape."""
-        if self.escape is None and not self.sanctions and self.touches(nodes):
+        if self.escape is None and not self.sanctions and not self.in_step and self.touches(nodes):
             shown = next((repr(n) for n in nodes if isinstance(n, LazyArray)), "a value")
             why = self.reading or (
                 "a rule that needs an array, an eager NumPy call, or a Python read of an array: "
@@ -453,7 +531,7 @@ class Recorder:
     def on_kernel(self, kernel: Kernel, results: list[np.ndarray], engine: str) -> None:
         """Called after each kernel run: record it when it computes the call's results."""
         numbers, self._numbers = self._numbers, ()
-        if not self.sanctions or self.escape is not None:
+        if not self.sanctions or self.escape is not None or self.in_step:
             return
         sources = []
         for a in kernel.inputs:
@@ -481,6 +559,66 @@ class Recorder:
             self.steps.append(("fold", None, tuple(r.copy() for r in results), first, ()))
         else:
             self.steps.append((engine, template, tuple(sources), first, numbers))
+
+    def step(self, fn: Callable, args: tuple, kwargs: dict, prepare: Callable) -> Any:
+        """See the module function ``step``."""
+        self.sanctions += 1  # the operands' kernels are recorded: they feed the step
+        try:
+            args, kwargs = _map(prepare, args), _map(prepare, kwargs)
+        finally:
+            self.sanctions -= 1
+        tracked = [False]
+        encoded = (self._encode(args, tracked), self._encode(kwargs, tracked))
+        if not tracked[0] or self.escape is not None:
+            return fn(*args, **kwargs)  # constants only: a constant result, as before
+        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "")
+        if kwargs.get("out") is not None:
+            self.escape = f"{name}(..., out=...) wrote a value computed from the inputs"
+            return fn(*args, **kwargs)
+        self.in_step += 1
+        try:
+            raw = fn(*args, **kwargs)
+            items: list = []
+            odd: list = []
+            result = _seal(raw, prepare, items, _leaf, odd)
+        finally:
+            self.in_step -= 1
+        if odd:
+            self.escape = (
+                f"{name} returned a Python {type(odd[0]).__name__} computed from the inputs"
+            )
+            return result
+        first = len(self.slots)
+        for x in items:
+            if isinstance(x, np.ndarray):
+                self._track(x)
+            else:
+                self.objects[id(x)] = len(self.slots)
+                self.slots.append(x)
+                self.spans.append((1, 0))  # an empty span: no array is located in it
+        self.steps.append(("call", fn, encoded, first, (prepare, len(items))))
+        return result
+
+    def _encode(self, x: Any, tracked: list) -> tuple:
+        """Where a step's operand comes from (``_decode`` rebuilds it in a replay)."""
+        if isinstance(x, np.ndarray):
+            where = self.locate(x)
+            if where is None:
+                return ("const", x)
+            tracked[0] = True
+            return ("view", *where)
+        if isinstance(x, Number):
+            tracked[0] = True
+            return ("number", x._recipe)
+        if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+            return ("seq", type(x), tuple(self._encode(v, tracked) for v in x))
+        if isinstance(x, dict):
+            return ("dict", tuple(x), tuple(self._encode(v, tracked) for v in x.values()))
+        slot = self.objects.get(id(x))
+        if slot is not None and self.slots[slot] is x:
+            tracked[0] = True
+            return ("slot", slot)
+        return ("const", x)
 
     def _literal(self, a: np.ndarray) -> bool:
         base = a
@@ -543,7 +681,7 @@ class Program:
         self.steps = steps
         self.n_inputs = n_inputs
         self.recipes = recipes
-        self.runners = [None if s[0] == "fold" else engines.runner(s[0]) for s in steps]
+        self.runners = [None if s[0] in ("fold", "call") else engines.runner(s[0]) for s in steps]
 
     @property
     def kernels(self) -> int:
@@ -554,7 +692,19 @@ class Program:
         """The results for new C-contiguous ``arrays`` (the inputs, in recorded order) and number
         arguments ``numbers`` (plain Python values, in recorded order)."""
         slots = list(arrays)
-        for (_, template, sources, _first, dynamic), run in zip(self.steps, self.runners):
+        for (kind, template, sources, _first, dynamic), run in zip(self.steps, self.runners):
+            if kind == "call":  # an eager step: its function on the new operands
+                raw = template(
+                    *_decode(sources[0], slots, numbers), **_decode(sources[1], slots, numbers)
+                )
+                before = len(slots)
+                _seal(raw, dynamic[0], slots, None, [])
+                if len(slots) - before != dynamic[1]:
+                    raise RuntimeError(
+                        f"fusegrad.jit: a replayed step ({getattr(template, '__name__', '')}) "
+                        "gave other results than when it was recorded"
+                    )
+                continue
             if template is None:
                 slots.extend([r.copy() for r in sources])  # folded: its recorded results
                 continue
@@ -609,7 +759,7 @@ class Program:
 def _comparable(step: tuple) -> tuple:
     """A step without its number constants' values (their recipes are compared instead)."""
     engine, template, sources, first, dynamic = step
-    if template is None:
+    if template is None or engine == "call":
         return step
     constants = list(template.constants)
     for j, _ in dynamic:
