@@ -138,7 +138,7 @@ def cluster():
 
 @pytest.mark.slow
 def test_gradients_on_a_local_cluster(cluster, monkeypatch):
-    monkeypatch.setenv("FUSEGRAD_DASK_TILE", str(1 << 16))
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE", str(1 << 18))
     rng = np.random.default_rng(3)
     x, y = rng.random(1500), rng.random(1200)
     want = fg.grad(w3, argnums=(0, 1, 2))(x, y, 0.3)
@@ -153,9 +153,9 @@ def test_gradients_on_a_local_cluster(cluster, monkeypatch):
 @pytest.mark.slow
 def test_a_worker_killed_mid_gradient(cluster, monkeypatch):
     c, client = cluster
-    monkeypatch.setenv("FUSEGRAD_DASK_TILE", str(1 << 16))
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE", str(1 << 20))
     rng = np.random.default_rng(4)
-    x = rng.random(6000)
+    x = rng.random(8000)
     want = fg.grad(w2t)(x)
     result = {}
 
