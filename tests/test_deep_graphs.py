@@ -15,6 +15,9 @@ from fusegrad.tangents import BroadcastThunk, Thunk, unthunk
 
 STEPS = 10_000
 assert STEPS > 5 * sys.getrecursionlimit()  # deep enough that any recursive walk would fail
+# Through the AD layers a step costs ~1-3 ms of Python (rules, tape, planner): 10^4 steps run
+# under -m slow, and 2.5 * 10^3 (still past the recursion limit) by default.
+AD_STEPS = [2_500, pytest.param(STEPS, marks=pytest.mark.slow)]
 
 
 def ema(x, steps=STEPS):
@@ -31,31 +34,34 @@ def horner(x, steps=STEPS):
     return p
 
 
-def test_grad_of_an_ema(engine):
+@pytest.mark.parametrize("steps", AD_STEPS)
+def test_grad_of_an_ema(steps):
     x = np.linspace(0.0, 1.0, 8)
-    g = fg.grad(lambda v: np.sum(ema(v)))(x)
-    np.testing.assert_allclose(g, 1 - 0.9**STEPS)
+    g = fg.grad(lambda v: np.sum(ema(v, steps)))(x)
+    np.testing.assert_allclose(g, 1 - 0.9**steps)
 
 
-def test_value_and_grad_of_horners_rule():
+@pytest.mark.parametrize("steps", AD_STEPS)
+def test_value_and_grad_of_horners_rule(steps):
     x = np.linspace(0.05, 0.5, 8)
-    v, g = fg.value_and_grad(lambda v: np.sum(horner(v)))(x)
+    v, g = fg.value_and_grad(lambda v: np.sum(horner(v, steps)))(x)
     np.testing.assert_allclose(v, np.sum(1 / (1 - x)), rtol=1e-12)  # x**STEPS underflows
     np.testing.assert_allclose(g, 1 / (1 - x) ** 2, rtol=1e-10)
 
 
-def test_vjp_of_an_unrolled_rnn_cell():
+@pytest.mark.parametrize("steps", AD_STEPS)
+def test_vjp_of_an_unrolled_rnn_cell(steps):
     w = np.linspace(0.1, 0.9, 6)
-    xs = np.sin(np.arange(STEPS) * 0.1)
+    xs = np.sin(np.arange(steps) * 0.1)
 
     def run(w):
         h = 0.0 * w
-        for t in range(STEPS):
+        for t in range(steps):
             h = np.tanh(w * h + xs[t])
         return h
 
     h_want, dh = np.zeros(6), np.zeros(6)  # forward sensitivity dh/dw, by hand
-    for t in range(STEPS):
+    for t in range(steps):
         h_new = np.tanh(w * h_want + xs[t])
         dh = (1 - h_new**2) * (h_want + w * dh)
         h_want = h_new
@@ -65,11 +71,12 @@ def test_vjp_of_an_unrolled_rnn_cell():
     np.testing.assert_allclose(g, dh, rtol=1e-9, atol=1e-12)
 
 
-def test_jvp_of_an_ema():
+@pytest.mark.parametrize("steps", AD_STEPS)
+def test_jvp_of_an_ema(steps):
     x = np.linspace(0.0, 1.0, 8)
-    y, t = fg.jvp(ema, (x,), (np.ones(8),))
-    np.testing.assert_allclose(y, x * (1 - 0.9**STEPS))
-    np.testing.assert_allclose(t, 1 - 0.9**STEPS)
+    y, t = fg.jvp(lambda v: ema(v, steps), (x,), (np.ones(8),))
+    np.testing.assert_allclose(y, x * (1 - 0.9**steps))
+    np.testing.assert_allclose(t, 1 - 0.9**steps)
 
 
 def test_lazy_chain_is_cut_into_short_kernels(engine):
