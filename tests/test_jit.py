@@ -232,6 +232,103 @@ def test_rules_that_need_arrays_are_steps_of_the_replay():
     assert jg.cache_info().hits == 5
 
 
+def _mlp(W1, b1, W2, b2, X, y):
+    return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+
+def _w4(w, b, X, t):
+    return np.mean(np.logaddexp(0, -t * (X @ w + b)))
+
+
+def _rnn(Wx, Wh, b, xs):
+    h = np.zeros(Wh.shape[0])
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] @ Wx + h @ Wh + b)
+    return np.sum(h**2)
+
+
+def _programs(rng):
+    n = rng.normal
+    return {
+        "mlp": (_mlp, (0, 1, 2, 3), lambda: (n(size=(6, 8)), n(size=8), n(size=(8, 1)),
+                                             n(size=1), n(size=(12, 6)), n(size=(12, 1)))),
+        "w4": (_w4, (0, 1), lambda: (n(size=5), abs(float(n())), n(size=(20, 5)),
+                                     np.sign(n(size=20)))),
+        "rnn": (_rnn, (0, 1, 2), lambda: (0.3 * n(size=(3, 6)), 0.3 * n(size=(6, 6)),
+                                          n(size=6), n(size=(30, 3)))),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["mlp", "w4", "rnn"])
+def test_matmul_programs_are_replayed_as_grad_computes_them(name, engine):
+    rng = np.random.default_rng(4)
+    f, argnums, make = _programs(rng)[name]
+    g = fg.grad(f, argnums=argnums)
+    jg = fg.jit(g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning: replayed
+        for _ in range(3):
+            args = make()
+            for got, want in zip(jg(*args), g(*args)):
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    (info,) = jg.cache_info()
+    assert info.replayable, info.reason
+    assert jg.cache_info().hits >= 1
+
+
+def test_the_mlp_gradient_by_hand_through_jit():
+    rng = np.random.default_rng(5)
+    W1, b1, W2, b2 = rng.normal(size=(3, 4)), rng.normal(size=4), rng.normal(size=(4, 1)), 0.5
+    jg = fg.jit(fg.grad(_mlp, argnums=(0, 2)))
+    for _ in range(2):
+        X, y = rng.normal(size=(5, 3)), rng.normal(size=(5, 1))
+        h = np.tanh(X @ W1 + b1)
+        r = 2 * (h @ W2 + b2 - y) / y.size
+        dW1 = X.T @ ((r @ W2.T) * (1 - h**2))
+        got1, got2 = jg(W1, b1, W2, b2, X, y)
+        np.testing.assert_allclose(got1, dW1, rtol=1e-12)
+        np.testing.assert_allclose(got2, h.T @ r, rtol=1e-12)
+    assert jg.cache_info()[0].replayable
+
+
+def test_eager_numpy_calls_on_lazy_values_are_steps():
+    # no grad: np.linalg.inv and matmul on lazy values, then fused elementwise work
+    jf = fg.jit(lambda A, x: np.exp(np.linalg.inv(A + 3 * np.eye(3)) @ x) * 2)
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        A, x = rng.normal(size=(3, 3)), rng.normal(size=3)
+        want = np.exp(np.linalg.inv(A + 3 * np.eye(3)) @ x) * 2
+        np.testing.assert_allclose(jf(A, x), want, rtol=1e-13)
+    assert jf.cache_info()[0].replayable and jf.cache_info().hits == 2
+
+
+def test_steps_whose_shapes_depend_on_values_fall_back():
+    f = lambda x: np.sum(x[x > 0] ** 2)  # noqa: E731
+    jg = fg.jit(fg.grad(f))
+    a = np.array([1.0, -2.0, 3.0, 0.5])
+    np.testing.assert_array_equal(jg(a), [2.0, 0.0, 6.0, 1.0])
+    np.testing.assert_array_equal(jg(2 * a), [4.0, 0.0, 12.0, 2.0])  # same mask: replayed
+    b = np.array([1.0, -2.0, -3.0, 0.5])
+    with pytest.warns(UserWarning, match="depend on the values"):
+        np.testing.assert_array_equal(jg(b), [2.0, 0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(jg(-b), [0.0, 4.0, 6.0, 0.0])
+    (info,) = jg.cache_info()
+    assert not info.replayable and "getitem" in info.reason
+
+
+def test_a_python_branch_on_a_matmul_result_is_not_replayed():
+    def f(w, X):
+        z = X @ w
+        return np.sum(z**2) if z[0] > 0 else np.sum(-z)
+
+    jg = fg.jit(fg.grad(f))
+    X = np.eye(2)
+    with pytest.warns(UserWarning, match="run uncompiled"):
+        np.testing.assert_array_equal(jg(np.array([1.0, 2.0]), X), [2.0, 4.0])
+    np.testing.assert_array_equal(jg(np.array([-1.0, 2.0]), X), [-1.0, -1.0])
+    assert not jg.cache_info()[0].replayable
+
+
 def test_nested_grad_inside_jit_is_correct():
     inner = fg.grad(lambda x: np.sum(np.sin(x) * x))
     jg = fg.jit(fg.grad(lambda x: np.sum(inner(x))))

@@ -1,8 +1,9 @@
 """Differential fuzz test of ``fusegrad.jit``: random programs (elementwise ops, broadcasts,
-reductions, basic and integer indexing, element reads used as numbers and in ``if``, Python-number
-arguments) give through ``jit(grad)`` and ``jit(value_and_grad)`` what ``grad`` and
-``value_and_grad`` give, on several inputs called in sequence on one jitted function, so that
-replays, second recordings and uncompiled fallbacks are all exercised. Both engines."""
+reductions, basic and integer indexing, matmul, einsum, solve, sort, cumsum, element reads used as
+numbers and in ``if``, Python-number arguments) give through ``jit(grad)`` and
+``jit(value_and_grad)`` what ``grad`` and ``value_and_grad`` give, on several inputs called in
+sequence on one jitted function, so that replays (with eager steps between kernels), second
+recordings and uncompiled fallbacks are all exercised. Both engines."""
 
 import warnings
 
@@ -16,6 +17,8 @@ from fusegrad.lazy.engines import numba_engine
 
 N = 5
 PERMUTATION = np.array([2, 0, 0, 4, 1])  # repeats: the scatter of its gradient accumulates
+M = np.random.default_rng(7).normal(size=(N, N)) / N  # a closure constant of the programs
+SPD = M @ M.T + np.eye(N)
 
 UNARY = {
     "sin": np.sin,
@@ -29,6 +32,12 @@ UNARY = {
     "sum0": lambda v: np.sum(v, axis=0) if np.ndim(v) == 2 else v,
     "mean1": lambda v: np.mean(v, axis=1) if np.ndim(v) == 2 else v,
     "total": np.sum,
+    # eager steps of a replay (rules that need arrays, and their pullbacks)
+    "matmul": lambda v: v @ M if np.ndim(v) else v,
+    "einsum": lambda v: np.einsum("...i,ij->...j", v, M) if np.ndim(v) else v,
+    "solve": lambda v: np.linalg.solve(SPD, v) if np.ndim(v) else v,
+    "sort": lambda v: np.sort(v, axis=-1) if np.ndim(v) else v,
+    "cumsum": lambda v: np.cumsum(v, axis=0) if np.ndim(v) else v,
 }
 BINARY = {
     "add": np.add,
@@ -36,6 +45,8 @@ BINARY = {
     "mul": np.multiply,
     "div": lambda a, b: a / (1 + b * b),
     "outer": lambda a, b: a[:, None] - b[None, :] if np.ndim(a) == np.ndim(b) == 1 else a + b,
+    "matmul": lambda a, b: a @ b if np.ndim(a) and np.ndim(b) and np.ndim(b) <= 2 else a * b,
+    "dot_sin": lambda a, b: np.dot(np.sin(a), b) if np.ndim(a) == 1 else a - b,
 }
 
 
@@ -134,8 +145,10 @@ def test_the_programs_cover_replays_and_fallbacks():
     # one program of each kind by hand: a replayed one and one that falls back (the branch; a
     # slice with bounds or steps falls back too: its pullback scatters outside kernels)
     replayed = [("unary", "gauss", 0), ("binary", "outer", 1, 2), ("unary", "sum0", 3)]
+    steps = [("binary", "outer", 0, 1), ("unary", "matmul", 2), ("unary", "solve", 3)]
+    steps += [("binary", "matmul", 4, 1), ("unary", "permute", 5), ("unary", "sort", 6)]
     branching = [("element", 0, 2), ("branch", 1, 0, 1), ("number", 2)]
-    for program, replayable in ((replayed, True), (branching, False)):
+    for program, replayable in ((replayed, True), (steps, True), (branching, False)):
         f = lambda x, y, s, p=program: run(p, x, y, s)  # noqa: E731
         jg = fg.jit(fg.grad(f, argnums=(0, 2)))
         for seed in range(3):

@@ -207,7 +207,7 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
                 entry.calls += 1
                 stats[0] += 1
                 cache.move_to_end(entry.key)
-                return _replay(entry, args, ())
+                return _replay(entry, args, (), fun, args, kwargs)
         leaves, rebuild_args, tree_key = structure((args, kwargs))
         parts: list[Any] = [tree_key, engines.current()]
         positions, arrays, places, numbers = [], [], [], []
@@ -269,7 +269,7 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
                 return verify(entry, values, changed, how)
         entry.calls += 1
         stats[0] += 1
-        return _replay(entry, arrays, numbers)
+        return _replay(entry, arrays, numbers, fun, args, kwargs)
 
     def verify(entry: _Entry, values: tuple, changed: frozenset, how: tuple) -> Any:
         """Record again with the new numbers: the same program means it serves every value of
@@ -330,12 +330,24 @@ def _fast_key(args: tuple) -> tuple:
     return (engines.current(), *[(a.shape, a.dtype.str) for a in args])
 
 
-def _replay(entry: _Entry, arrays: list | tuple, numbers: list | tuple) -> Any:
+def _replay(
+    entry: _Entry, arrays: list | tuple, numbers: list | tuple, fun: Callable, args, kwargs
+) -> Any:
     inputs = [
         a if type(a) is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
         for a in arrays
     ]
-    return entry.rebuild(entry.program.run(inputs, numbers))
+    try:
+        return entry.rebuild(entry.program.run(inputs, numbers))
+    except replay.StepMismatch as e:
+        # shapes that depend on values: this signature cannot be replayed after all
+        entry.program, entry.rebuild, entry.reason = None, None, str(e)
+        warnings.warn(
+            f"fusegrad.jit: {getattr(fun, '__name__', 'the function')} will run uncompiled for "
+            f"this signature: {entry.reason}",
+            stacklevel=3,
+        )
+        return fun(*args, **kwargs)
 
 
 def _recording_inputs(arrays: list, copy: bool) -> list[np.ndarray]:

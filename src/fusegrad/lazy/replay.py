@@ -158,6 +158,8 @@ def _seal(x: Any, prepare: Callable, items: list, wrap: Callable | None, odd: li
     if isinstance(x, np.generic | float | complex) and not isinstance(x, bool | Number):
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
+        if not x.flags.c_contiguous:  # (a recorded view of it is a view of its buffer)
+            x = np.ascontiguousarray(x)
         items.append(x)
         return x if wrap is None else wrap(x)
     if isinstance(x, types.FunctionType | types.MethodType | functools.partial):
@@ -165,6 +167,26 @@ def _seal(x: Any, prepare: Callable, items: list, wrap: Callable | None, odd: li
     elif isinstance(x, int | bool | np.bool_):
         odd.append(x)
     return x
+
+
+class StepMismatch(RuntimeError):
+    """A replayed step gave results of other shapes than when it was recorded (``x[x > 0]``,
+    ``np.nonzero``: shapes that depend on values); ``jit`` then calls the function instead."""
+
+    def __init__(self, name: str, want: tuple, got: list) -> None:
+        shapes = [x.shape if isinstance(x, np.ndarray) else "a function" for x in got]
+        recorded = [w[0] if w else "a function" for w in want]
+        super().__init__(
+            f"the shapes of {name}'s results depend on the values (recorded {recorded}, now "
+            f"{shapes})"
+        )
+
+
+def _name(fn: Any) -> str:
+    inner = getattr(fn, "func", None)  # a partial: the rule's function is its first argument
+    if inner is not None and fn.args:
+        fn = fn.args[0]
+    return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _decode(e: tuple, slots: list, numbers: Sequence[Any]) -> Any:
@@ -571,7 +593,7 @@ class Recorder:
         encoded = (self._encode(args, tracked), self._encode(kwargs, tracked))
         if not tracked[0] or self.escape is not None:
             return fn(*args, **kwargs)  # constants only: a constant result, as before
-        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "")
+        name = _name(fn)
         if kwargs.get("out") is not None:
             self.escape = f"{name}(..., out=...) wrote a value computed from the inputs"
             return fn(*args, **kwargs)
@@ -596,7 +618,10 @@ class Recorder:
                 self.objects[id(x)] = len(self.slots)
                 self.slots.append(x)
                 self.spans.append((1, 0))  # an empty span: no array is located in it
-        self.steps.append(("call", fn, encoded, first, (prepare, len(items))))
+        layout = tuple(
+            (x.shape, x.strides, x.dtype) if isinstance(x, np.ndarray) else None for x in items
+        )
+        self.steps.append(("call", fn, encoded, first, (prepare, layout)))
         return result
 
     def _encode(self, x: Any, tracked: list) -> tuple:
@@ -697,13 +722,14 @@ class Program:
                 raw = template(
                     *_decode(sources[0], slots, numbers), **_decode(sources[1], slots, numbers)
                 )
-                before = len(slots)
-                _seal(raw, dynamic[0], slots, None, [])
-                if len(slots) - before != dynamic[1]:
-                    raise RuntimeError(
-                        f"fusegrad.jit: a replayed step ({getattr(template, '__name__', '')}) "
-                        "gave other results than when it was recorded"
-                    )
+                items: list = []
+                _seal(raw, dynamic[0], items, None, [])
+                if len(items) != len(dynamic[1]) or any(
+                    want is not None and (x.shape, x.strides, x.dtype) != want
+                    for x, want in zip(items, dynamic[1])
+                ):
+                    raise StepMismatch(_name(template), dynamic[1], items)
+                slots.extend(items)
                 continue
             if template is None:
                 slots.extend([r.copy() for r in sources])  # folded: its recorded results
