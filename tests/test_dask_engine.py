@@ -32,6 +32,13 @@ def test_blocks_cover_the_axis_in_order(n, parts):
     assert max(b - a for a, b in bs) - min(b - a for a, b in bs) <= 1
 
 
+def test_naming_dask_without_dask_installed(monkeypatch):
+    monkeypatch.setattr(dask_engine, "available", lambda: False)
+    with pytest.raises(ImportError, match=r"use_engine\('dask'\) needs .*fusegrad\[dask\]"):
+        with fg.use_engine("dask"):
+            pass
+
+
 def test_tile_size_from_the_environment(monkeypatch):
     monkeypatch.setenv("FUSEGRAD_DASK_TILE", "1e3")
     assert dask_engine.tile_points() == 1000

@@ -97,7 +97,10 @@ def use_engine(name: str) -> Iterator[None]:
     'auto'
     """
     if name != "auto":
-        get(name)  # an unknown name raises here, listing the engines
+        e = get(name)  # an unknown name raises here, listing the engines
+        hint = getattr(e, "install_hint", None)
+        if hint and not e.available():  # an engine that would only fall back, said so
+            raise ImportError(f"use_engine({name!r}) needs what is not installed: {hint}")
     s = _stack()
     s.append(name)
     try:

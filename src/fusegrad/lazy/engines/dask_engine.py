@@ -47,6 +47,7 @@ _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.min
 # The engine interface (``registry``): every op a local engine has; chosen by name only.
 name = "dask"
 ops = numpy_blocked.ops
+install_hint = "Dask, with `pip install 'fusegrad[dask]'`"
 
 
 def cost(kernel: Kernel) -> float:
