@@ -126,6 +126,16 @@ def test_forward_rules_of_the_non_holomorphic_parts_by_hand():
         np.testing.assert_allclose(t, want, rtol=1e-13, err_msg=name)
 
 
+def test_a_complex_tangent_of_a_real_primal_is_an_error():
+    # It would be cast to real, silently dropping its imaginary part; JAX raises too.
+    with pytest.raises(TypeError, match="tangent is complex but its primal is real"):
+        fg.jvp(np.sin, (np.ones(2),), (np.ones(2) * 1j,))
+    with pytest.raises(TypeError, match="x.astype\\(complex\\)"):
+        fg.jvp(np.sin, (1.0,), (1j,))
+    _, t = fg.jvp(np.sin, (1.0 + 0j,), (1.0,))  # a real tangent of a complex primal is fine
+    assert t == pytest.approx(np.cos(1.0))
+
+
 def test_real_inputs_of_the_complex_parts():
     x = np.array([2.0, -3.0, 0.5])
     np.testing.assert_array_equal(fg.grad(lambda x: np.sum(np.real(x)))(x), np.ones(3))

@@ -271,6 +271,11 @@ def _as_tangent(t: Any, primal: Any) -> Any:
         raise ValueError(
             f"a tangent has shape {tshape} but its primal has shape {pshape}: they must match"
         )
+    if np.iscomplexobj(_tracer._primal(t)) and not np.iscomplexobj(_tracer._primal(primal)):
+        raise TypeError(
+            "a tangent is complex but its primal is real: give a real tangent, or a complex "
+            "primal (x.astype(complex)) to differentiate along complex directions (as in JAX)"
+        )
     if isinstance(t, np.ndarray | int | float | np.number) and not isinstance(t, bool):
         dt = _float_dtype(primal)
         if pshape or isinstance(primal, np.ndarray):
