@@ -66,3 +66,10 @@ def test_logistic_regression():
     if out["theta_sklearn"] is not None:
         assert out["err_sklearn"] < 1e-4
     assert out["ok"]
+
+
+@pytest.mark.slow
+def test_dask_pairwise():
+    pytest.importorskip("distributed")
+    out = load("dask_pairwise").main(n=1500, verbose=False)
+    assert out["ok"] and out["rel_err"] < 1e-12
