@@ -136,6 +136,7 @@ CASES = {
     "split_kw": (lambda a: np.split(a, indices_or_sections=[1, 3], axis=1)[1], (M,)),
     "expand_dims_kw": (lambda a: np.expand_dims(a, axis=(0, 2)), (M,)),
     "broadcast_to_kw": (lambda a: np.broadcast_to(a, shape=(3, 4, 5)), (M,)),
+    "broadcast_to_subok": (lambda a: np.broadcast_to(a, (3, 4, 5), subok=True), (M,)),
 }
 for _i, (_mode, _kw) in enumerate(PAD_MODES):
     CASES[f"pad_{_mode}_{_i}"] = (

@@ -83,6 +83,7 @@ def positional(f: Any, names: tuple[str, ...], defaults: dict[str, Any]) -> Call
     (and the lazy movement functions) take their axis/shape/repeats arguments by position."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("subok", None)  # broadcast_to's: traced values are no ndarray subclass
         vals = dict(defaults)
         vals.update(zip(names, args, strict=False))
         unknown = set(kwargs) - set(names)
