@@ -94,3 +94,14 @@ def test_opting_out_restores_the_error():
     env = dict(os.environ, FUSEGRAD_PATCH_NUMPY="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "refused", out.stderr
+
+
+def test_full_with_a_traced_fill_value():
+    def f(x):
+        return np.sum(np.full((2, 3), x[0]) * 2) + np.sum(np.full_like(np.ones(3), x[1]) * x)
+
+    x = np.array([0.5, -1.5, 2.0])
+    np.testing.assert_allclose(fg.grad(f)(x), fd_grad(f, x), rtol=1e-6)
+    g = fg.grad(lambda s: np.sum(np.full(4, s, dtype=np.float32)))(2.0)
+    assert g == pytest.approx(4.0)
+    assert np.full is conversions.ORIGINALS["full"]

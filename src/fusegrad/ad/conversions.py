@@ -4,10 +4,11 @@
 argument the function converts, ``np.asarray(x)`` at the top of a library function) could only
 become an ndarray and lose its derivative. So while a trace runs (``tracing()``: ``grad``,
 ``vjp``, ``jvp`` and the functions built on them enter it), the four conversion functions of
-the ``numpy`` module are wrapped: on anything without a traced value inside they are NumPy's own
-(one type check, and the original is called as is); on a traced value they
-return it (cast with ``astype`` if a ``dtype`` is asked for), and a list or tuple holding traced
-values becomes ``np.stack`` of its parts (``fusegrad.numpy.array``), as ``jnp.asarray`` does.
+the ``numpy`` module are wrapped (and ``np.full``/``np.full_like``, for a traced fill value): on
+anything without a traced value inside they are NumPy's own (one type check, and the original is
+called as is); on a traced value they return it (cast with ``astype`` if a ``dtype`` is asked
+for), a list or tuple holding traced values becomes ``np.stack`` of its parts
+(``fusegrad.numpy.array``), as ``jnp.asarray`` does, and a traced fill value is broadcast.
 Outside traces NumPy's functions are in place, untouched. Code that imported them by name
 (``from numpy import asarray``) keeps NumPy's; ``FUSEGRAD_PATCH_NUMPY=0`` in the environment
 turns the wrapping off.
@@ -78,9 +79,32 @@ def _wrap(name: str) -> Callable:
     return convert
 
 
+def _wrap_full(name: str) -> Callable:
+    """``np.full(shape, v)`` / ``np.full_like(a, v)`` with a traced fill value ``v``: NumPy would
+    write it into an empty array (``np.copyto``); here it is ``np.broadcast_to`` of it."""
+    original = getattr(np, name)
+    ORIGINALS[name] = original
+
+    @functools.wraps(original)
+    def full(first: Any, fill_value: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(fill_value, Tracer):
+            return original(first, fill_value, dtype, *args, **kwargs)
+        shape = np.shape(first) if name == "full_like" else first
+        if name == "full_like" and kwargs.get("shape") is not None:
+            shape = kwargs["shape"]
+        if dtype is None and name == "full_like":
+            dtype = getattr(first, "dtype", None)
+        out = np.broadcast_to(fill_value, (shape,) if isinstance(shape, int) else tuple(shape))
+        return out if dtype is None or np.dtype(dtype) == out.dtype else out.astype(dtype)
+
+    full.__module__ = "numpy"
+    return full
+
+
 _ENABLED = os.environ.get("FUSEGRAD_PATCH_NUMPY", "1").strip() != "0"
-_NAMES = ("asarray", "array", "asanyarray", "ascontiguousarray")
-_WRAPPERS = {name: _wrap(name) for name in _NAMES}
+_WRAPPERS = {name: _wrap(name) for name in ("asarray", "array", "asanyarray", "ascontiguousarray")}
+_WRAPPERS.update({name: _wrap_full(name) for name in ("full", "full_like")})
+_NAMES = tuple(_WRAPPERS)
 _depth = [0]
 _lock = threading.Lock()
 
