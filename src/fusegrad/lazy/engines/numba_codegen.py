@@ -68,11 +68,13 @@ Example::
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from fusegrad.lazy.ops import OPS, NumbaExpr
 
 # Float sums over the innermost axis run over chunks of at most CHUNK points (a vectorised
 # running sum each: ~CHUNK/32 adds per lane), folded into the total with TwoSum. A sum spanning
@@ -89,112 +91,15 @@ SUPPORTED_DTYPES = frozenset(
     np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "f4", "f8")
 )
 
-_COMPARE = {
-    "greater": ">",
-    "greater_equal": ">=",
-    "less": "<",
-    "less_equal": "<=",
-    "equal": "==",
-    "not_equal": "!=",
-}
-_PREDICATES = ("isnan", "isinf", "isfinite", "signbit")
-_LOGICAL = ("logical_and", "logical_or", "logical_xor", "logical_not")
-# Ops whose result is a bool computed natively (no `!= 0` cast needed).
-_BOOL_NATIVE = set(_COMPARE) | set(_PREDICATES) | set(_LOGICAL)
 
-# Ops NumPy only defines on floats; with integer or bool loops the engine declines the kernel.
-_FLOAT_ONLY = {
-    "divide",
-    "true_divide",
-    "reciprocal",
-    "sqrt",
-    "cbrt",
-    "exp",
-    "exp2",
-    "expm1",
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "logaddexp",
-    "logaddexp2",
-    "sin",
-    "cos",
-    "tan",
-    "arcsin",
-    "arccos",
-    "arctan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "arcsinh",
-    "arccosh",
-    "arctanh",
-    "arctan2",
-    "hypot",
-    "copysign",
-    "heaviside",
-    "deg2rad",
-    "rad2deg",
-    "float_power",
-    "expit",
-    "logit",
-    "erf",
-    "erfc",
-    "xlogy",
-    "xlog1py",
-    "log_expit",
-}
-
-_MATH1 = {
-    "exp": "math.exp",
-    "expm1": "math.expm1",
-    "log": "math.log",
-    "log2": "math.log2",
-    "log10": "math.log10",
-    "log1p": "math.log1p",
-    "sin": "math.sin",
-    "cos": "math.cos",
-    "tan": "math.tan",
-    "arcsin": "math.asin",
-    "arccos": "math.acos",
-    "arctan": "math.atan",
-    "sinh": "math.sinh",
-    "cosh": "math.cosh",
-    "tanh": "math.tanh",
-    "arcsinh": "math.asinh",
-    "arccosh": "math.acosh",
-    "arctanh": "math.atanh",
-    "erf": "math.erf",
-    "erfc": "math.erfc",
-    "sqrt": "np.sqrt",
-    "cbrt": "np.cbrt",
-    "exp2": "np.exp2",
-    "floor": "np.floor",
-    "ceil": "np.ceil",
-    "trunc": "np.trunc",
-    "rint": "np.rint",
-}
-
-# Ops with a branch-free version in numba_math (``vm``) that LLVM vectorises; math.* calls libm
-# one element at a time. float32 loops call the ``_f32`` variants (float32 lanes).
-VECTORISED = frozenset({"exp", "expm1", "log", "log1p", "tanh"})
-# ... and ops written with them
-VECTORISED_VIA = frozenset({"expit", "xlogy", "xlog1py", "logaddexp", "log_expit"})
-
-
-def vectorised(op: str, dtype: np.dtype) -> bool:
-    """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call.
-
-    >>> vectorised("tanh", np.dtype("f8")), vectorised("sin", np.dtype("f8"))
-    (True, False)
-    """
-    return dtype.kind == "f" and (op in VECTORISED or op in VECTORISED_VIA)
-
-
-def _vm_call(op: str, x: str, lt: np.dtype, plan: Plan) -> str:
-    plan.helpers.add("vm")
-    return f"vm.{op}{'_f32' if lt == np.float32 else ''}({x})"
+def _loop_dtype(ins, arg_reps) -> np.dtype:
+    """The dtype an instruction's scalar expression computes in (its op's ``loop``)."""
+    loop = OPS[ins.op].loop if ins.op in OPS else "result"
+    if loop == "args":
+        return np.result_type(*arg_reps)
+    if loop == "bool":
+        return np.dtype("?")
+    return ins.dtype
 
 
 # Scalar helpers, emitted into a generated module only when used. They follow NumPy's C loops
@@ -357,14 +262,6 @@ def _weak_rep(kind: str) -> object:
     return {"int": 0, "float": 0.0, "bool": False}[kind]
 
 
-def _loop_dtype(ins, arg_reps) -> np.dtype:
-    if ins.op in _COMPARE or ins.op in _PREDICATES:
-        return np.result_type(*arg_reps)
-    if ins.op in _LOGICAL:
-        return np.dtype("?")
-    return ins.dtype
-
-
 def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
     """Derive a :class:`Plan` from the parts of a kernel signature.
 
@@ -399,12 +296,12 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
     for ins in program:
         if ins.dtype not in SUPPORTED_DTYPES:
             err = err or f"{ins.op} producing {ins.dtype}"
-        if ins.op not in OP_EXPR and ins.op not in ("where", "cast"):
+        if ins.op not in OP_EXPR and ins.op not in ("where", "cast"):  # no numba expression
             err = err or f"op {ins.op}"
         arg_reps = [reps[a] for a in ins.args]
         if ins.op not in ("where", "cast") and err is None:
             lt = _loop_dtype(ins, arg_reps)
-            if ins.op in _FLOAT_ONLY and lt.kind != "f":
+            if OPS[ins.op].float_only and lt.kind != "f":
                 err = f"{ins.op} on {lt}"
             if ins.op == "power" and lt.kind in "iub":
                 helpers.add("_ipow")  # exponent sign is checked on the data by supports()
@@ -545,209 +442,79 @@ def fsum_fin(acc: str, cmp: str) -> str:
     return f"({acc} + {cmp} if math.isfinite({acc}) else {acc})"
 
 
-# The engine's op table: one entry per op it translates, a function ``(op, a, lt, plan)`` of
-# the op's name, its argument sources ``a`` (already in the loop dtype ``lt``) and the plan
-# (which collects the helpers an expression calls), returning the scalar expression's source.
-# An op is supported exactly when it has an entry here (``analyse`` declines any other).
-OP_EXPR: dict[str, Callable[[str, list[str], np.dtype, Plan], str]] = {}
+class _NumbaExprs(Mapping):
+    """The ops of ``ops.OPS`` with a numba expression (``Op.numba``), by name: the engine
+    translates an op exactly when it is here (``analyse`` declines any other). A view of the
+    op table, so an entry added to it is seen here."""
+
+    def __getitem__(self, op: str) -> NumbaExpr:
+        entry = OPS[op].numba
+        if entry is None:
+            raise KeyError(op)
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, op in OPS.items() if op.numba is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
-def _entry(*ops: str):
-    def put(fn):
-        for op in ops:
-            OP_EXPR[op] = fn
-        return fn
+OP_EXPR: Mapping[str, NumbaExpr] = _NumbaExprs()
 
-    return put
+_CALLS = re.compile(r"\b(_[a-z0-9_]+)\(")
 
 
-@_entry(*_COMPARE)
-def _compare(op, a, lt, plan):
-    return f"({a[0]} {_COMPARE[op]} {a[1]})"
+def _template(op: str, lt: np.dtype) -> str:
+    """``op``'s expression template in loop dtype ``lt`` (``Op.numba``: a template, templates
+    by dtype kind, or a function of ``lt``)."""
+    entry = OP_EXPR.get(op)
+    if entry is None:
+        raise NotImplementedError(f"numba engine: op {op!r} has no numba expression in ops.OPS")
+    if callable(entry):
+        return entry(lt)
+    if isinstance(entry, str):
+        return entry
+    for kinds, template in entry.items():
+        if lt.kind in kinds:
+            return template
+    raise NotImplementedError(f"numba engine: op {op!r} has no numba expression for {lt}")
 
 
-_INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "true_divide": "/"}
-
-
-@_entry(*_INFIX)
-def _infix(op, a, lt, plan):
-    return f"({a[0]} {_INFIX[op]} {a[1]})"
-
-
-@_entry("floor_divide", "remainder")
-def _floor_div_rem(op, a, lt, plan):
-    helper = {"floor_divide": "floordiv", "remainder": "remainder"}[op]
-    helper = ("_f" if lt.kind == "f" else "_i") + helper
-    plan.helpers.add(helper)
-    return f"{helper}({a[0]}, {a[1]})"
-
-
-@_entry("fmod")
-def _fmod(op, a, lt, plan):
-    if lt.kind == "f":
-        return f"np.fmod({a[0]}, {a[1]})"
-    plan.helpers.add("_ifmod")
-    return f"_ifmod({a[0]}, {a[1]})"
-
-
-@_entry("power", "float_power")
-def _power(op, a, lt, plan):
-    x, y = a
-    if lt.kind == "f":
-        # NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when
-        # the exponent is a constant, so LLVM unswitches it out of the loop.
-        return f"({x} * {x} if {y} == 2 else {x} ** {y})"
-    plan.helpers.add("_ipow")
-    return f"_ipow({x}, {y})"
-
-
-@_entry("negative")
-def _negative(op, a, lt, plan):
-    return f"(-{a[0]})"
-
-
-@_entry("positive", "conjugate", "real")
-def _identity(op, a, lt, plan):
-    return a[0]  # complex values never reach numba kernels
-
-
-@_entry("imag")
-def _imag(op, a, lt, plan):
-    return f"{ctor(lt)}(0)"
-
-
-@_entry("absolute", "fabs")
-def _absolute(op, a, lt, plan):
-    return a[0] if lt.kind in "ub" else f"abs({a[0]})"
-
-
-@_entry("sign")
-def _sign(op, a, lt, plan):
-    x, T = a[0], ctor(lt)
-    if lt.kind == "f":
-        return f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else ({T}(0) if {x} == 0 else {x})))"
-    return f"({T}(1) if {x} > 0 else ({T}(-1) if {x} < 0 else {T}(0)))"
-
-
-@_entry("square")
-def _square(op, a, lt, plan):
-    return f"({a[0]} * {a[0]})"
-
-
-@_entry("reciprocal")
-def _reciprocal(op, a, lt, plan):
-    return f"({ctor(lt)}(1) / {a[0]})"
-
-
-@_entry("maximum", "minimum", "fmax", "fmin")
-def _extremum(op, a, lt, plan):
-    # strict compare: equal values (+0/-0) give b, as NumPy's SIMD loops do
-    x, y = a
-    cmp = ">" if op in ("maximum", "fmax") else "<"
-    nan = x if op in ("maximum", "minimum") else y
-    if lt.kind != "f":
-        return f"({x} if {x} {cmp} {y} else {y})"
-    return f"({x} if ({x} {cmp} {y} or {nan} != {nan}) else {y})"
-
-
-@_entry("copysign")
-def _copysign(op, a, lt, plan):
-    return f"math.copysign({a[0]}, {a[1]})"
-
-
-@_entry("floor", "ceil", "trunc", "rint")
-def _rounding(op, a, lt, plan):
-    return f"{_MATH1[op]}({a[0]})" if lt.kind == "f" else a[0]
-
-
-_LOGICAL_SRC = {"logical_and": "({} & {})", "logical_or": "({} | {})", "logical_xor": "({} != {})"}
-
-
-@_entry(*_LOGICAL_SRC)
-def _logical(op, a, lt, plan):
-    return _LOGICAL_SRC[op].format(*a)
-
-
-@_entry("logical_not")
-def _logical_not(op, a, lt, plan):
-    return f"(not {a[0]})"
-
-
-_FLOAT_PREDICATE = {
-    "isnan": ("({0} != {0})", "False"),
-    "isinf": ("math.isinf({0})", "False"),
-    "isfinite": ("math.isfinite({0})", "True"),
-    "signbit": ("(math.copysign(1.0, {0}) < 0)", "({0} < 0)"),
-}
-
-
-@_entry(*_FLOAT_PREDICATE)
-def _predicate(op, a, lt, plan):
-    on_float, otherwise = _FLOAT_PREDICATE[op]
-    return (on_float if lt.kind == "f" else otherwise).format(a[0])
-
-
-@_entry("deg2rad", "rad2deg")
-def _angle_units(op, a, lt, plan):
-    # npymath: x * (NPY_PI / 180), the constant computed in lt
-    pi, half_turn = lt.type(math.pi), lt.type(180.0)
-    c = pi / half_turn if op == "deg2rad" else half_turn / pi
-    return f"({a[0]} * {ctor(lt)}({float(c)!r}))"
-
-
-@_entry("heaviside")
-def _heaviside(op, a, lt, plan):
-    x, y, T = a[0], a[1], ctor(lt)
-    return f"({x} if {x} != {x} else ({y} if {x} == 0 else ({T}(0) if {x} < 0 else {T}(1))))"
-
-
-@_entry(*_MATH1.keys() - {"floor", "ceil", "trunc", "rint"})
-def _math1(op, a, lt, plan):
-    if op in VECTORISED and lt.kind == "f":
-        return _vm_call(op, a[0], lt, plan)
-    return f"{_MATH1[op]}({a[0]})"
-
-
-_MATH2 = {"arctan2": "math.atan2", "hypot": "math.hypot"}
-
-
-@_entry(*_MATH2)
-def _math2(op, a, lt, plan):
-    return f"{_MATH2[op]}({a[0]}, {a[1]})"
-
-
-@_entry("logaddexp", "logaddexp2", "logit", "log_expit")
-def _helper_call(op, a, lt, plan):
-    plan.helpers.add("_" + op)
-    if op in VECTORISED_VIA:
-        plan.helpers.add("vm")
-    return f"_{op}({', '.join(a)})"
-
-
-@_entry("expit")
-def _expit(op, a, lt, plan):
-    T = ctor(lt)
-    return f"({T}(1) / ({T}(1) + {_vm_call('exp', f'-{a[0]}', lt, plan)}))"
-
-
-@_entry("xlogy", "xlog1py")
-def _xlogy(op, a, lt, plan):
-    x, y = a
-    log = _vm_call("log" if op == "xlogy" else "log1p", y, lt, plan)
-    return f"({ctor(lt)}(0) if ({x} == 0 and {y} == {y}) else {x} * {log})"
+def _uses(src: str) -> set[str]:
+    """The ``HELPERS`` (and ``vm``, numba_math) that source calls, with the helpers' own."""
+    used = {h for h in _CALLS.findall(src) if h in HELPERS}
+    if "vm." in src or any("vm." in HELPERS[h] for h in used):
+        used.add("vm")
+    return used
 
 
 def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
     """Scalar source for ``op`` on argument sources ``a`` already converted to loop dtype ``lt``
-    (its ``OP_EXPR`` entry).
+    (its ``Op.numba`` template, filled in); the helpers it calls are added to ``plan.helpers``.
 
     >>> op_expr("hypot", ["x", "y"], np.dtype("f8"), analyse(0, (), (), (), ()))
     'math.hypot(x, y)'
+    >>> op_expr("tanh", ["x"], np.dtype("f4"), analyse(0, (), (), (), ()))
+    'vm.tanh_f32(x)'
     """
-    fn = OP_EXPR.get(op)
-    if fn is None:
-        raise NotImplementedError(f"numba engine: no OP_EXPR entry for op {op!r}")
-    return fn(op, a, lt, plan)
+    f32 = "_f32" if lt == np.float32 else ""
+    src = _template(op, lt).format(*a, T=ctor(lt), f32=f32)
+    plan.helpers |= _uses(src)
+    return src
+
+
+def vectorised(op: str, dtype: np.dtype) -> bool:
+    """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call.
+
+    >>> vectorised("tanh", np.dtype("f8")), vectorised("sin", np.dtype("f8"))
+    (True, False)
+    """
+    # its float expression calls numba_math (``vm``), itself or through a helper: branch-free
+    # code LLVM vectorises, where math.* calls libm one element at a time
+    if dtype.kind != "f" or op not in OP_EXPR:
+        return False
+    return "vm" in _uses(_template(op, dtype).format("x", "y", "z", T="T", f32=""))
 
 
 def loops(axes: list[int], stmts: list[str], ind: str) -> list[str]:
@@ -839,7 +606,7 @@ def program_source(plan: Plan) -> tuple[dict[int, list[str]], list[str]]:
             lt = _loop_dtype(ins, [reps[a] for a in ins.args])
             args = [cast(names[a], dts[a], lt) for a in ins.args]
             expr = op_expr(ins.op, args, lt, plan)
-            if not (ins.op in _BOOL_NATIVE and ins.dtype.kind == "b"):
+            if not (OPS[ins.op].loop != "result" and ins.dtype.kind == "b"):
                 expr = cast(expr, None, ins.dtype)
         stmts[(max(dep) + 1) if dep else 0].append(f"{name} = {expr}")
     return stmts, names

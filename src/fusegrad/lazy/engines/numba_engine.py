@@ -2,7 +2,7 @@
 
 The engine interface (``fusegrad.lazy.engines.registry``)::
 
-    name = "numba"; ops           the ops of numba_codegen's OP_EXPR table, "cast", "where"
+    name = "numba"; ops           the ops with a numba expression in ops.OPS, "cast", "where"
     available() -> bool          numba importable (warns once when not)
     supports(kernel) -> bool     every dtype/op of the kernel has a scalar translation
     cost(kernel) -> float        the ``auto`` hint: below 1 exactly when ``prefers(kernel)``
@@ -50,7 +50,20 @@ from fusegrad.lazy.engines.registry import register
 
 # The engine interface (``registry``).
 name = "numba"
-ops = frozenset(_cg.OP_EXPR) | {"cast", "where"}  # an op is supported when it has an entry
+
+
+class _Ops:
+    """The ops with a numba expression in the op table (``numba_codegen.OP_EXPR``, a view of
+    ``ops.OPS``), ``"cast"`` and ``"where"``: an op is supported exactly when it has one."""
+
+    def __contains__(self, op: object) -> bool:
+        return op in _cg.OP_EXPR or op in ("cast", "where")
+
+    def __iter__(self):
+        return iter([*_cg.OP_EXPR, "cast", "where"])
+
+
+ops = _Ops()
 
 # Counters for tests and benchmarks: "generated" = module source written, "loaded_from_disk" =
 # a valid module file reused, "compiled" = numba compiled a new overload, "cache_hits" = numba
@@ -127,8 +140,10 @@ def _codegen_hash() -> str:
     # numba's own cache of a generated module does not notice changes in numba_math (inlined
     # into its kernels), so that file's source is part of the key too
     here = os.path.dirname(_cg.__file__)
-    for name in ("numba_codegen.py", "numba_engine.py", "numba_math.py", "numba_pairs.py"):
-        with open(os.path.join(here, name), "rb") as f:
+    files = ["numba_codegen.py", "numba_engine.py", "numba_math.py", "numba_pairs.py"]
+    # ... and so is the op table's, which holds each op's numba expression
+    for path in [os.path.join(here, name) for name in files] + [_ops.__file__]:
+        with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()
 
