@@ -21,10 +21,8 @@ differentiates them again.
 
 Example::
 
-    >>> import numpy as np, scipy.linalg as sl
-    >>> from fusegrad.rules.registry import rrule
-    >>> y, pb = rrule(sl.expm, np.zeros((2, 2)))
-    >>> pb(np.eye(2))[0]  # expm'(0) is the identity map
+    >>> import numpy as np, scipy.linalg as sl, fusegrad as fg
+    >>> fg.grad(lambda a: np.trace(sl.expm(a)))(np.zeros((2, 2)))  # d tr(e^A) = e^(Aᵀ)
     array([[1., 0.],
            [0., 1.]])
 """
@@ -36,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, ZeroTangent, unthunk
-from .registry import register_frule, register_rrule
+from .registry import FRULES, RRULES, register_frule, register_rrule
 from .shapes import params, project
 
 try:  # SciPy is optional.
@@ -230,3 +228,26 @@ if sl is not None:
         return y, _sylvester(y, unthunk(t))
 
     _sqrtm_frule.lazy = False  # type: ignore[attr-defined]
+
+    _RULES = {
+        sl.solve_triangular: (_solve_triangular, _solve_triangular_frule),
+        sl.lu_factor: (_lu_factor, _lu_factor_frule),
+        sl.expm: (_expm, _expm_frule),
+        sl.sqrtm: (_sqrtm, _sqrtm_frule),
+    }
+
+
+def ensure_registered() -> None:
+    """Register these rules again if the tables lost them (a test restoring saved tables after
+    this module was first imported), on SciPy's functions and on fusegrad's wrappers of them."""
+    if sl is None:  # pragma: no cover - depends on the environment
+        return
+    for f, (rule, forward) in _RULES.items():
+        if f not in RRULES:
+            register_rrule(f)(rule)
+        if f not in FRULES:
+            register_frule(f)(forward)
+        wrapper = getattr(sl, f.__name__, f)
+        if wrapper is not f:
+            RRULES.setdefault(wrapper, RRULES[f])
+            FRULES.setdefault(wrapper, FRULES[f])

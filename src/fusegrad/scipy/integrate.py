@@ -145,6 +145,9 @@ def odeint(func: Any, y0: Any, t: Any, args: tuple = (), **kwargs: Any) -> Any:
             "scipy.integrate.odeint(full_output=True) on traced values: fusegrad differentiates "
             "the solution only; drop full_output"
         )
+    if _solve not in registry.RRULES:  # a test restored saved rule tables
+        register_rrule(_solve)(_solve_rule)
+        register_frule(_solve)(_solve_frule)
     return registry._trace_dispatch[0](_solve, (func, y0, t, *args), kwargs)
 
 

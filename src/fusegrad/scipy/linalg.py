@@ -38,6 +38,7 @@ def _apply(name: str, args: tuple, kwargs: dict) -> Any:
     f = _orig(name)
     if not _dispatch.traced(args, kwargs):
         return f(*args, **kwargs)
+    _rules.ensure_registered()
     return registry._trace_dispatch[0](f, args, kwargs)
 
 

@@ -82,6 +82,14 @@ def _convolve_frule(tangents, a, b, *args, **kwargs):
 _convolve_frule.lazy = False  # type: ignore[attr-defined]
 
 
+def _ensure_registered() -> None:
+    """The rules again if the tables lost them (a test restoring saved tables)."""
+    if _convolve not in registry.RRULES:
+        register_rrule(_convolve)(_convolve_rule)
+    if _convolve not in registry.FRULES:
+        register_frule(_convolve)(_convolve_frule)
+
+
 def convolve(in1: Any, in2: Any, mode: str = "full", method: str = "auto") -> Any:
     """``scipy.signal.convolve``: the N-D convolution of ``in1`` and ``in2``.
 
@@ -93,6 +101,7 @@ def convolve(in1: Any, in2: Any, mode: str = "full", method: str = "auto") -> An
         return _convolve(*args, **kw)
     if mode == "valid" and any(n1 < n2 for n1, n2 in zip(np.shape(in1), np.shape(in2))):
         args = (in2, in1)  # as SciPy: 'valid' is of the larger input
+    _ensure_registered()
     return registry._trace_dispatch[0](_convolve, args, kw)
 
 
