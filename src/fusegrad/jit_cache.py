@@ -61,7 +61,7 @@ from .lazy import LazyArray, engines, materialize, materialize_many, replay, sma
 from .lazy.nodes import leaf
 from .rules.indexing import is_basic_index
 from .rules.registry import rrule
-from .tangents import AbstractZero, unthunk
+from .tangents import AbstractZero, ZeroTangent, unthunk
 
 _STATIC = (int, float, complex, bool, str, bytes, type(None))
 _NUMBERS = (float, complex)  # exact types: inputs of the recording (not int, bool)
@@ -384,28 +384,33 @@ def _forward(f: Callable, *args: Any, **kwargs: Any) -> Any:
     return rrule(f, *args, **kwargs)
 
 
-def _call(pullback: Callable, ct: Any) -> Any:
-    return pullback(ct)
+def _call(needed: tuple, pullback: Callable, ct: Any) -> Any:
+    # the cotangents of untraced arguments (the data X of X @ w) are thunks the backward pass
+    # never evaluates: a step would evaluate all its results
+    grads = pullback(ct)
+    return tuple(g if k else ZeroTangent() for g, k in zip(grads, needed))
 
 
-def _pullback(pullback: Callable, ct: Any) -> Any:
+def _pullback(needed: tuple, pullback: Callable, ct: Any) -> Any:
     if isinstance(ct, AbstractZero):
         return pullback(ct)
-    return replay.step(_call, (pullback, ct), {}, _prepare)
+    return replay.step(functools.partial(_call, needed), (pullback, ct), {}, _prepare)
 
 
-def _rule_step(f: Callable, args: tuple, kwargs: dict, lazy: bool) -> tuple | None:
+def _rule_step(f: Callable, traced: tuple, args: tuple, kwargs: dict, lazy: bool) -> tuple | None:
     """``(y, pullback)`` of a rule that needs arrays, recorded as steps of the program (the AD
     core calls this while ``jit`` records); None: the core calls the rule itself. A lazy rule is
     a step only when it would evaluate its argument (a gather ``x[index]`` of an index array).
     Under nested differentiation (lower-level tracers among the arguments) the rule's own NumPy
-    calls are not all seen, so it is left to the core (an escape, as before)."""
+    calls are not all seen, so it is left to the core (an escape, as before). ``traced``: the
+    arguments before unboxing (tracers where they are differentiated)."""
     if lazy and not (f is operator.getitem and not is_basic_index(args[1])):
         return None
     if _max_level(args) or _max_level(kwargs.values()):
         return None
     y, pullback = replay.step(functools.partial(_forward, f), args, kwargs, _prepare)
-    return y, functools.partial(_pullback, pullback)
+    needed = tuple(_max_level((a,)) > 0 for a in traced)
+    return y, functools.partial(_pullback, needed, pullback)
 
 
 def _record(

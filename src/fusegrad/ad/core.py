@@ -196,7 +196,7 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
     uargs = tuple(_unbox(a, level) for a in args)
     ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()}
     rec = replay.active()  # a jit recording: a rule that needs arrays may be a step of it
-    step = rec.rule_step(f, uargs, ukwargs, RRULES[f][1]) if rec and rec.rule_step else None
+    step = rec.rule_step(f, args, uargs, ukwargs, RRULES[f][1]) if rec and rec.rule_step else None
     if step is not None:
         y, pullback = step
     else:
