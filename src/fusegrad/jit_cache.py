@@ -19,8 +19,11 @@ Semantics, as ``jax.jit`` where it is defined:
   count, an axis or an index far more often than data; JAX asks for ``static_argnums`` there).
 - Arrays the function reads from elsewhere (globals, closures) are constants of the recording:
   their contents are read at each call, but rebinding the name to another array is not seen.
+- NumPy calls that need concrete arrays (``np.matmul``, ``np.linalg.solve``, ``np.sort``, a
+  gather ``x[idx]``, any rule that is not lazy, and their pullbacks) are *steps* of the recorded
+  program, run again on the new operands at each replay (``replay.step``).
 - A function that cannot be replayed (a Python ``if`` on an array's value, ``float()`` of an
-  element, a rule that needs concrete arrays, like ``np.matmul``'s or ``np.sort``) is simply
+  element; shapes that depend on values, found when a replayed step's shapes differ) is simply
   called every time, with one warning; ``cache_info()`` says why. (JAX raises a
   ``ConcretizationTypeError`` there.) A first call that raises is recorded again next time, and
   ``cache_info()`` keeps its error as the reason meanwhile.

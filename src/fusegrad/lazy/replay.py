@@ -2,15 +2,17 @@
 
 ``fusegrad.jit`` runs a function once per input signature under a ``Recorder``. The recorder sees
 every kernel the planner runs and notes where each operand comes from: a view of an input, a view
-of an earlier kernel's output, or a constant. A later call re-runs only those kernels on the new
-arrays (a ``Program``): no tracing, rules, graph building or planning.
+of an earlier kernel's or step's output, or a constant. NumPy calls that need concrete arrays (a
+rule that is not lazy, such as ``matmul``'s or ``sort``'s, its pullback, an eager NumPy function
+on lazy values) are *steps* (``step``): a function of recorded buffers whose results are recorded
+buffers too. A later call re-runs only the kernels and steps on the new arrays (a ``Program``):
+no tracing, graph building or planning.
 
-A recording is replayable only if nothing computed from the inputs left the lazy world before the
-function returned: a Python ``if`` on an array, a rule that needs concrete arrays (``matmul``,
-``sort``), an unknown NumPy function. Each of those materialises a value that depends on the
-inputs outside a *sanctioned* materialisation (the final one of ``grad``, ``value_and_grad`` or
-``jit`` itself); the recorder keeps the first such reason, and ``jit`` then calls the function
-every time instead.
+A recording is replayable only if nothing computed from the inputs left the recording before the
+function returned: a Python ``if`` on an array, ``float()`` of one. Each of those materialises a
+value that depends on the inputs outside a *sanctioned* materialisation (the final one of
+``grad``, ``value_and_grad`` or ``jit`` itself, or a step's operands); the recorder keeps the
+first such reason, and ``jit`` then calls the function every time instead.
 
 Example::
 
