@@ -203,24 +203,25 @@ _op("arctanh", "math.atanh({0})", expensive=True, float_only=True)
 _op("arctan2", "math.atan2({0}, {1})", expensive=True, float_only=True)
 _op("hypot", "math.hypot({0}, {1})", expensive=True, float_only=True)
 # SciPy ufuncs (scipy.special), fused when SciPy is installed
-_SCIPY = {"expit", "logit", "erf", "erfc", "xlogy", "xlog1py", "log_expit"}
-_op("expit", "({T}(1) / ({T}(1) + vm.exp{f32}(-{0})))", expensive=True, float_only=True)
-_op("logit", "_logit({0})", expensive=True, float_only=True)
-_op("erf", "math.erf({0})", expensive=True, float_only=True)
-_op("erfc", "math.erfc({0})", expensive=True, float_only=True)
+_op("expit", "({T}(1) / ({T}(1) + vm.exp{f32}(-{0})))", expensive=True, float_only=True, scipy=True)
+_op("logit", "_logit({0})", expensive=True, float_only=True, scipy=True)
+_op("erf", "math.erf({0})", expensive=True, float_only=True, scipy=True)
+_op("erfc", "math.erfc({0})", expensive=True, float_only=True, scipy=True)
 _op(
     "xlogy",
     "({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log{f32}({1}))",
     expensive=True,
     float_only=True,
+    scipy=True,
 )
 _op(
     "xlog1py",
     "({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log1p{f32}({1}))",
     expensive=True,
     float_only=True,
+    scipy=True,
 )
-_op("log_expit", "_log_expit({0})", expensive=True, float_only=True)
+_op("log_expit", "_log_expit({0})", expensive=True, float_only=True, scipy=True)
 # The parts of a complex value: not ufuncs in NumPy (``np.real(z)`` is a view), fused as ops.
 _op("real", "{0}", function=_part(np.real), nin=1)
 _op("imag", "{T}(0)", function=_part(np.imag), nin=1)
@@ -236,7 +237,7 @@ def _build() -> dict[str, Op]:
         fn = opts.pop("function", None)
         nin = opts.pop("nin", None)
         if fn is None:
-            module = sp if name in _SCIPY else np
+            module = sp if opts.pop("scipy", False) else np
             fn = getattr(module, name, None) if module is not None else None
             if fn is None:  # pragma: no cover - an old SciPy
                 continue
