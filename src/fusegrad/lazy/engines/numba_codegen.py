@@ -647,51 +647,78 @@ def _out_index(plan: Plan, o, j: int, partial: bool) -> str:
 
 
 def _accumulators(plan: Plan, names: list[str]) -> _Accumulators:
-    """Each output's statements: a store per point, or a reduction into an accumulator that
-    opens at the loop level where its reduced axes start (``_suffix_start``)."""
+    """Each output's statements: a store per point (``o{j}[i0, ..] = v``), or a reduction
+    (``_reduction``)."""
     d = plan.ndim
-    dts = plan.operand_dtype
     acc = _Accumulators(d)
-    oidx_all = [f"i{ax}" for ax in range(d)]
     for j, o in enumerate(plan.outputs):
-        v = names[o.value]
-        vcast = cast(v, dts[o.value], o.dtype)
-        if not (o.reduce and o.axes):
-            acc.inner.append(f"o{j}[{', '.join(oidx_all) if d else '()'}] = {vcast}")
-            continue
-        part = plan.needs_partial[j]
-        t = f"{'p' if part else 'o'}{j}[{_out_index(plan, o, j, part)}]"
-        s = _suffix_start(o.axes, d)
-        ident = ident_src(o.reduce, o.dtype)
-
-        def store(val, j=j, o=o, t=t, s=s, part=part):
-            if plan.prefilled[j] and not (part and s == 0):
-                return f"{t} = {combine(o.reduce, t, val, o.dtype, plan)}"
-            return f"{t} = {val}"
-
-        if s < d and compensated(o, d):
-            a, cmp, cacc = f"acc{j}", f"cmp{j}", f"cacc{j}"
-            fold = two_sum(a, cmp, cacc, f"{j}")
-            acc.init[s] += [f"{a} = {ident}", f"{cmp} = {ident}", f"{cacc} = {ident}"]
-            acc.inner.append(f"{cacc} = {combine(o.reduce, cacc, vcast, o.dtype, plan)}")
-            acc.chunk_end += fold + [f"{cacc} = {ident}"]
-            if s == d - 1:
-                acc.short_end.append(store(cacc))  # one chunk: nothing to fold
-                acc.long_end.append(store(fsum_fin(a, cmp)))
-            else:
-                cn = f"cn{j}"
-                acc.init[s].append(f"{cn} = 0")
-                acc.short_end += [f"{cn} += n{d - 1}", f"if {cn} >= fold_at:"]  # d >= 2 here
-                acc.short_end += [_IND + st for st in fold + [f"{cacc} = {ident}", f"{cn} = 0"]]
-                acc.fin[s] += fold + [store(fsum_fin(a, cmp))]
-        elif s < d:
-            a = f"acc{j}"
-            acc.init[s].append(f"{a} = {ident}")
-            acc.fin[s].append(store(a))
-            acc.inner.append(f"{a} = {combine(o.reduce, a, vcast, o.dtype, plan)}")
+        v = cast(names[o.value], plan.operand_dtype[o.value], o.dtype)
+        if o.reduce and o.axes:
+            _reduction(plan, acc, j, o, v)
         else:
-            acc.inner.append(f"{t} = {combine(o.reduce, t, vcast, o.dtype, plan)}")
+            idx = ", ".join(f"i{ax}" for ax in range(d)) if d else "()"
+            acc.inner.append(f"o{j}[{idx}] = {v}")
     return acc
+
+
+def _reduction(plan: Plan, acc: _Accumulators, j: int, o, v: str) -> None:
+    """Output ``j`` reduces ``v``: into a register ``acc{j}`` that opens at the loop level where
+    its reduced axes start (``_suffix_start``) and is stored when that loop ends (a compensated
+    sum: ``_compensated``), or straight into its target (``o{j}``, or its partial ``p{j}``)
+    when the innermost axis is kept."""
+    d = plan.ndim
+    s = _suffix_start(o.axes, d)
+    ident = ident_src(o.reduce, o.dtype)
+    if s == d:
+        t = _target(plan, j, o)
+        acc.inner.append(f"{t} = {combine(o.reduce, t, v, o.dtype, plan)}")
+    elif compensated(o, d):
+        _compensated(plan, acc, j, o, v, s)
+    else:
+        a = f"acc{j}"
+        acc.init[s].append(f"{a} = {ident}")
+        acc.fin[s].append(_store(plan, j, o, a))
+        acc.inner.append(f"{a} = {combine(o.reduce, a, v, o.dtype, plan)}")
+
+
+def _compensated(plan: Plan, acc: _Accumulators, j: int, o, v: str, s: int) -> None:
+    """A float sum over the innermost axis: a running sum ``cacc{j}`` (the vectorised add),
+    folded with TwoSum into ``acc{j}`` + compensation ``cmp{j}`` after each chunk of a long row,
+    or, over several short rows, once ``cn{j}`` counts ``fold_at`` points."""
+    d = plan.ndim
+    ident = ident_src(o.reduce, o.dtype)
+    a, cmp, cacc = f"acc{j}", f"cmp{j}", f"cacc{j}"
+    fold = two_sum(a, cmp, cacc, f"{j}")
+    acc.init[s] += [f"{a} = {ident}", f"{cmp} = {ident}", f"{cacc} = {ident}"]
+    acc.inner.append(f"{cacc} = {combine(o.reduce, cacc, v, o.dtype, plan)}")
+    acc.chunk_end += fold + [f"{cacc} = {ident}"]
+    if s == d - 1:
+        acc.short_end.append(_store(plan, j, o, cacc))  # one chunk: nothing to fold
+        acc.long_end.append(_store(plan, j, o, fsum_fin(a, cmp)))
+        return
+    cn = f"cn{j}"
+    acc.init[s].append(f"{cn} = 0")
+    acc.short_end += [f"{cn} += n{d - 1}", f"if {cn} >= fold_at:"]  # d >= 2 here
+    acc.short_end += [_IND + st for st in fold + [f"{cacc} = {ident}", f"{cn} = 0"]]
+    acc.fin[s] += fold + [_store(plan, j, o, fsum_fin(a, cmp))]
+
+
+def _target(plan: Plan, j: int, o) -> str:
+    """Where output ``j``'s reduction goes at the current point: its partial ``p{j}`` when the
+    reduction crosses axis 0, else the output ``o{j}``."""
+    part = plan.needs_partial[j]
+    return f"{'p' if part else 'o'}{j}[{_out_index(plan, o, j, part)}]"
+
+
+def _store(plan: Plan, j: int, o, val: str) -> str:
+    """The statement storing a finished accumulator ``val`` of output ``j``: combined into its
+    target when that was pre-filled with the identity (other blocks add to it too), else
+    assigned."""
+    t = _target(plan, j, o)
+    s = _suffix_start(o.axes, plan.ndim)
+    if plan.prefilled[j] and not (plan.needs_partial[j] and s == 0):
+        return f"{t} = {combine(o.reduce, t, val, o.dtype, plan)}"
+    return f"{t} = {val}"
 
 
 def _block_loops() -> list[str]:
