@@ -191,6 +191,19 @@ def _name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
+def _collect(x: Any, prepare: Callable, items: list) -> None:
+    """``_seal`` at a replay: only the items, with the common results (arrays and plain tuples
+    of them) taken without ``prepare``."""
+    t = type(x)
+    if t is np.ndarray:
+        items.append(x if x.flags.c_contiguous else np.ascontiguousarray(x))
+    elif t is tuple or t is list:
+        for v in x:
+            _collect(v, prepare, items)
+    else:
+        _seal(x, prepare, items, None, [])
+
+
 def _decode(e: tuple, slots: list, numbers: Sequence[Any]) -> Any:
     tag = e[0]
     if tag == "view":
@@ -725,7 +738,7 @@ class Program:
                     *_decode(sources[0], slots, numbers), **_decode(sources[1], slots, numbers)
                 )
                 items: list = []
-                _seal(raw, dynamic[0], items, None, [])
+                _collect(raw, dynamic[0], items)
                 if len(items) != len(dynamic[1]) or any(
                     want is not None and (x.shape, x.strides, x.dtype) != want
                     for x, want in zip(items, dynamic[1])
