@@ -545,8 +545,8 @@ class Recorder:
         if self.escape is None and not self.sanctions and not self.in_step and self.touches(nodes):
             shown = next((repr(n) for n in nodes if isinstance(n, LazyArray)), "a value")
             why = self.reading or (
-                "a rule that needs an array, an eager NumPy call, or a Python read of an array: "
-                "if/while, float(), int(), .item()"
+                "a Python read of an array: if/while, float(), int(), .item(), np.asarray; or a "
+                "rule that needs an array under forward-mode or nested differentiation"
             )
             self.escape = (
                 f"{shown}, computed from the inputs, was evaluated while the function ran ({why})"
