@@ -15,7 +15,8 @@ raises ``UnsupportedKernel``. Each op is named after its NumPy (or SciPy) ufunc,
 arguments' sources, already converted to the loop dtype, ``{T}`` that dtype's scalar
 constructor (``np.float64``), ``{f32}`` is ``_f32`` in float32 loops (``numba_math``'s float32
 variants) and empty otherwise. Where the expression depends on the kind of the loop dtype it is
-a mapping from kinds to templates (``{"f": ..., "iub": ...}``), and where it needs a value
+a mapping from kinds to templates (``{"f": ..., "iub": ...}``; a kind it leaves out is declined,
+as ``negative`` declines bool), and where it needs a value
 computed in the loop dtype, a function of the dtype returning the template. A template may call
 ``math.*``, ``np.*``, ``vm.*`` (``numba_math``: branch-free versions LLVM vectorises) and the
 scalar helpers of ``numba_codegen.HELPERS`` by name; the generator adds what it calls.
@@ -113,7 +114,7 @@ def _rounding(fn: str) -> dict[str, str]:
 
 _SIGN = {
     "f": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else ({T}(0) if {0} == 0 else {0})))",
-    "iub": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else {T}(0)))",
+    "iu": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else {T}(0)))",
 }
 # NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when the exponent
 # is a constant, so LLVM unswitches it out of the loop.
@@ -129,13 +130,13 @@ def _op(name: str, numba: NumbaExpr | None, **options: Any) -> None:
 
 # arithmetic
 _op("add", "({0} + {1})")
-_op("subtract", "({0} - {1})")
+_op("subtract", {"fiu": "({0} - {1})"})  # NumPy has no bool subtract
 _op("multiply", "({0} * {1})")
 _op("divide", "({0} / {1})", float_only=True)
 _op("floor_divide", {"f": "_ffloordiv({0}, {1})", "iub": "_ifloordiv({0}, {1})"})
 _op("remainder", {"f": "_fremainder({0}, {1})", "iub": "_iremainder({0}, {1})"})
 _op("fmod", {"f": "np.fmod({0}, {1})", "iub": "_ifmod({0}, {1})"})
-_op("negative", "(-{0})")
+_op("negative", {"fiu": "(-{0})"})
 _op("positive", "{0}")
 _op("absolute", {"fi": "abs({0})", "ub": "{0}"})
 _op("fabs", {"fi": "abs({0})", "ub": "{0}"})

@@ -301,12 +301,9 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
         arg_reps = [reps[a] for a in ins.args]
         if ins.op not in ("where", "cast") and err is None:
             lt = _loop_dtype(ins, arg_reps)
-            if OPS[ins.op].float_only and lt.kind != "f":
+            # (an integer power's exponent sign is checked on the data by supports())
+            if (OPS[ins.op].float_only and lt.kind != "f") or _kind_template(ins.op, lt) is None:
                 err = f"{ins.op} on {lt}"
-            if ins.op == "power" and lt.kind in "iub":
-                helpers.add("_ipow")  # exponent sign is checked on the data by supports()
-            if lt.kind in "iub" and ins.op in ("negative", "subtract", "sign") and lt.kind == "b":
-                err = f"{ins.op} on bool"
         dts.append(ins.dtype)
         reps.append(ins.dtype)
     for o in outputs:
@@ -468,17 +465,23 @@ _CALLS = re.compile(r"\b(_[a-z0-9_]+)\(")
 def _template(op: str, lt: np.dtype) -> str:
     """``op``'s expression template in loop dtype ``lt`` (``Op.numba``: a template, templates
     by dtype kind, or a function of ``lt``)."""
-    entry = OP_EXPR.get(op)
-    if entry is None:
+    if op not in OP_EXPR:
         raise NotImplementedError(f"numba engine: op {op!r} has no numba expression in ops.OPS")
+    template = _kind_template(op, lt)
+    if template is None:
+        raise NotImplementedError(f"numba engine: op {op!r} has no numba expression for {lt}")
+    return template
+
+
+def _kind_template(op: str, lt: np.dtype) -> str | None:
+    """``op``'s template for loops of ``lt``'s kind, or None when its entry names no template
+    for that kind (``analyse`` declines the kernel)."""
+    entry = OP_EXPR[op]
     if callable(entry):
         return entry(lt)
     if isinstance(entry, str):
         return entry
-    for kinds, template in entry.items():
-        if lt.kind in kinds:
-            return template
-    raise NotImplementedError(f"numba engine: op {op!r} has no numba expression for {lt}")
+    return next((t for kinds, t in entry.items() if lt.kind in kinds), None)
 
 
 def _uses(src: str) -> set[str]:
