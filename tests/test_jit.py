@@ -346,6 +346,17 @@ def test_a_closure_array_read_by_a_step_is_read_at_each_call():
     assert jf.cache_info()[0].replayable and jf.cache_info().hits == 1
 
 
+def test_a_gradient_that_is_a_broadcast_seed_is_replayed():
+    # d/dA sum(A) = ones: a broadcast of the cotangent seed, no kernel computes it
+    jg = fg.jit(fg.grad(lambda A, x: np.sum(x**2) + 3 * np.sum(A), argnums=(0, 1)))
+    for k in range(3):
+        dA, dx = jg(np.full((2, 3), float(k)), np.arange(2.0) + k)
+        np.testing.assert_array_equal(dA, np.full((2, 3), 3.0))
+        np.testing.assert_array_equal(dx, 2 * (np.arange(2.0) + k))
+        dA[:] = -1.0  # the caller owns what it gets: the next replay is not changed
+    assert jg.cache_info()[0].replayable and jg.cache_info().hits == 2
+
+
 def test_steps_whose_shapes_depend_on_values_fall_back():
     f = lambda x: np.sum(x[x > 0] ** 2)  # noqa: E731
     jg = fg.jit(fg.grad(f))

@@ -679,6 +679,11 @@ class Recorder:
             if value.size == 0:
                 return ("empty", value.shape, value.dtype)
             where = self.locate(value)
+            if where is None and self._literal(value):
+                return (
+                    "literal",
+                    value,
+                )  # made from numbers (a broadcast seed): the same each call
             return None if where is None else ("view", *where)
         if isinstance(value, Number):
             return ("number", value._recipe)
@@ -794,6 +799,8 @@ class Program:
             return evaluate(recipe[1], numbers)
         if tag == "empty":
             return np.empty(recipe[1], recipe[2])
+        if tag == "literal":
+            return recipe[1].copy()  # the caller may write into what it gets
         return recipe[1]
 
 
