@@ -105,3 +105,12 @@ def test_full_with_a_traced_fill_value():
     g = fg.grad(lambda s: np.sum(np.full(4, s, dtype=np.float32)))(2.0)
     assert g == pytest.approx(4.0)
     assert np.full is conversions.ORIGINALS["full"]
+
+
+def test_vjp_jvp_and_hvp_convert_too():
+    f = lambda x: np.asarray(x) ** 2  # noqa: E731
+    x = np.array([1.0, -2.0])
+    out, f_vjp = fg.vjp(f, x)
+    np.testing.assert_allclose(f_vjp(np.ones(2))[0], 2 * x)
+    np.testing.assert_allclose(fg.jvp(f, (x,), (np.ones(2),))[1], 2 * x)
+    np.testing.assert_allclose(fg.hvp(lambda v: np.sum(f(v) * v), (x,), (np.ones(2),)), 6 * x)

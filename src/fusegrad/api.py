@@ -250,7 +250,8 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     >>> f_vjp(np.ones(2))
     (array([1., 1.]),)
     """
-    return _vjp(fun, primals, has_aux, evaluate=True, snapshot=True)
+    with conversions.tracing():
+        return _vjp(fun, primals, has_aux, evaluate=True, snapshot=True)
 
 
 def _vjp(
@@ -538,7 +539,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
     """
     from .ad.forward import jvp as forward_jvp
 
-    return forward_jvp(fun, primals, tangents)
+    with conversions.tracing():
+        return forward_jvp(fun, primals, tangents)
 
 
 def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
@@ -555,7 +557,8 @@ def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
 
     primals, tangents = tuple(primals), tuple(tangents)
     nums = tuple(range(len(primals)))
-    _, out = forward_jvp(grad(fun, argnums=nums), primals, tangents, primal_out=False)
+    with conversions.tracing():
+        _, out = forward_jvp(grad(fun, argnums=nums), primals, tangents, primal_out=False)
     out = cast_like(out, primals)
     return out[0] if len(primals) == 1 else out
 
