@@ -33,6 +33,7 @@ from ..lazy import LazyArray, materialize, replay
 from ..rules import registry
 from ..rules.registry import RRULES, has_rrule, is_differentiable, rrule
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, add, iadd
+from ..tangents.thunks import AbstractThunk
 
 _levels = itertools.count(1)
 
@@ -203,11 +204,15 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
         if not RRULES[f][1]:
             uargs = tuple(_concrete(a) for a in uargs)
             ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
-        y, pullback = rrule(f, *uargs, **ukwargs)
+        out = rrule(f, *uargs, **ukwargs)
+        if out is None:
+            raise _declined(f, uargs, ukwargs)
+        y, pullback = out
     parents = [_parents(a, level) for a in args]
     if all(p is None for p in parents):
         return y
     trace = _trace_of(args, level)
+    assert trace is not None  # some parent is a tracer of this level
     if isinstance(y, tuple | list):
         node = TapeNode(pullback, parents, len(y), _name(f))
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
@@ -215,15 +220,63 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
     return _box(y, trace, TapeNode(pullback, parents, None, _name(f)), None)
 
 
-def _trace_of(args: Any, level: int) -> Trace:
+def _describe(x: Any) -> str:
+    if isinstance(x, list | tuple):
+        inner = ", ".join(_describe(v) for v in x)
+        return (
+            f"({inner},)"
+            if isinstance(x, tuple) and len(x) == 1
+            else f"{type(x).__name__}[{inner}]"
+        )
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(x).__name__}(shape={tuple(shape)}, dtype={dtype})"
+    return type(x).__name__
+
+
+def _declined(f: Any, args: tuple, kwargs: dict) -> TypeError:
+    """The error for a rule that returned None (declined) on these arguments."""
+    described = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()]
+    return TypeError(
+        f"the reverse rule of {_name(f)} returned None (it declines) for arguments "
+        f"({', '.join(described)}); a rule must return (y, pullback) for every call it is "
+        "registered for: handle these arguments in the rule, or opt_out(f) to differentiate "
+        "its body instead"
+    )
+
+
+def _trace_of(args: Any, level: int) -> Trace | None:
     for a in args:
         if isinstance(a, Tracer) and a.trace.level == level:
             return a.trace
         if isinstance(a, list | tuple):
-            for v in a:
-                if isinstance(v, Tracer) and v.trace.level == level:
-                    return v.trace
-    raise AssertionError("no tracer at the traced level")
+            found = _trace_of(a, level)  # nested containers: f(([a],))
+            if found is not None:
+                return found
+    return None
+
+
+def _tracers(parent: Any) -> Iterator[Tracer]:
+    """The tracers of one entry of ``TapeNode.parents`` (a tracer, or nested lists of them)."""
+    if isinstance(parent, list):
+        for p in parent:
+            yield from _tracers(p)
+    elif parent is not None:
+        yield parent
+
+
+def _distribute(cts: dict, fresh: set, parent: Any, g: Any) -> None:
+    """Accumulate the cotangent ``g`` of one argument into its (possibly nested) parents."""
+    if not isinstance(parent, list):
+        _accumulate(cts, fresh, parent, g)
+        return
+    if isinstance(g, AbstractZero) or g is None:
+        return
+    if isinstance(g, AbstractThunk):  # a container argument's cotangent, computed on demand
+        g = g.unthunk()
+    for p, gi in zip(parent, g):
+        if p is not None:
+            _distribute(cts, fresh, p, gi)
 
 
 def _box(v: Any, trace: Trace, node: TapeNode, index: int | None) -> Any:
@@ -263,8 +316,8 @@ def _toposort(roots: list) -> list:
         stack.append((node, True))
         if isinstance(node, TapeNode):
             for p in node.parents:
-                for t in p if isinstance(p, list) else [p]:
-                    if t is not None and id(t.node) not in seen:
+                for t in _tracers(p):
+                    if id(t.node) not in seen:
                         stack.append((t.node, False))
     return order  # parents before children
 
@@ -300,16 +353,8 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
             ct = tuple(ZeroTangent() if p is None else p for p in parts)
         grads = node.pullback(ct)
         for parent, g in zip(node.parents, grads):
-            if parent is None:
-                continue
-            if isinstance(parent, list):
-                if isinstance(g, AbstractZero):
-                    continue
-                for p, gi in zip(parent, g):
-                    if p is not None:
-                        _accumulate(cts, fresh, p, gi)
-            else:
-                _accumulate(cts, fresh, parent, g)
+            if parent is not None:
+                _distribute(cts, fresh, parent, g)
     return [results.get(id(t.node), ZeroTangent()) for t in inputs]
 
 
