@@ -514,3 +514,23 @@ def test_against_jax_when_installed():
         (got,) = fg.vjp(f, z)[1](c)
         (want,) = jax.vjp(jf, jnp.asarray(z))[1](jnp.asarray(c))
         np.testing.assert_allclose(got, np.asarray(want), rtol=1e-12, atol=1e-14)
+
+
+def test_lazy_variance_of_complex_values_is_real(engine):
+    import fusegrad.lazy as fl
+    from fusegrad.rules.registry import is_differentiable
+
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal((6, 5)) + 1j * rng.standard_normal((6, 5))
+    for axis in (None, 0, 1):
+        for ddof in (0, 1):
+            want = np.var(z, axis=axis, ddof=ddof)
+            got = np.asarray(np.var(fl.asarray(z), axis=axis, ddof=ddof))
+            assert got.dtype == want.dtype == np.float64
+            np.testing.assert_allclose(got, want, rtol=1e-13)
+            np.testing.assert_allclose(
+                np.asarray(np.std(fl.asarray(z), axis=axis, ddof=ddof)),
+                np.std(z, axis=axis, ddof=ddof),
+                rtol=1e-13,
+            )
+    assert not is_differentiable(np.complex128)  # a type as an argument is static

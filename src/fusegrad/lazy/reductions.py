@@ -127,7 +127,10 @@ def var(x: LazyArray, axis: Any = None, ddof: int = 0, keepdims: bool = False) -
     axes = normalize_axes(axis, x.ndim)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     dev = make_map("subtract", (x, mean(x, axes, keepdims=True)))
-    sq = make_map("square", (dev,))
+    if dev.dtype.kind == "c":  # |dev|^2, as NumPy: real(dev * conj(dev)), a real variance
+        sq = make_map("real", (make_map("multiply", (dev, make_map("conjugate", (dev,)))),))
+    else:
+        sq = make_map("square", (dev,))
     total = reduce("sum", sq, axes, keepdims)
     return make_map("divide", (total, max(count - ddof, 0)))
 

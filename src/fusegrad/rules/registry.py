@@ -127,6 +127,8 @@ def is_differentiable(x: Any) -> bool:
         return any(is_differentiable(v) for v in x)
     if isinstance(x, float | complex | np.floating | np.complexfloating):
         return True
+    if isinstance(x, type):  # a type passed as an argument (astype(x, np.complex128)) is static
+        return False
     dtype = getattr(x, "dtype", None)
     if dtype is not None:
         return np.issubdtype(dtype, np.inexact)
