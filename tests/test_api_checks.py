@@ -106,3 +106,23 @@ def test_jacobian_of_complex_outputs():
 def test_jacobian_of_a_non_array_output():
     with pytest.raises(TypeError, match="jacobian needs the function to return one array"):
         fg.jacobian(lambda x: (x, x))(X)
+
+
+@fg.primitive
+def _reverse_only_cube(x):
+    return x**3
+
+
+@fg.register_rrule(_reverse_only_cube)
+def _(x):
+    return x**3, lambda dy: (3 * x**2 * dy,)
+
+
+def test_hvp_and_hessian_of_a_primitive_with_only_a_reverse_rule():
+    x = np.array([1.0, -2.0, 0.5])
+
+    def f(v):
+        return np.sum(_reverse_only_cube(v) * v)  # sum(v^4): Hessian diag(12 v^2)
+
+    np.testing.assert_allclose(fg.hvp(f, (x,), (np.ones(3),)), 12 * x**2)
+    np.testing.assert_allclose(fg.hessian(f)(x), np.diag(12 * x**2))
