@@ -260,7 +260,9 @@ def _vjp(
     # Traces keep the lazy path at every size (small.fusing): the memory bounds of fused
     # gradients hold for small arrays too, and fusegrad.jit is the fast path for those.
     # small.fusing also opens the call's interning scope: nothing computed before it is reused.
-    with small.fusing():
+    from .lazy.nodes import interning_scope
+
+    with interning_scope():
         return _traced_vjp(fun, primals, has_aux, evaluate, snapshot)
 
 
@@ -279,6 +281,8 @@ def _traced_vjp(
 
     def own(tree: Any) -> Any:  # private copies of a pytree's NumPy arrays
         leaves, rebuild = flatten(tree)
+        for v in leaves:
+            _check_array_type(v, "an input")  # np.array would drop a mask silently
         return rebuild([np.array(v) if isinstance(v, np.ndarray) else v for v in leaves])
 
     if snapshot:
@@ -299,7 +303,7 @@ def _traced_vjp(
         out = own(out)
 
     def vjp_fn(ct: Any) -> tuple:
-        with interning_scope(scope), small.fusing():
+        with interning_scope(scope):
             return _pull(ct)
 
     def _pull(ct: Any) -> tuple:
