@@ -72,6 +72,10 @@ def test_masked_arrays_and_matrices_are_refused():
             api(lambda x: np.sum(x * 2))(m)
     with pytest.raises(TypeError, match="numpy.ma.MaskedArray"):
         fg.vjp(lambda x: x * 2, m)
+    with pytest.raises(TypeError, match="numpy.ma.MaskedArray"):
+        fg.jvp(lambda x: np.sum(x * 2), (m,), (np.ones(4),))
+    with pytest.raises(TypeError, match="numpy.ma.MaskedArray"):
+        fg.hvp(lambda x: np.sum(x * x), (m,), (np.ones(4),))
     with pytest.raises(TypeError, match="numpy.matrix.*@"):
         fg.grad(lambda x: np.sum(x * 2))(np.matrix([[1.0, 2.0]]))
     with pytest.raises(TypeError, match="numpy.matrix"):

@@ -543,6 +543,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
     """
     from .ad.forward import jvp as forward_jvp
 
+    for leaf in flatten(tuple(primals))[0]:
+        _check_array_type(leaf, "a primal")
     with conversions.tracing():
         return forward_jvp(fun, primals, tangents)
 
