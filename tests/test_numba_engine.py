@@ -172,6 +172,7 @@ def test_zero_d_and_empty_domains():
     assert not ne.supports(km)  # NumPy raises: max of nothing
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # special values on purpose (NumPy warns too)
 @pytest.mark.parametrize(
     "op", ["floor_divide", "remainder", "fmod", "maximum", "minimum", "fmax", "fmin"]
 )
@@ -188,6 +189,7 @@ def test_binary_special_values(op):
         np.testing.assert_array_equal(np.signbit(got[fin]), np.signbit(want[fin]))
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # special values on purpose (NumPy warns too)
 @pytest.mark.parametrize("op", ["floor_divide", "remainder", "fmod"])
 def test_integer_division_corners(op):
     v = np.array([np.iinfo(np.int64).min, -7, -1, 0, 1, 3, 7], dtype=I8)
@@ -198,6 +200,7 @@ def test_integer_division_corners(op):
     check(k)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # special values on purpose (NumPy warns too)
 def test_unary_table_and_scipy():
     x = np.array(
         [-3.0, -1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 0.7, 1.0, 2.0, 30.0, np.inf, -np.inf, np.nan]
@@ -212,6 +215,7 @@ def test_unary_table_and_scipy():
         check(k)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # special values on purpose (NumPy warns too)
 def test_binary_table_float_and_int():
     rng = np.random.default_rng(3)
     binary = [name for name, op in ops.OPS.items() if op.nin == 2]
