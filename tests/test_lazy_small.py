@@ -60,15 +60,32 @@ def test_lazy_values_still_feed_small_ops(small_path):
     assert isinstance(y, fl.Leaf)
 
 
-def test_gradients_keep_fusing_at_small_sizes(small_path):
+def test_gradients_run_small_ops_eagerly_and_fuse_large_ones(small_path):
     x = np.linspace(0, 1, 2000)
     with track_allocations() as report:
         g = fg.grad(lambda x: np.sum((1 - x) / 2))(x)
     assert report.count == 1  # the gradient itself, as with the path off
     np.testing.assert_array_equal(g, np.full(2000, -0.5))
+
+    def pairwise(v):
+        return np.sum(np.tanh(v[:, None] - v[None, :]))
+
+    def want(v):
+        d = 1 - np.tanh(v[:, None] - v[None, :]) ** 2
+        return np.sum(d, axis=1) - np.sum(d, axis=0)
+
+    v = np.linspace(-1, 1, 50)  # 2,500 pairs: below the threshold, eager, no kernel
     with fl.recording() as rec:
-        fg.grad(lambda v: np.sum(np.tanh(v[:, None] - v[None, :])))(np.zeros(50))
+        g = fg.grad(pairwise)(v)
+    assert not _kernels(rec)
+    np.testing.assert_allclose(g, want(v), atol=1e-12)
+    v = np.linspace(-1, 1, 300)  # 90,000 pairs: the fused kernels and their memory bounds
+    fg.grad(pairwise)(v)  # compiles the kernels (the compiler's memory is not ours)
+    with fl.recording() as rec, track_allocations() as report:
+        g = fg.grad(pairwise)(v)
     assert _kernels(rec)
+    assert report.peak_bytes < 300 * 300 * 8
+    np.testing.assert_allclose(g, want(v), atol=1e-10)
 
 
 def test_jit_records_lazily_and_replays_with_the_path_on(small_path):

@@ -23,7 +23,7 @@ import numpy as np
 from .ad import conversions
 from .ad.core import Trace, Tracer, backward
 from .ad.pytree import flatten
-from .lazy import LazyArray, Leaf, materialize_many, replay, small
+from .lazy import LazyArray, Leaf, materialize_many, replay
 from .rules.registry import is_differentiable
 from .tangents import AbstractZero, BroadcastThunk, ProjectTo, ownership_scope, unthunk
 
@@ -257,9 +257,11 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 def _vjp(
     fun: Callable, primals: tuple, has_aux: bool, evaluate: bool, snapshot: bool = False
 ) -> tuple:
-    # Traces keep the lazy path at every size (small.fusing): the memory bounds of fused
-    # gradients hold for small arrays too, and fusegrad.jit is the fast path for those.
-    # small.fusing also opens the call's interning scope: nothing computed before it is reused.
+    # The small-array path stays on inside grad/vjp: an op on small concrete values runs
+    # eagerly (its value is a leaf of the tape, its pullback eager on small cotangents), so a
+    # small gradient costs NumPy's work plus the tape; anything touching a large or lazy value
+    # stays lazy and fused, with its memory bounds. jit's recording turns it off (fusing()).
+    # The call's interning scope: nothing computed before it is reused.
     from .lazy.nodes import interning_scope
 
     with interning_scope():

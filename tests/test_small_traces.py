@@ -1,0 +1,145 @@
+"""The small-array path inside traces: ``grad``/``vjp`` run ops on small concrete values eagerly
+(no graph, no plan, no kernel), give the gradients of the fused path, and keep fused laziness
+for large arrays and for anything that touches one."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fusegrad as fg
+import fusegrad.lazy as fl
+from fusegrad.lazy import small
+from fusegrad.memory import track_allocations
+
+
+def _kernels(rec):
+    return [e for e in rec if e["event"] == "kernel"]
+
+
+def mlp(W1, b1, W2, b2, X, y):
+    return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+
+def mlp_by_hand(W1, b1, W2, b2, X, y):
+    h = np.tanh(X @ W1 + b1)
+    r = h @ W2 + b2 - y
+    dr = 2 * r / r.size
+    dh = (dr @ W2.T) * (1 - h**2)
+    return X.T @ dh, dh.sum(0), h.T @ dr, dr.sum(0)
+
+
+def rnn(Wx, Wh, b, wo, xs, y):
+    h = np.zeros((xs.shape[1], Wh.shape[0]))
+    for x in xs:
+        h = np.tanh(x @ Wx + h @ Wh + b)
+    return np.mean((h @ wo - y) ** 2)
+
+
+def ema(x):
+    s = 0.0
+    for v in x:
+        s = 0.9 * s + 0.1 * v
+    return s
+
+
+def _both_ways(fun, args, argnums):
+    """The gradient with the path on and with it off (fused at every size)."""
+    small.EAGER_BELOW = 10_000
+    try:
+        on = fg.grad(fun, argnums=argnums)(*args)
+    finally:
+        small.EAGER_BELOW = 0
+    off = fg.grad(fun, argnums=argnums)(*args)
+    return on, off
+
+
+def test_the_mlp_is_computed_eagerly_and_matches_by_hand(small_path):
+    rng = np.random.default_rng(0)
+    args = (
+        rng.standard_normal((10, 16)),
+        rng.standard_normal(16),
+        rng.standard_normal((16, 1)),
+        rng.standard_normal(1),
+        rng.standard_normal((32, 10)),
+        rng.standard_normal((32, 1)),
+    )
+    with fl.recording() as rec:
+        got = fg.grad(mlp, argnums=(0, 1, 2, 3))(*args)
+    assert not _kernels(rec)
+    for g, w in zip(got, mlp_by_hand(*args)):
+        assert type(g) is np.ndarray
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+@given(
+    st.integers(1, 6),
+    st.integers(1, 5),
+    st.integers(1, 8),
+    st.integers(0, 2**32 - 1),
+)
+def test_rnn_gradients_agree_with_the_fused_path(steps, batch, hidden, seed):
+    rng = np.random.default_rng(seed)
+    args = (
+        rng.standard_normal((3, hidden)),
+        rng.standard_normal((hidden, hidden)) * 0.5,
+        rng.standard_normal(hidden),
+        rng.standard_normal((hidden, 1)),
+        rng.standard_normal((steps, batch, 3)),
+        rng.standard_normal((batch, 1)),
+    )
+    on, off = _both_ways(rnn, args, (0, 1, 2, 3))
+    for a, b in zip(on, off):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_ema_gradient_is_exact(small_path):
+    x = np.linspace(-1.0, 1.0, 50)
+    g = fg.grad(ema)(x)
+    np.testing.assert_allclose(g, 0.1 * 0.9 ** np.arange(49, -1, -1), rtol=1e-12)
+
+
+def test_anything_that_touches_a_large_array_stays_fused(small_path):
+    v = np.linspace(-1.0, 1.0, 400)  # 160,000 pairs
+    w = np.linspace(0.5, 1.5, 3)  # small, and used eagerly
+
+    def f(v, w):
+        s = np.sum(w * w)  # small: eager
+        return np.sum(np.tanh(s * (v[:, None] - v[None, :])))
+
+    fg.grad(f, argnums=(0, 1))(v, w)  # compiles the kernels (the compiler's memory is not ours)
+    with fl.recording() as rec, track_allocations() as report:
+        gv, gw = fg.grad(f, argnums=(0, 1))(v, w)
+    assert _kernels(rec)
+    assert report.peak_bytes < 400 * 400 * 8  # no N x N temporary
+    s = np.sum(w * w)
+    d = 1 - np.tanh(s * (v[:, None] - v[None, :])) ** 2
+    np.testing.assert_allclose(gv, s * (d.sum(1) - d.sum(0)), rtol=1e-9, atol=1e-9)
+    dsum = np.sum(d * (v[:, None] - v[None, :]))
+    np.testing.assert_allclose(gw, 2 * w * dsum, rtol=1e-9, atol=1e-9)
+
+
+def test_vjp_pullback_sees_call_time_values(small_path):
+    x = np.linspace(0.0, 1.0, 5)
+    out, pull = fg.vjp(lambda x: np.sin(x) * x, x)
+    x[:] = 7.0  # the pullback works on copies
+    (g,) = pull(np.ones(5))
+    x0 = np.linspace(0.0, 1.0, 5)
+    np.testing.assert_allclose(g, np.cos(x0) * x0 + np.sin(x0))
+
+
+def test_grad_of_grad_with_the_path_on(small_path):
+    x = np.linspace(-1.0, 1.0, 7)
+    h = fg.grad(lambda x: np.sum(fg.grad(lambda y: np.sum(np.tanh(y) ** 2))(x)))(x)
+    t = np.tanh(x)
+    # d/dx of 2 t (1 - t^2) = 2 (1 - t^2) (1 - 3 t^2)
+    np.testing.assert_allclose(h, 2 * (1 - t**2) * (1 - 3 * t**2), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [10, 1000, 9999])
+def test_w1_below_the_threshold_is_eager_and_exact(small_path, n):
+    x = np.linspace(0.0, 1.0, n)
+    with fl.recording() as rec:
+        g = fg.grad(lambda x: np.sum((1 - x) / 2))(x)
+    assert not _kernels(rec)
+    np.testing.assert_array_equal(g, np.full(n, -0.5))
