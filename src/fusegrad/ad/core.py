@@ -60,13 +60,18 @@ class InputNode:
 class TapeNode:
     """One primitive on the tape: its pullback and, per positional argument, the parent tracers."""
 
-    __slots__ = ("pullback", "parents", "n_out", "name")
+    __slots__ = ("pullback", "parents", "n_out", "f")
 
-    def __init__(self, pullback: Any, parents: list, n_out: int | None, name: str) -> None:
+    def __init__(self, pullback: Any, parents: list, n_out: int | None, f: Any) -> None:
         self.pullback = pullback
         self.parents = parents
         self.n_out = n_out
-        self.name = name
+        self.f = f
+
+    @property
+    def name(self) -> str:
+        """The primitive's public name (``np.tanh``), made on demand: not on every call."""
+        return _name(self.f)
 
 
 class Tracer:
@@ -179,8 +184,15 @@ def _own(x: Any, memo: dict) -> Any:
 
 def apply(f: Any, args: tuple, kwargs: dict) -> Any:
     """Call ``f(*args, **kwargs)`` on traced arguments: run its rule and record its pullback."""
-    level = _max_level(args)
-    level = _max_level(kwargs.values(), level)
+    level = 0
+    for a in args:  # _max_level, with the common case (a tracer, an array) inline
+        if type(a) is Tracer:
+            if a.trace.level > level:
+                level = a.trace.level
+        elif isinstance(a, list | tuple):
+            level = _max_level(a, level)
+    if kwargs:
+        level = _max_level(kwargs.values(), level)
     if level == 0:
         return f(*args, **kwargs)
     memo = _COPYING.memo
@@ -194,8 +206,11 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
             "        y = ...\n        def pullback(dy): return (dx1, dx2, ...)\n"
             "        return y, pullback\n\nor write the function with operations that have rules."
         )
-    uargs = tuple(_unbox(a, level) for a in args)
-    ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()}
+    uargs = tuple(
+        (a.value if a.trace.level == level else a) if type(a) is Tracer else _unbox(a, level)
+        for a in args
+    )
+    ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()} if kwargs else kwargs
     rec = replay.active()  # a jit recording: a rule that needs arrays may be a step of it
     step = rec.rule_step(f, args, uargs, ukwargs, RRULES[f][1]) if rec and rec.rule_step else None
     if step is not None:
@@ -208,16 +223,19 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
         if out is None:
             raise _declined(f, uargs, ukwargs)
         y, pullback = out
-    parents = [_parents(a, level) for a in args]
+    parents = [
+        (a if a.trace.level == level else None) if type(a) is Tracer else _parents(a, level)
+        for a in args
+    ]
     if all(p is None for p in parents):
         return y
     trace = _trace_of(args, level)
     assert trace is not None  # some parent is a tracer of this level
     if isinstance(y, tuple | list):
-        node = TapeNode(pullback, parents, len(y), _name(f))
+        node = TapeNode(pullback, parents, len(y), f)
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
         return type(y)(*boxed) if hasattr(type(y), "_fields") else type(y)(boxed)
-    return _box(y, trace, TapeNode(pullback, parents, None, _name(f)), None)
+    return _box(y, trace, TapeNode(pullback, parents, None, f), None)
 
 
 def _describe(x: Any) -> str:
