@@ -37,8 +37,10 @@ import numpy as np
 from ..lazy import LazyArray, materialize_many, small
 from ..rules import frules as _frules
 from ..rules import registry
+from ..rules.common import primal_tree
 from ..rules.elementwise import PARTIALS, astype
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
+from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from . import core
 from . import tracer as _tracer
@@ -214,12 +216,12 @@ def _array_ufunc(self: JVPTracer, ufunc: np.ufunc, method: str, *inputs: Any, **
     kwargs.pop("out", None)
     if method == "__call__":
         return apply(ufunc, inputs, kwargs)
-    if method == "reduce" and ufunc in _tracer._UFUNC_REDUCE:
+    if method == "reduce" and ufunc in UFUNC_REDUCE:
         kwargs.setdefault("axis", 0)
-        return apply(_tracer._UFUNC_REDUCE[ufunc], inputs, kwargs)
-    if method == "accumulate" and ufunc in _tracer._UFUNC_ACCUMULATE:
+        return apply(UFUNC_REDUCE[ufunc], inputs, kwargs)
+    if method == "accumulate" and ufunc in UFUNC_ACCUMULATE:
         kwargs.setdefault("axis", 0)
-        return apply(_tracer._UFUNC_ACCUMULATE[ufunc], inputs, kwargs)
+        return apply(UFUNC_ACCUMULATE[ufunc], inputs, kwargs)
     if method == "outer" and len(inputs) == 2:
         a, b = inputs
         nb = np.ndim(_tracer._primal(b))
@@ -231,13 +233,13 @@ def _array_ufunc(self: JVPTracer, ufunc: np.ufunc, method: str, *inputs: Any, **
 
 
 def _array_function(self: JVPTracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-    structural = _tracer._STRUCTURAL.get(func)
+    structural = STRUCTURAL.get(func)
     if structural is not None:
         return structural(*args, **kwargs)
-    if func in _tracer._NONDIFF:
-        args = tuple(_tracer._primal_tree(a) for a in args)
-        return func(*args, **{k: _tracer._primal_tree(v) for k, v in kwargs.items()})
-    composite = _tracer.COMPOSITES.get(func)
+    if func in NONDIFF:
+        args = tuple(primal_tree(a) for a in args)
+        return func(*args, **{k: primal_tree(v) for k, v in kwargs.items()})
+    composite = COMPOSITES.get(func)
     if composite is not None:
         return composite(*args, **kwargs)
     return apply(func, args, kwargs)

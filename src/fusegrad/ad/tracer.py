@@ -22,52 +22,11 @@ import numpy as np
 
 from ..lazy import replay
 from ..lazy.protocols import ARITHMETIC, COMPARISONS, forward_methods, forward_operators
-from ..rules.composites import COMPOSITES as RULE_COMPOSITES
+from ..rules.common import primal_tree
 from ..rules.elementwise import astype
+from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
+from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
 from .core import Tracer, apply
-
-# Functions that only look at a value's shape or type: run on the primal, never traced.
-_STRUCTURAL = {
-    np.shape: lambda a: np.shape(_primal(a)),
-    np.ndim: lambda a: np.ndim(_primal(a)),
-    np.size: lambda a, axis=None: np.size(_primal(a), axis),
-    np.result_type: lambda *a: np.result_type(*(_primal(x) for x in a)),
-    np.iscomplexobj: lambda a: np.iscomplexobj(_primal(a)),
-    np.isrealobj: lambda a: np.isrealobj(_primal(a)),
-    np.zeros_like: lambda a, dtype=None, **k: np.zeros(np.shape(_primal(a)), dtype or a.dtype),
-    np.ones_like: lambda a, dtype=None, **k: np.ones(np.shape(_primal(a)), dtype or a.dtype),
-    np.empty_like: lambda a, dtype=None, **k: np.empty(np.shape(_primal(a)), dtype or a.dtype),
-    np.full_like: lambda a, v, dtype=None, **k: np.full(np.shape(_primal(a)), v, dtype or a.dtype),
-    np.broadcast_shapes: np.broadcast_shapes,
-}
-
-# Functions whose result has no derivative (indices, booleans): run on the primal values.
-_NONDIFF = {
-    np.argmax,
-    np.argmin,
-    np.argsort,
-    np.argwhere,
-    np.nonzero,
-    np.flatnonzero,
-    np.count_nonzero,
-    np.searchsorted,
-    np.isclose,
-    np.allclose,
-    np.array_equal,
-    np.any,
-    np.all,
-}
-
-
-def _primal_tree(x: Any) -> Any:
-    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
-        return type(x)(_primal_tree(v) for v in x)
-    return _primal(x)
-
-
-# Ufunc methods that are other functions in disguise.
-_UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
-_UFUNC_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod}
 
 
 def _primal(x: Any) -> Any:
@@ -92,12 +51,12 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
     kwargs.pop("out", None)
     if method == "__call__":
         return apply(ufunc, inputs, kwargs)
-    if method == "reduce" and ufunc in _UFUNC_REDUCE:
+    if method == "reduce" and ufunc in UFUNC_REDUCE:
         kwargs.setdefault("axis", 0)
-        return apply(_UFUNC_REDUCE[ufunc], inputs, kwargs)
-    if method == "accumulate" and ufunc in _UFUNC_ACCUMULATE:
+        return apply(UFUNC_REDUCE[ufunc], inputs, kwargs)
+    if method == "accumulate" and ufunc in UFUNC_ACCUMULATE:
         kwargs.setdefault("axis", 0)
-        return apply(_UFUNC_ACCUMULATE[ufunc], inputs, kwargs)
+        return apply(UFUNC_ACCUMULATE[ufunc], inputs, kwargs)
     if method == "outer" and len(inputs) == 2:
         a, b = inputs
         nb = np.ndim(_primal(b))
@@ -109,12 +68,12 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
 
 
 def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-    structural = _STRUCTURAL.get(func)
+    structural = STRUCTURAL.get(func)
     if structural is not None:
         return structural(*args, **kwargs)
-    if func in _NONDIFF:
-        args = tuple(_primal_tree(a) for a in args)
-        return func(*args, **{k: _primal_tree(v) for k, v in kwargs.items()})
+    if func in NONDIFF:
+        args = tuple(primal_tree(a) for a in args)
+        return func(*args, **{k: primal_tree(v) for k, v in kwargs.items()})
     composite = COMPOSITES.get(func)
     if composite is not None:
         return composite(*args, **kwargs)
@@ -122,8 +81,6 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
 
 
 def _no_array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
-    from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
-
     raise TypeError(
         "a traced value was converted to a NumPy array (np.asarray, np.array or a function "
         "without a rule that calls it), so its gradient would be lost. Keep it in NumPy "
@@ -231,23 +188,5 @@ def _dtype(v: Any) -> np.dtype:
 def _astype(self: Tracer, dtype: Any) -> Any:
     return apply(astype, (self, np.dtype(dtype)), {})
 
-
-def _clip(a: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
-    # As jnp.clip: maximum then minimum, so a value at a bound splits its derivative evenly.
-    if a_min is not None:
-        a = np.maximum(a, a_min)
-    if a_max is not None:
-        a = np.minimum(a, a_max)
-    return a
-
-
-# Functions traced through their definition in terms of other NumPy functions.
-COMPOSITES: dict[Any, Any] = {
-    **RULE_COMPOSITES,  # fusegrad.rules.composites: NumPy functions traced through their definition
-    np.clip: _clip,
-    np.copy: lambda a, order="K", subok=False: a,
-    np.amax: lambda a, axis=None, keepdims=False: np.max(a, axis=axis, keepdims=keepdims),
-    np.amin: lambda a, axis=None, keepdims=False: np.min(a, axis=axis, keepdims=keepdims),
-}
 
 _install()

@@ -42,40 +42,13 @@ from typing import Any
 import numpy as np
 
 from . import registry
+from .common import as_array, dispatch, value
 from .elementwise import scalar_rule
 from .frules import register_scalar_frule
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-
-
-def _is_traced(x: Any) -> bool:
-    return registry._traced(x)
-
-
-def value(x: Any) -> Any:
-    """The primal value of ``x`` at every trace level (a constant: no derivative flows)."""
-    while getattr(type(x), "__fusegrad_traced__", False):
-        x = x.value
-    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
-        return type(x)(value(v) for v in x)
-    return np.asarray(x) if hasattr(x, "__array__") and not isinstance(x, np.ndarray) else x
-
-
-def as_array(x: Any) -> Any:
-    """``x`` as something with ``.shape``: a list or tuple holding traced values is stacked
-    (``np.asarray`` would cut their gradients); plain values become arrays."""
-    if isinstance(x, list | tuple) and _is_traced(x):
-        return np.stack([as_array(v) for v in x])
-    if _is_traced(x):
-        return x
-    return np.asarray(x)
-
-
-def dispatch(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
-    """Call ``f``'s own rule on traced ``args`` (bypassing this table, which would recurse)."""
-    return registry._trace_dispatch[0](f, args, kwargs or {})
 
 
 def positional(f: Any, names: tuple[str, ...], defaults: dict[str, Any]) -> Callable:
@@ -333,7 +306,7 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
         bad = sorted(set(kwargs) - allowed)
         raise ValueError(f"np.pad: unsupported keyword(s) {bad} for mode {mode!r}")
     odd = kwargs.get("reflect_type", "even") == "odd"
-    if mode == "constant" and not _is_traced(kwargs.get("constant_values", 0)):
+    if mode == "constant" and not registry._traced(kwargs.get("constant_values", 0)):
         return dispatch(np.pad, (array, value(pad_width)), {"mode": "constant", **value(kwargs)})
     if mode in _PAD_GATHER and not odd:
         codes = np.pad(_codes(shape), widths, mode=mode, **kwargs)
@@ -772,13 +745,3 @@ def _need_2d(name: str) -> Any:
 
 
 __all__ = ["COMPOSITES", "as_array", "dispatch", "positional", "value"]
-
-# The statistics, fft and decompositions tables are traced the same way (they import the helpers
-# above, so they are merged last).
-from .decompositions import DECOMPOSITIONS  # noqa: E402
-from .fft import FFT_COMPOSITES  # noqa: E402
-from .statistics import STATISTICS  # noqa: E402
-
-COMPOSITES.update(STATISTICS)
-COMPOSITES.update(FFT_COMPOSITES)
-COMPOSITES.update(DECOMPOSITIONS)

@@ -40,9 +40,8 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, ZeroTangent, unthunk
-from .composites import dispatch, value
+from .common import dispatch, no_tangents, params, project, value
 from .registry import register_frule, register_rrule
-from .shapes import no_tangents, params, project
 
 
 def _zero(t: Any) -> bool:

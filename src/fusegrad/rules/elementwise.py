@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent
+from .common import unbroadcast_to
 from .lazy_values import as_cotangent as _as_cotangent
 from .lazy_values import as_lazy as _lazy
 from .lazy_values import operand as _operand
 from .registry import is_differentiable, primitive, register_rrule
-from .shapes import unbroadcast_to
 
 PARTIALS: dict[np.ufunc, tuple] = {}
 

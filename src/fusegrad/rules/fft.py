@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, ZeroTangent, unthunk
+from .common import no_tangents, params, project
 from .registry import register_frule, register_rrule
-from .shapes import no_tangents, params, project
 
 _DUAL = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 

@@ -44,16 +44,14 @@ import numpy as np
 from ..lazy import LazyArray, materialize_many
 from ..lazy.reductions import normalize_axes
 from ..tangents import AbstractZero, ZeroTangent, unthunk
-from . import indexing as _indexing
 from . import reductions as _reductions
 from . import registry
 from . import scans as _scans
+from .common import is_basic_index, materialize, params, scatter_add, zeros_for
 from .elementwise import PARTIALS, RAD2DEG, angle_of, astype
-from .indexing import is_basic_index, scatter_add
 from .lazy_values import as_lazy as _lazy
 from .reductions import _prod_of_others
-from .registry import FRULES, frule, is_differentiable, register_frule
-from .shapes import params, zeros_for
+from .registry import FRULES, RRULES, frule, is_differentiable, register_frule, rrule
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -337,8 +335,8 @@ def _materialize_pair(x: Any, t: Any) -> tuple:
     todo = [v for v in (x, t) if isinstance(v, LazyArray)]
     if todo:
         materialize_many(todo)
-    x = _indexing._materialize(x)
-    t = t if _zero(t) else _indexing._materialize(t)
+    x = materialize(x)
+    t = t if _zero(t) else materialize(t)
     return x, t
 
 
@@ -430,7 +428,7 @@ def _prod(tangents, a, *args, **kwargs):
     t = tangents[0]
     if _zero(t):
         return y, ZeroTangent()
-    x = _indexing._materialize(la)
+    x = materialize(la)
     if not np.any(np.equal(x, 0)):
         others = _keep(y, axes, p["keepdims"]) / la
     else:
@@ -695,8 +693,6 @@ if _scans._sp is not None:
 def _norm(tangents, x, *args, **kwargs):
     """np.linalg.norm: ẏ = sum(G ∘ ẋ) over the normed axes, G the reverse rule's gradient
     weights (``x / y`` for 2-norms and 'fro'); the tangent of a float ``ord`` is not propagated."""
-    from .registry import rrule
-
     p = params(args, kwargs, ord=None, axis=None, keepdims=False)
     ord_, axis, keepdims = p["ord"], p["axis"], p["keepdims"]
     t = tangents[0]
@@ -720,8 +716,6 @@ def _norm(tangents, x, *args, **kwargs):
 
 def missing_frules() -> list[Any]:
     """fusegrad's own reverse rules (those of ``fusegrad.rules``) that have no forward rule."""
-    from .registry import RRULES
-
     return [
         f
         for f, (rule, _) in RRULES.items()

@@ -35,99 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from ..tangents import NoTangent, unthunk
-from .registry import primitive, register_rrule
-from .shapes import lazy_ct, no_tangents, params, project
-
-try:  # the lazy IR may be absent while it is being written; then nothing is lazy
-    from ..lazy import LazyArray as _LAZY_TYPES
-except ImportError:  # pragma: no cover - depends on the checkout
-    _LAZY_TYPES = ()
-
-# --------------------------------------------------------------------------------------------------
-# Index normalisation
-# --------------------------------------------------------------------------------------------------
-
-
-def _as_tuple(index: Any) -> tuple:
-    return index if isinstance(index, tuple) else (index,)
-
-
-def _is_basic_entry(i: Any) -> bool:
-    return (
-        i is None
-        or i is Ellipsis
-        or isinstance(i, slice)
-        or (isinstance(i, int | np.integer) and not isinstance(i, bool | np.bool_))
-    )
-
-
-def is_basic_index(index: Any) -> bool:
-    """True for an index made only of ints, slices, None and Ellipsis (a NumPy view)."""
-    return all(_is_basic_entry(i) for i in _as_tuple(index))
-
-
-def _scatter_index(index: Any) -> tuple[tuple, bool]:
-    """``index`` as a tuple usable by ``np.add.at`` / assignment, and whether it holds integer
-    arrays (which may repeat). Lists become arrays; boolean arrays become ``nonzero()``."""
-    out: list = []
-    has_int_array = False
-    for i in _as_tuple(index):
-        if _is_basic_entry(i):
-            out.append(i)
-            continue
-        arr = np.asarray(i)
-        if arr.dtype == np.bool_ and arr.ndim > 0:
-            out.extend(np.nonzero(arr))
-            has_int_array = True  # nonzero() is unique, but mixed with others it may broadcast
-        else:
-            out.append(arr)
-            has_int_array = has_int_array or arr.ndim >= 0
-    return tuple(out), has_int_array
-
-
-def _materialize(v: Any) -> Any:
-    """A thunk unthunked and a fusegrad lazy array materialised; anything else (ndarrays,
-    scalars, tracers of a higher-order pass) is returned as is."""
-    v = unthunk(v)
-    if isinstance(v, _LAZY_TYPES):
-        return np.asarray(v)
-    return v
-
-
-# --------------------------------------------------------------------------------------------------
-# The scatter primitive
-# --------------------------------------------------------------------------------------------------
-
-
-@primitive
-def scatter_add(dy: Any, index: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """Zeros of ``shape`` (``dy``'s dtype) with ``dy`` added at ``index``; repeated integer
-    indices accumulate. The adjoint of the gather ``x[index]``.
-
-    >>> scatter_add(np.ones(3), np.array([0, 0, 2]), (4,)).tolist()
-    [2.0, 0.0, 1.0, 0.0]
-    """
-    dy = _materialize(dy)
-    dt = getattr(dy, "dtype", np.dtype(np.float64))
-    out = np.zeros(shape, dtype=dt)
-    idx, has_int_array = _scatter_index(index)
-    if has_int_array:
-        np.add.at(out, idx, dy)
-    else:
-        out[idx] = dy
-    return out
-
-
-@register_rrule(scatter_add)
-def _scatter_add(dy, index, shape):
-    """scatter_add: ddy = g[index] (the gather)."""
-
-    def pullback(g):
-        return g[index], NoTangent(), NoTangent()
-
-    return scatter_add(dy, index, shape), pullback
-
+from ..tangents import NoTangent
+from .common import as_index_tuple as _as_tuple
+from .common import is_basic_index, lazy_ct, no_tangents, params, project, scatter_add
+from .common import materialize as _materialize
+from .registry import register_rrule
 
 # --------------------------------------------------------------------------------------------------
 # x[index]

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
+from .common import is_zero, no_tangents, params, project, unbroadcast_to
 from .registry import register_rrule
-from .shapes import is_zero, no_tangents, params, project, unbroadcast_to
 
 
 def _mT(a: Any) -> Any:

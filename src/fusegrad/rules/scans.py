@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..tangents import ZeroTangent
+from .common import no_tangents, params, project, unbroadcast_to
 from .registry import register_rrule
-from .shapes import no_tangents, params, project, unbroadcast_to
 
 
 def _revcumsum(g: Any, axis: int) -> Any:

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, ZeroTangent, unthunk
+from .common import params, project
 from .registry import FRULES, RRULES, register_frule, register_rrule
-from .shapes import params, project
 
 try:  # SciPy is optional.
     import scipy.linalg as sl

@@ -32,105 +32,20 @@ cast back to an argument's dtype) are shared with the other rule files.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from ..tangents import AbstractThunk, AbstractZero, NoTangent, ZeroTangent, is_lazy_thunk, unthunk
+from ..tangents import NoTangent, ZeroTangent, unthunk
+from .common import (
+    is_zero,
+    lazy_ct,
+    no_tangents,
+    params,
+    project,
+    scatter_add,
+    unbroadcast_to,
+    zeros_for,
+)
 from .registry import register_rrule
-
-# --------------------------------------------------------------------------------------------------
-# Shared helpers
-# --------------------------------------------------------------------------------------------------
-
-
-def is_zero(t: Any) -> bool:
-    """True for the structural zeros ``ZeroTangent()`` and ``NoTangent()`` (nothing to compute)."""
-    return isinstance(t, AbstractZero)
-
-
-def lazy_ct(dy: Any) -> Any:
-    """A cotangent for a ``lazy=True`` rule: a lazy value or ``BroadcastThunk`` is kept as is, any
-    other thunk is unthunked (a lazy rule's wrapper does not unthunk for it)."""
-    if isinstance(dy, AbstractThunk) and not is_lazy_thunk(dy):
-        return unthunk(dy)
-    return dy
-
-
-def unbroadcast_to(g: Any, shape: tuple[int, ...]) -> Any:
-    """Sum ``g`` over the axes that broadcasting added to an argument of shape ``shape``.
-
-    Lazy-friendly (only ``np.sum`` and ``np.reshape``).
-
-    >>> unbroadcast_to(np.ones((4, 2, 3)), (2, 1)).tolist()
-    [[12.0], [12.0]]
-    """
-    shape = tuple(shape)
-    gshape = getattr(g, "shape", None)
-    gshape = tuple(np.shape(g) if gshape is None else gshape)  # Python scalars have no .shape
-    if gshape == shape:
-        return g
-    lead = len(gshape) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1
-    )
-    if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
-    if tuple(g.shape) != shape:
-        g = np.reshape(g, shape)
-    return g
-
-
-def project(g: Any, x: Any) -> Any:
-    """Cotangent ``g`` projected on ``x``'s space: ``x``'s shape (by reshape) and float dtype.
-
-    A Python-scalar ``x`` gets a 0-d value; float32 stays float32; complex ``g`` for real ``x``
-    keeps the real part. Zeros pass through.
-    """
-    if is_zero(g):
-        return g
-    shape = tuple(np.shape(x))
-    if tuple(np.shape(g)) != shape:
-        g = np.reshape(g, shape)
-    dt = getattr(x, "dtype", None)
-    gdt = getattr(g, "dtype", None)
-    if dt is not None and gdt is not None and gdt != dt and np.issubdtype(dt, np.inexact):
-        if np.issubdtype(gdt, np.complexfloating) and not np.issubdtype(dt, np.complexfloating):
-            g = np.real(g)
-            gdt = g.dtype
-        if gdt != dt:  # the method, which a traced g (higher order) has too
-            g = g.astype(dt) if hasattr(g, "astype") else np.astype(g, dt)
-    return g
-
-
-def params(args: tuple, kwargs: dict, **defaults: Any) -> dict[str, Any]:
-    """The optional parameters of a call, by name: ``defaults`` (in NumPy's positional order)
-    overridden by the positional ``args`` and then by ``kwargs``.
-
-    Rules take ``(x, *args, **kwargs)`` so that they know how many positional arguments were
-    passed (one cotangent each), and read the optional ones through this helper.
-
-    >>> params((1,), {}, axis=None, dtype=None)
-    {'axis': 1, 'dtype': None}
-    """
-    out = dict(defaults)
-    out.update(zip(defaults, args, strict=False))
-    out.update((k, v) for k, v in kwargs.items() if k in defaults)
-    return out
-
-
-def no_tangents(n: int) -> tuple:
-    """``n`` copies of ``NoTangent()`` — the cotangents of axis/shape/index arguments."""
-    return (NoTangent(),) * n
-
-
-def zeros_for(x: Any) -> np.ndarray:
-    """Materialised zeros in ``x``'s shape and (float) dtype, for a ``ZeroTangent`` that must be
-    concatenated with real values."""
-    dt = getattr(x, "dtype", None)
-    if dt is None or not np.issubdtype(dt, np.inexact):
-        dt = np.float64
-    return np.zeros(np.shape(x), dtype=dt)
 
 
 def _norm_axis(axis: int, ndim: int) -> int:
@@ -413,8 +328,6 @@ def _repeat(a, *args, **kwargs):
             g = np.reshape(dy, flat_shape[:ax] + (n, r) + flat_shape[ax + 1 :])
             g = np.sum(g, axis=ax + 1)
         else:
-            from .indexing import scatter_add
-
             idx = np.repeat(np.arange(n), repeats)
             g = scatter_add(dy, (slice(None),) * ax + (idx,), flat_shape)
         return (project(np.reshape(g, shape), a), *no_tangents(len(args)))

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .composites import as_array, value
+from .common import as_array, value
 
 
 def _axes(axis: Any, ndim: int) -> tuple[int, ...]:

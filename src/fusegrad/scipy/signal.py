@@ -23,8 +23,8 @@ import numpy as np
 import scipy.signal as _ss
 
 from ..rules import registry
+from ..rules.common import params, project
 from ..rules.registry import register_frule, register_rrule
-from ..rules.shapes import params, project
 from ..tangents import AbstractZero, ZeroTangent, unthunk
 from . import _dispatch
 

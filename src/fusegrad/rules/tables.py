@@ -1,0 +1,90 @@
+"""The tables the tracer consults before looking for a rule: what each NumPy function is to AD.
+
+- ``STRUCTURAL``: functions that only look at a value's shape or type, run on the primal.
+- ``NONDIFF``: functions whose result has no derivative (indices, booleans), run on the primals.
+- ``COMPOSITES``: functions traced through their definition in terms of functions with rules
+  (``rules.composites``, ``rules.statistics``, ``rules.fft``, ``rules.decompositions`` and the
+  few below).
+- ``UFUNC_REDUCE`` / ``UFUNC_ACCUMULATE``: ufunc methods that are other functions in disguise.
+
+``fusegrad.ad.tracer`` (reverse) and ``fusegrad.ad.forward`` (forward) read these; adding a
+function to a table is all it takes for both directions.
+
+Example::
+
+    >>> np.argmax in NONDIFF, np.shape in STRUCTURAL, np.pad in COMPOSITES
+    (True, True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .common import primal
+from .composites import COMPOSITES as _COMPOSITES
+from .decompositions import DECOMPOSITIONS
+from .fft import FFT_COMPOSITES
+from .statistics import STATISTICS
+
+# fmt: off
+STRUCTURAL: dict[Any, Callable] = {
+    np.shape:        lambda a: np.shape(primal(a)),
+    np.ndim:         lambda a: np.ndim(primal(a)),
+    np.size:         lambda a, axis=None: np.size(primal(a), axis),
+    np.result_type:  lambda *a: np.result_type(*(primal(x) for x in a)),
+    np.iscomplexobj: lambda a: np.iscomplexobj(primal(a)),
+    np.isrealobj:    lambda a: np.isrealobj(primal(a)),
+    np.zeros_like:   lambda a, dtype=None, **k: np.zeros(np.shape(primal(a)), dtype or a.dtype),
+    np.ones_like:    lambda a, dtype=None, **k: np.ones(np.shape(primal(a)), dtype or a.dtype),
+    np.empty_like:   lambda a, dtype=None, **k: np.empty(np.shape(primal(a)), dtype or a.dtype),
+    np.full_like:    lambda a, v, dtype=None, **k: np.full(
+        np.shape(primal(a)), v, dtype or a.dtype
+    ),
+    np.broadcast_shapes: np.broadcast_shapes,
+}
+# fmt: on
+
+NONDIFF: set[Any] = {
+    np.argmax,
+    np.argmin,
+    np.argsort,
+    np.argwhere,
+    np.nonzero,
+    np.flatnonzero,
+    np.count_nonzero,
+    np.searchsorted,
+    np.isclose,
+    np.allclose,
+    np.array_equal,
+    np.any,
+    np.all,
+}
+
+UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
+UFUNC_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod}
+
+
+def _clip(a: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
+    # As jnp.clip: maximum then minimum, so a value at a bound splits its derivative evenly.
+    if a_min is not None:
+        a = np.maximum(a, a_min)
+    if a_max is not None:
+        a = np.minimum(a, a_max)
+    return a
+
+
+COMPOSITES: dict[Any, Callable] = {
+    **_COMPOSITES,
+    **STATISTICS,
+    **FFT_COMPOSITES,
+    **DECOMPOSITIONS,
+    np.clip: _clip,
+    np.copy: lambda a, order="K", subok=False: a,
+    np.amax: lambda a, axis=None, keepdims=False: np.max(a, axis=axis, keepdims=keepdims),
+    np.amin: lambda a, axis=None, keepdims=False: np.min(a, axis=axis, keepdims=keepdims),
+}
+
+__all__ = ["COMPOSITES", "NONDIFF", "STRUCTURAL", "UFUNC_ACCUMULATE", "UFUNC_REDUCE"]

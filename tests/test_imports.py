@@ -1,0 +1,157 @@
+"""The import graph of src/fusegrad, built from the source with ``ast``: no cycles, and no imports
+inside functions used to dodge one (only optional third-party packages are imported lazily)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "src" / "fusegrad"
+
+# Packages held to the rule in full: every module of these has no deferred fusegrad import.
+STRICT = ("fusegrad.rules", "fusegrad.ad", "fusegrad.scipy", "fusegrad.numpy")
+
+# Deferred imports of fusegrad modules that remain, by (importing module, imported module):
+# the API layer reaching into the AD engine it wraps, and modules other work is restructuring.
+# An entry that disappears is fine; a new one fails the test.
+KNOWN_DEFERRED = {
+    ("fusegrad.ad.conversions", "fusegrad.numpy"),
+    ("fusegrad.scipy.integrate", "fusegrad.api"),
+}
+KNOWN_CYCLES: set[frozenset[str]] = {frozenset({"fusegrad.lazy.nodes", "fusegrad.lazy.small"})}
+
+
+def _modname(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+MODULES = {_modname(p): p for p in ROOT.rglob("*.py")}
+
+
+def _targets(module: str, path: pathlib.Path, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The fusegrad modules an import statement loads (a name imported from a package counts as
+    the submodule when one of that name exists)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "fusegrad"]
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if target.split(".")[0] != "fusegrad":
+        return []
+    return [f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names]
+
+
+def _graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
+    """Top-level imports between fusegrad modules, and the deferred ones (module, line, target)."""
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    deferred: list[tuple[str, int, str]] = []
+    for module, path in MODULES.items():
+
+        def visit(node: ast.AST, in_function: bool, module=module, path=path) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.Import | ast.ImportFrom):
+                    for t in _targets(module, path, child):
+                        if in_function:
+                            deferred.append((module, child.lineno, t))
+                        elif t in MODULES:
+                            edges[module].add(t)
+                elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    continue  # annotations only: never executed
+                else:
+                    func = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+                    visit(child, in_function or func)
+
+        visit(ast.parse(path.read_text()), False)
+    return edges, deferred
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+    counter = 0
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(frozenset(comp))
+    return out
+
+
+def test_the_graph_sees_the_package():
+    edges, _ = _graph()
+    assert "fusegrad.rules.common" in edges["fusegrad.rules.shapes"]
+    assert "fusegrad.rules.tables" in edges["fusegrad.ad.tracer"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
+
+
+def test_no_import_cycles():
+    cycles = [sorted(c) for c in _cycles(_graph()[0]) if c not in KNOWN_CYCLES]
+    assert not cycles, (
+        f"import cycles in src/fusegrad: {cycles}; restructure (shared helpers go in "
+    )
+    "a module both sides import, e.g. rules/common.py)"
+
+
+def test_no_deferred_imports_of_fusegrad_modules():
+    _, deferred = _graph()
+    bad = [
+        (m, line, t)
+        for m, line, t in deferred
+        if any(m == p or m.startswith(p + ".") for p in STRICT) and (m, t) not in KNOWN_DEFERRED
+    ]
+    assert not bad, (
+        f"imports inside functions of fusegrad modules: {bad}; import at the top of the module "
+        "(only optional third-party packages such as scipy, dask or matplotlib are imported lazily)"
+    )
+
+
+@pytest.mark.parametrize("family", ["composites", "statistics", "fft", "decompositions", "special"])
+def test_rule_families_import_helpers_from_common_only(family):
+    edges, _ = _graph()
+    shared = {"fusegrad.rules.common", "fusegrad.rules.registry", "fusegrad.rules.lazy_values"}
+    others = {
+        t for t in edges[f"fusegrad.rules.{family}"] if t.startswith("fusegrad.rules.")
+    } - shared
+    allowed = {"fusegrad.rules.elementwise", "fusegrad.rules.frules"}  # scalar_rule (step 2)
+    assert others <= allowed, f"rules.{family} imports other families: {sorted(others - allowed)}"
