@@ -301,3 +301,34 @@ def test_every_ufunc_of_the_table_is_reachable_through_the_tracer():
             return np.sum(u(*xs) * np.arange(1.0, 4.0))
 
         check_grads(f)(*args)
+
+
+def test_scalar_rule_declares_both_directions(monkeypatch, engine):
+    """One ``scalar_rule`` entry gives the reverse and the forward rule (and so grad, jvp and
+    hvp), from the partials alone."""
+    from fusegrad.rules import registry
+    from fusegrad.rules.elementwise import PARTIALS
+
+    u = np.logaddexp2
+    monkeypatch.setitem(registry.RRULES, u, registry.RRULES[u])
+    monkeypatch.setitem(registry.FRULES, u, registry.FRULES[u])
+    monkeypatch.setitem(PARTIALS, u, PARTIALS[u])
+    del registry.FRULES[u]
+    calls = []
+
+    def da(a, b, y):
+        calls.append("a")
+        return np.exp2(a - y)
+
+    fg.scalar_rule(u, da, lambda a, b, y: np.exp2(b - y))
+    assert u in registry.FRULES
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(5), rng.standard_normal(5)
+    want = 2.0**a / (2.0**a + 2.0**b)
+    g = fg.grad(lambda a: np.sum(u(a, b)))(a)
+    np.testing.assert_allclose(g, want, rtol=1e-12)
+    _, t = fg.jvp(lambda a: u(a, b), (a,), (np.ones(5),))
+    np.testing.assert_allclose(np.asarray(t), want, rtol=1e-12)
+    h = np.asarray(fg.hvp(lambda a: np.sum(u(a, b)), (a,), (np.ones(5),)))
+    np.testing.assert_allclose(h, np.log(2.0) * want * (1 - want), rtol=1e-10)
+    assert calls  # the new partial was the one used

@@ -35,10 +35,9 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, materialize_many, small
-from ..rules import frules as _frules
 from ..rules import registry
 from ..rules.common import primal_tree
-from ..rules.elementwise import PARTIALS, astype
+from ..rules.elementwise import astype
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
 from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
@@ -132,10 +131,7 @@ def _all_zero(ts: Any) -> bool:
 def _find_rule(f: Any) -> Callable | None:
     if f in OPTED_OUT:
         return None
-    rule = FRULES.get(f)
-    if rule is None and f in PARTIALS:  # a scalar_rule declared after frules was imported
-        rule = _frules.register_scalar_frule(f)
-    return rule
+    return FRULES.get(f)
 
 
 def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:

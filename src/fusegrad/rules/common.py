@@ -4,11 +4,13 @@
   ``no_tangents``, ``zeros_for``;
 - indexes: ``is_basic_index``, ``as_index_tuple``, ``materialize`` and the ``scatter_add``
   primitive (the adjoint of a gather, with its own rule);
+- forward tangents: ``tangent_is_zero``, ``add_forward``, ``lazy_tangent``, ``fit``,
+  ``real_for``;
 - call parameters: ``params``; matrices: ``mT``, ``mH``, ``conj``, ``sym``;
 - the primal side of traced values: ``primal``, ``primal_tree``, ``value``, ``as_array``,
   ``dispatch``.
 
-This module imports only ``registry``, ``tangents`` and the lazy array type.
+This module imports only ``registry``, ``lazy_values``, ``tangents`` and the lazy array type.
 
 Example::
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from ..tangents import AbstractThunk, AbstractZero, NoTangent, is_lazy_thunk, unthunk
 from . import registry
+from .lazy_values import as_lazy
 from .registry import primitive, register_rrule
 
 # --------------------------------------------------------------------------------------------------
@@ -221,6 +224,64 @@ def _scatter_add(dy, index, shape):
 
 
 # --------------------------------------------------------------------------------------------------
+# Forward tangents
+# --------------------------------------------------------------------------------------------------
+
+
+def tangent_is_zero(t: Any) -> bool:
+    """True for a tangent that is a structural zero (``ZeroTangent``, ``NoTangent``) or absent."""
+    return t is None or isinstance(t, AbstractZero)
+
+
+def add_forward(a: Any, b: Any) -> Any:
+    """Sum of two tangents, either of which may be a structural zero or absent."""
+    if tangent_is_zero(a):
+        return b
+    if tangent_is_zero(b):
+        return a
+    return a + b
+
+
+def lazy_tangent(t: Any) -> Any:
+    """A tangent unthunked and made lazy, so that a forward rule's work fuses."""
+    return as_lazy(unthunk(t))
+
+
+def is_const(p: Any, c: float) -> bool:
+    """Whether the partial ``p`` is the Python number ``c`` (not a jit argument, whose value may
+    change between calls)."""
+    return isinstance(p, int | float) and not isinstance(p, bool) and p == c
+
+
+def shape_of(x: Any) -> tuple:
+    """``x.shape``, or ``np.shape(x)`` for Python scalars."""
+    s = getattr(x, "shape", None)
+    return tuple(np.shape(x) if s is None else s)
+
+
+def fit(dot: Any, y: Any) -> Any:
+    """A tangent broadcast to its output's shape (a lazy stride-0 view when lazy)."""
+    if tangent_is_zero(dot):
+        return dot
+    shape = shape_of(y)
+    return dot if shape_of(dot) == shape else np.broadcast_to(dot, shape)
+
+
+def is_complex(x: Any) -> bool:
+    """Whether ``x``'s dtype is complex."""
+    dtype = getattr(x, "dtype", None)
+    return np.dtype(dtype if dtype is not None else np.result_type(x)).kind == "c"
+
+
+def real_for(dot: Any, y: Any) -> Any:
+    """A tangent of the real output ``y``: ``Re(dot)`` (``ẏ = Re(p·ż)`` for a real function of a
+    complex ``z``, JAX's convention)."""
+    if tangent_is_zero(dot) or is_complex(y) or not is_complex(dot):
+        return dot
+    return np.real(dot)
+
+
+# --------------------------------------------------------------------------------------------------
 # Matrices
 # --------------------------------------------------------------------------------------------------
 
@@ -289,6 +350,14 @@ def dispatch(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
 
 
 __all__ = [
+    "add_forward",
+    "fit",
+    "is_complex",
+    "is_const",
+    "lazy_tangent",
+    "real_for",
+    "shape_of",
+    "tangent_is_zero",
     "as_index_tuple",
     "is_basic_index",
     "materialize",

@@ -44,7 +44,6 @@ import numpy as np
 from . import registry
 from .common import as_array, dispatch, value
 from .elementwise import scalar_rule
-from .frules import register_scalar_frule
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -668,8 +667,6 @@ def _unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * 
 # Ufuncs with a constant derivative that elementwise.py's table does not list.
 scalar_rule(np.radians, lambda x, y: float(np.pi / 180))
 scalar_rule(np.degrees, lambda x, y: float(180 / np.pi))
-register_scalar_frule(np.radians)
-register_scalar_frule(np.degrees)
 
 
 def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> Any:

@@ -29,17 +29,27 @@ from typing import Any
 import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent
-from .common import unbroadcast_to
+from .common import (
+    add_forward,
+    fit,
+    is_const,
+    lazy_tangent,
+    real_for,
+    tangent_is_zero,
+    unbroadcast_to,
+)
 from .lazy_values import as_cotangent as _as_cotangent
 from .lazy_values import as_lazy as _lazy
 from .lazy_values import operand as _operand
-from .registry import is_differentiable, primitive, register_rrule
+from .registry import is_differentiable, primitive, register_frule, register_rrule
 
 PARTIALS: dict[np.ufunc, tuple] = {}
 
 
 def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
-    """Register the lazy reverse rule of an elementwise ``ufunc`` from its partials.
+    """Register the lazy reverse and forward rules of an elementwise ``ufunc`` from its
+    partials ``∂y/∂xᵢ = partial(*args, y)`` (``None`` for an argument with no derivative):
+    ``x̄ᵢ = ȳ · ∂y/∂xᵢ`` (summed to ``xᵢ``'s shape) and ``ẏ = Σᵢ ∂y/∂xᵢ · ẋᵢ``.
 
     >>> scalar_rule(np.exp, lambda x, y: y)
     """
@@ -67,8 +77,31 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
 
         return y, pullback
 
+    def forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
+        largs = tuple(_lazy(a) for a in args)
+        y = ufunc(*largs, **kwargs)
+        dot: Any = ZeroTangent()
+        for a, t, partial in zip(args, tangents, partials):
+            if tangent_is_zero(t) or partial is None or not is_differentiable(a):
+                continue
+            t = lazy_tangent(t)
+            p = partial(*largs, y)
+            if is_const(p, 1):
+                term = t
+            elif is_const(p, -1):
+                term = -t
+            else:
+                term = t * p
+            dot = add_forward(dot, term)
+        if not is_differentiable(y):
+            return y, ZeroTangent()
+        return y, fit(real_for(dot, y), y)
+
     rule.__name__ = f"rrule_{ufunc.__name__}"
+    forward.__name__ = f"frule_{ufunc.__name__}"
+    forward.lazy = True  # type: ignore[attr-defined]
     register_rrule(ufunc, lazy=True)(rule)
+    register_frule(ufunc)(forward)
 
 
 def _is_one(p: Any) -> bool:

@@ -43,53 +43,26 @@ import numpy as np
 
 from ..lazy import LazyArray, materialize_many
 from ..lazy.reductions import normalize_axes
-from ..tangents import AbstractZero, ZeroTangent, unthunk
+from ..tangents import ZeroTangent, unthunk
 from . import reductions as _reductions
 from . import registry
 from . import scans as _scans
+from .common import add_forward as _plus
+from .common import fit as _fit
 from .common import is_basic_index, materialize, params, scatter_add, zeros_for
-from .elementwise import PARTIALS, RAD2DEG, angle_of, astype
+from .common import is_complex as _complex
+from .common import lazy_tangent as _tan
+from .common import real_for as _real_for
+from .common import shape_of as _shape
+from .common import tangent_is_zero as _zero
+from .elementwise import RAD2DEG, angle_of, astype
 from .lazy_values import as_lazy as _lazy
 from .reductions import _prod_of_others
-from .registry import FRULES, RRULES, frule, is_differentiable, register_frule, rrule
+from .registry import FRULES, RRULES, frule, register_frule, rrule
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-
-
-def _zero(t: Any) -> bool:
-    return t is None or isinstance(t, AbstractZero)
-
-
-def _tan(t: Any) -> Any:
-    return _lazy(unthunk(t))
-
-
-def _plus(a: Any, b: Any) -> Any:
-    """Sum of two tangents, either of which may be a structural zero."""
-    if _zero(a):
-        return b
-    if _zero(b):
-        return a
-    return a + b
-
-
-def _is_const(p: Any, c: float) -> bool:
-    return isinstance(p, int | float) and not isinstance(p, bool) and p == c
-
-
-def _shape(x: Any) -> tuple:
-    s = getattr(x, "shape", None)
-    return tuple(np.shape(x) if s is None else s)
-
-
-def _fit(dot: Any, y: Any) -> Any:
-    """A tangent broadcast to its output's shape (a lazy stride-0 view when lazy)."""
-    if _zero(dot):
-        return dot
-    shape = _shape(y)
-    return dot if _shape(dot) == shape else np.broadcast_to(dot, shape)
 
 
 def _call(f: Any, *args: Any, **kwargs: Any) -> Any:
@@ -98,19 +71,6 @@ def _call(f: Any, *args: Any, **kwargs: Any) -> Any:
     if registry._traced(args) and registry._trace_dispatch[0] is not None:
         return registry._trace_dispatch[0](f, args, kwargs)
     return f(*args, **kwargs)
-
-
-def _complex(x: Any) -> bool:
-    dtype = getattr(x, "dtype", None)
-    return np.dtype(dtype if dtype is not None else np.result_type(x)).kind == "c"
-
-
-def _real_for(dot: Any, y: Any) -> Any:
-    """A tangent of the real output ``y``: ``Re(dot)`` (``ẏ = Re(p·ż)`` for a real function of a
-    complex ``z``, JAX's convention)."""
-    if _zero(dot) or _complex(y) or not _complex(dot):
-        return dot
-    return np.real(dot)
 
 
 def _register(f: Any, rule: Callable, lazy: bool) -> Callable:
@@ -132,38 +92,6 @@ def eager_frule(f: Any) -> Callable[[Callable], Callable]:
 # --------------------------------------------------------------------------------------------------
 # Elementwise: the scalar_rule table
 # --------------------------------------------------------------------------------------------------
-
-
-def register_scalar_frule(ufunc: np.ufunc) -> Callable:
-    """The lazy forward rule of a ``scalar_rule`` ufunc: ``ẏ = Σᵢ ∂y/∂xᵢ · ẋᵢ``."""
-
-    def rule(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
-        partials = PARTIALS[ufunc]
-        largs = tuple(_lazy(a) for a in args)
-        y = ufunc(*largs, **kwargs)
-        dot: Any = ZeroTangent()
-        for a, t, partial in zip(args, tangents, partials):
-            if _zero(t) or partial is None or not is_differentiable(a):
-                continue
-            t = _tan(t)
-            p = partial(*largs, y)
-            if _is_const(p, 1):
-                term = t
-            elif _is_const(p, -1):
-                term = -t
-            else:
-                term = t * p
-            dot = _plus(dot, term)
-        if not is_differentiable(y):
-            return y, ZeroTangent()
-        return y, _fit(_real_for(dot, y), y)
-
-    rule.__name__ = f"frule_{ufunc.__name__}"
-    return _register(ufunc, rule, True)
-
-
-for _u in list(PARTIALS):
-    register_scalar_frule(_u)
 
 
 @lazy_frule(np.conjugate)
@@ -723,4 +651,4 @@ def missing_frules() -> list[Any]:
     ]
 
 
-__all__ = ["eager_frule", "frule", "lazy_frule", "missing_frules", "register_scalar_frule"]
+__all__ = ["eager_frule", "frule", "lazy_frule", "missing_frules"]

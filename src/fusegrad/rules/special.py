@@ -43,7 +43,7 @@ import numpy as np
 
 from ..tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, unthunk
 from . import frules as _frules
-from .elementwise import PARTIALS, scalar_rule
+from .elementwise import scalar_rule
 from .registry import FRULES, RRULES, is_differentiable, register_frule, register_rrule
 
 try:  # SciPy is optional: without it only np.sinc's rule (below) is registered.
@@ -78,7 +78,7 @@ def _no_derivative_in(ufunc: np.ufunc, index: int, what: str) -> None:
     and the reverse/forward rules raise ``NoDerivativeError`` when that argument is traced (its
     cotangent is a Thunk that raises when consumed; a constant's cotangent is never consumed)."""
     rrule, lazy = RRULES[ufunc]
-    frule = FRULES.get(ufunc) or _frules.register_scalar_frule(ufunc)
+    frule = FRULES[ufunc]
     message = f"scipy.special.{ufunc.__name__} with respect to {what}"
 
     def rule(*args: Any, **kwargs: Any) -> tuple:
@@ -172,10 +172,6 @@ def _declare() -> None:
                               lambda a, b, x, y: np.exp(sp.xlogy(a - 1, x) + sp.xlog1py(b - 1, -x)
                                                         - sp.betaln(a, b)))
     # fmt: on
-
-    for u in list(PARTIALS):
-        if u not in FRULES:
-            _frules.register_scalar_frule(u)
 
     _no_derivative_in(_zeta, 0, "its order s (scipy.special.zeta(s, q))")
     _no_derivative_in(sp.gammainc, 0, "a (the derivative in x is implemented)")
