@@ -41,7 +41,8 @@ import numpy as np
 
 from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
 from .common import is_zero, no_tangents, params, project, unbroadcast_to
-from .registry import register_rrule
+from .common import tangent_is_zero as _zero
+from .registry import register_frule, register_rrule
 
 
 def _mT(a: Any) -> Any:
@@ -471,3 +472,103 @@ def _eigh(a, *args, **kwargs):
         return (project(_sym(g), a), *no_tangents(len(args)))
 
     return y, pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# Forward rules (tangents) of the functions above
+# --------------------------------------------------------------------------------------------------
+
+
+@register_frule(np.linalg.solve)
+def _solve_jvp(tangents, a, b):
+    """np.linalg.solve: ẋ = solve(A, ḃ - Ȧ x)."""
+    x = np.linalg.solve(a, b)
+    ta, tb = tangents
+    if _zero(ta) and _zero(tb):
+        return x, ZeroTangent()
+    vec = np.ndim(b) == 1
+    rhs: Any = ZeroTangent() if _zero(tb) else unthunk(tb)
+    if not _zero(ta):
+        x2 = np.expand_dims(x, -1) if vec else x
+        ax = np.matmul(unthunk(ta), x2)
+        ax = ax[..., 0] if vec else ax
+        rhs = -ax if _zero(rhs) else rhs - ax
+    return x, np.linalg.solve(a, rhs)
+
+
+@register_frule(np.linalg.inv)
+def _inv_jvp(tangents, a):
+    """np.linalg.inv: Ẏ = -Y Ȧ Y."""
+    y = np.linalg.inv(a)
+    (t,) = tangents
+    if _zero(t):
+        return y, ZeroTangent()
+    return y, -np.matmul(np.matmul(y, unthunk(t)), y)
+
+
+def _trace_inv_dot(a: Any, t: Any) -> Any:
+    """tr(A⁻¹ Ȧ) over the last two axes."""
+    return np.sum(_mT(np.linalg.inv(a)) * t, axis=(-2, -1))
+
+
+@register_frule(np.linalg.det)
+def _det_jvp(tangents, a):
+    """np.linalg.det: ẏ = det(A) tr(A⁻¹ Ȧ)."""
+    y = np.linalg.det(a)
+    (t,) = tangents
+    if _zero(t):
+        return y, ZeroTangent()
+    return y, y * _trace_inv_dot(a, unthunk(t))
+
+
+@register_frule(np.linalg.slogdet)
+def _slogdet_jvp(tangents, a):
+    """np.linalg.slogdet: (sign, logabsdet)˙ = (0, tr(A⁻¹ Ȧ)); complex A: (i sign Im τ, Re τ),
+    τ = tr(A⁻¹ Ȧ)."""
+    y = np.linalg.slogdet(a)
+    (t,) = tangents
+    if _zero(t):
+        return y, ZeroTangent()
+    tau = _trace_inv_dot(a, unthunk(t))
+    if not np.iscomplexobj(tau):
+        return y, (ZeroTangent(), tau)
+    return y, (1j * y[0] * np.imag(tau), np.real(tau))  # the complex sign e^{iθ} moves
+
+
+@register_frule(np.linalg.cholesky)
+def _cholesky_jvp(tangents, a, **kwargs):
+    """np.linalg.cholesky: L̇ = L Φ(L⁻¹ sym(Ȧ) L⁻ᴴ); ``upper=True``: U̇ = L̇ᴴ."""
+    y = np.linalg.cholesky(a, **kwargs)
+    (t,) = tangents
+    if _zero(t):
+        return y, ZeroTangent()
+    upper = bool(kwargs.get("upper", False))
+    L = _mH(y) if upper else y
+    n = np.shape(L)[-1]
+    x = np.linalg.solve(L, _sym(unthunk(t)))  # L⁻¹ Ȧ
+    m = _mT(np.linalg.solve(_conj(L), _mT(x)))  # L⁻¹ Ȧ L⁻ᴴ (Ȧ Hermitian)
+    phi = np.tril(m) - 0.5 * m * np.eye(n)
+    dl = np.matmul(L, phi)
+    return y, (_mH(dl) if upper else dl)
+
+
+@register_frule(np.linalg.eigh)
+def _eigh_jvp(tangents, a, *args, **kwargs):
+    """np.linalg.eigh: ẇ = diag(Vᵀ sym(Ȧ) V), V̇ = V (F ∘ Vᵀ sym(Ȧ) V), F_ij = 1/(w_j - w_i)."""
+    y = np.linalg.eigh(a, *args, **kwargs)
+    w, v = y
+    t = tangents[0]
+    if _zero(t):
+        return y, ZeroTangent()
+    m = np.matmul(np.matmul(_mH(v), _sym(unthunk(t))), v)
+    dw = (
+        np.real(np.diagonal(m, axis1=-2, axis2=-1))
+        if np.iscomplexobj(m)
+        else np.diagonal(m, axis1=-2, axis2=-1)
+    )
+    n = np.shape(w)[-1]
+    eye = np.eye(n, dtype=bool)
+    diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)  # w_j - w_i
+    f = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
+    dv = np.matmul(v, f * m)
+    return y, (dw, dv)
