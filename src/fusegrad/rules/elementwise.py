@@ -32,6 +32,7 @@ from ..tangents import NoTangent, ZeroTangent
 from .common import (
     add_forward,
     fit,
+    is_complex,
     is_const,
     lazy_tangent,
     real_for,
@@ -372,6 +373,82 @@ def _astype(x: Any, dtype: Any) -> tuple[Any, Callable]:
         return (_as_cotangent(d.astype(src) if hasattr(d, "astype") else d), NoTangent())
 
     return y, pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# Forward rules of the non-scalar_rule functions above
+# --------------------------------------------------------------------------------------------------
+
+
+def _lazy_frule(f: Any) -> Callable[[Callable], Callable]:
+    def decorate(rule: Callable) -> Callable:
+        rule.lazy = True  # type: ignore[attr-defined]  # takes and keeps lazy arrays
+        return register_frule(f)(rule)
+
+    return decorate
+
+
+@_lazy_frule(np.conjugate)
+def _conjugate_jvp(tangents, x, **kwargs):
+    """conj is not holomorphic: ẏ = conj(ẋ)."""
+    (t,) = tangents
+    return np.conjugate(_lazy(x), **kwargs), np.conjugate(lazy_tangent(t))
+
+
+@_lazy_frule(np.real)
+def _real_jvp(tangents, x):
+    """ẏ = Re(ẋ)."""
+    (t,) = tangents
+    y = np.real(_lazy(x))
+    return y, (ZeroTangent() if tangent_is_zero(t) else real_for(lazy_tangent(t), y))
+
+
+@_lazy_frule(np.imag)
+def _imag_jvp(tangents, x):
+    """ẏ = Im(ẋ) (zero for a real x)."""
+    (t,) = tangents
+    y = np.imag(_lazy(x))
+    if tangent_is_zero(t) or not is_complex(x):
+        return y, ZeroTangent()
+    return y, np.imag(lazy_tangent(t))
+
+
+@_lazy_frule(np.angle)
+def _angle_jvp(tangents, z, *args, **kwargs):
+    """ẏ = Im(ż / z) (× 180/π with deg=True); zero for a real z."""
+    deg = bool(args[0] if args else kwargs.get("deg", False))
+    lz = _lazy(z)
+    y = angle_of(lz, deg)
+    t = tangents[0]
+    if tangent_is_zero(t) or not is_complex(z):
+        return y, ZeroTangent()
+    dot = np.imag(lazy_tangent(t) / lz)
+    return y, fit(dot * RAD2DEG if deg else dot, y)
+
+
+@_lazy_frule(np.where)
+def _where_jvp(tangents, condition, x, y):
+    """ẏ = where(c, ẋ, ẏ) (zeros for constant branches)."""
+    c, lx, ly = _lazy(condition), _lazy(x), _lazy(y)
+    out = np.where(c, lx, ly)
+    _, tx, ty = tangents
+    if tangent_is_zero(tx) and tangent_is_zero(ty):
+        return out, ZeroTangent()
+    tx = 0.0 if tangent_is_zero(tx) else lazy_tangent(tx)
+    ty = 0.0 if tangent_is_zero(ty) else lazy_tangent(ty)
+    return out, fit(np.where(c, tx, ty), out)
+
+
+@_lazy_frule(astype)
+def _astype_jvp(tangents, x, dtype):
+    """ẏ = ẋ.astype(dtype) (no tangent for an integer or bool dtype)."""
+    lx = _lazy(x)
+    y = lx.astype(np.dtype(dtype)) if hasattr(lx, "astype") else np.asarray(x, dtype)
+    t = tangents[0]
+    if tangent_is_zero(t) or not np.issubdtype(np.dtype(dtype), np.inexact):
+        return y, ZeroTangent()
+    t = lazy_tangent(t)
+    return y, (t.astype(np.dtype(dtype)) if hasattr(t, "astype") else np.asarray(t, dtype))
 
 
 # The ufuncs declared in this module (rules/special.py and users declare more into PARTIALS).

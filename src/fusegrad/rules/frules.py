@@ -48,14 +48,12 @@ from . import reductions as _reductions
 from . import registry
 from . import scans as _scans
 from .common import add_forward as _plus
-from .common import fit as _fit
 from .common import is_basic_index, materialize, params, scatter_add, zeros_for
 from .common import is_complex as _complex
 from .common import lazy_tangent as _tan
 from .common import real_for as _real_for
 from .common import shape_of as _shape
 from .common import tangent_is_zero as _zero
-from .elementwise import RAD2DEG, angle_of, astype
 from .lazy_values import as_lazy as _lazy
 from .reductions import _prod_of_others
 from .registry import FRULES, RRULES, frule, register_frule, rrule
@@ -87,74 +85,6 @@ def lazy_frule(f: Any) -> Callable[[Callable], Callable]:
 def eager_frule(f: Any) -> Callable[[Callable], Callable]:
     """Register a forward rule that receives NumPy arrays (lazy inputs are materialised)."""
     return lambda rule: _register(f, rule, False)
-
-
-# --------------------------------------------------------------------------------------------------
-# Elementwise: the scalar_rule table
-# --------------------------------------------------------------------------------------------------
-
-
-@lazy_frule(np.conjugate)
-def _conjugate(tangents, x, **kwargs):
-    """conj is not holomorphic: ẏ = conj(ẋ)."""
-    (t,) = tangents
-    return np.conjugate(_lazy(x), **kwargs), np.conjugate(_tan(t))
-
-
-@lazy_frule(np.real)
-def _real(tangents, x):
-    """ẏ = Re(ẋ)."""
-    (t,) = tangents
-    y = np.real(_lazy(x))
-    return y, (ZeroTangent() if _zero(t) else _real_for(_tan(t), y))
-
-
-@lazy_frule(np.imag)
-def _imag(tangents, x):
-    """ẏ = Im(ẋ) (zero for a real x)."""
-    (t,) = tangents
-    y = np.imag(_lazy(x))
-    if _zero(t) or not _complex(x):
-        return y, ZeroTangent()
-    return y, np.imag(_tan(t))
-
-
-@lazy_frule(np.angle)
-def _angle(tangents, z, *args, **kwargs):
-    """ẏ = Im(ż / z) (× 180/π with deg=True); zero for a real z."""
-    deg = bool(args[0] if args else kwargs.get("deg", False))
-    lz = _lazy(z)
-    y = angle_of(lz, deg)
-    t = tangents[0]
-    if _zero(t) or not _complex(z):
-        return y, ZeroTangent()
-    dot = np.imag(_tan(t) / lz)
-    return y, _fit(dot * RAD2DEG if deg else dot, y)
-
-
-@lazy_frule(np.where)
-def _where(tangents, condition, x, y):
-    """ẏ = where(c, ẋ, ẏ) (zeros for constant branches)."""
-    c, lx, ly = _lazy(condition), _lazy(x), _lazy(y)
-    out = np.where(c, lx, ly)
-    _, tx, ty = tangents
-    if _zero(tx) and _zero(ty):
-        return out, ZeroTangent()
-    tx = 0.0 if _zero(tx) else _tan(tx)
-    ty = 0.0 if _zero(ty) else _tan(ty)
-    return out, _fit(np.where(c, tx, ty), out)
-
-
-@lazy_frule(astype)
-def _astype(tangents, x, dtype):
-    """ẏ = ẋ.astype(dtype) (no tangent for an integer or bool dtype)."""
-    lx = _lazy(x)
-    y = lx.astype(np.dtype(dtype)) if hasattr(lx, "astype") else np.asarray(x, dtype)
-    t = tangents[0]
-    if _zero(t) or not np.issubdtype(np.dtype(dtype), np.inexact):
-        return y, ZeroTangent()
-    t = _tan(t)
-    return y, (t.astype(np.dtype(dtype)) if hasattr(t, "astype") else np.asarray(t, dtype))
 
 
 # --------------------------------------------------------------------------------------------------
