@@ -1,7 +1,8 @@
 """Deep unrolled loops through ``fg.grad`` (issue 14, item 7): time per step should not grow.
 
 Run: ``python benchmarks/bench_deep_loops.py [--steps 1000,10000,100000] [--size 16]
-[--engine auto] [--only ema,rnn]``
+[--engine auto] [--only ema,rnn] [--lazy]`` (``--lazy``: the fused path at every size; by
+default a vector this small takes the small-array path inside ``grad``, as it does for users)
 
 Two loops, each differentiated with ``fg.grad`` at each number of steps:
 
@@ -65,8 +66,15 @@ def main() -> None:
     p.add_argument("--size", type=int, default=16)
     p.add_argument("--engine", default="auto")
     p.add_argument("--only", default="ema,rnn")
+    p.add_argument(
+        "--lazy",
+        action="store_true",
+        help="the lazy (fused) path at every size; by default ops on fewer than "
+        "FUSEGRAD_EAGER_BELOW elements run eagerly inside grad, as for any user",
+    )
     args = p.parse_args()
-    small.EAGER_BELOW = 0  # the lazy path at every size, as inside any trace
+    if args.lazy:
+        small.EAGER_BELOW = 0
     steps_list = [int(s) for s in args.steps.split(",")]
     x = np.linspace(0.1, 0.9, args.size)
     with fg.use_engine(args.engine):

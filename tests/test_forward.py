@@ -10,6 +10,7 @@ import pytest
 import scipy.special as sp
 
 import fusegrad as fg
+from fusegrad.ad import conversions
 from fusegrad.ad.forward import JVPTracer, NoForwardRuleError
 from fusegrad.lazy import recording
 from fusegrad.rules import frules
@@ -254,8 +255,12 @@ def test_jvp_errors():
         fg.jvp(np.add, (A, A), (A,))
     with pytest.raises(ValueError, match=r"shape \(2,\).*shape \(3, 4\)"):
         fg.jvp(np.sin, (A,), (np.ones(2),))
+    # np.asarray stays traced inside jvp (fusegrad.ad.conversions); NumPy's own refuses
+    _, t = fg.jvp(lambda x: np.asarray(x) * 2, (A,), (A,))
+    np.testing.assert_allclose(t, 2 * A)
+    numpy_asarray = conversions.ORIGINALS["asarray"]
     with pytest.raises(TypeError, match="converted to a NumPy array"):
-        fg.jvp(lambda x: np.asarray(x), (A,), (A,))
+        fg.jvp(lambda x: numpy_asarray(x), (A,), (A,))
 
 
 def test_tracer_type_and_repr():

@@ -7,8 +7,8 @@ array([0., 0., 0.])
 
 from . import numpy  # noqa: F401  (fusegrad.numpy.array, stop_gradient)
 from . import rules as _rules  # noqa: F401  (registers every rule family)
-from .ad import tracer as _tracer  # noqa: F401  (attaches NumPy protocols to Tracer)
 from . import scipy as _scipy  # noqa: F401  (plain SciPy calls on traced values)
+from .ad import tracer as _tracer  # noqa: F401  (attaches NumPy protocols to Tracer)
 from .ad.pytree import ravel_pytree, register_pytree_node
 from .api import (
     checkpoint,

@@ -1,7 +1,8 @@
 """``explain(fun, *args)``: what one gradient evaluation computed, stored, recomputed and allocated.
 
 It runs ``fusegrad.grad(fun, argnums)(*args)`` once, inside ``fusegrad.lazy.recording()`` and
-``fusegrad.memory.track_allocations()``, and returns the record as an ``Explanation``. Nothing is
+``fusegrad.memory.track_allocations()``, with the small-array path off (the plan is the one a
+large input gets), and returns the record as an ``Explanation``. Nothing is
 printed: ``print(e)`` (or ``e`` alone at an interactive prompt) shows the report, and its fields
 are data::
 
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .api import grad as _grad
-from .lazy import engines, recording, use_engine
+from .lazy import engines, recording, small, use_engine
 from .memory import track_allocations
 
 
@@ -120,7 +121,9 @@ def explain(
             # call's allocations: auto asks every engine whether it is available.
             for name in engines.names()[1:]:
                 engines.get(name).available()
-        with recording() as rec, track_allocations() as mem:
+        # small.fusing(): the plan as at scale, whatever the size of the example (ops below
+        # FUSEGRAD_EAGER_BELOW elements would otherwise run eagerly and show no kernels)
+        with recording() as rec, track_allocations() as mem, small.fusing():
             value = g(*args)
     return Explanation(
         kernels=[e for e in rec if e["event"] == "kernel"],
