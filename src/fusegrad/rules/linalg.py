@@ -40,24 +40,12 @@ from typing import Any
 import numpy as np
 
 from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
+from .common import conj as _conj
 from .common import is_zero, no_tangents, params, project, unbroadcast_to
+from .common import mH as _mH
+from .common import mT as _mT
 from .common import tangent_is_zero as _zero
 from .registry import register_frule, register_rrule
-
-
-def _mT(a: Any) -> Any:
-    """Transpose of the last two axes."""
-    return np.swapaxes(a, -1, -2)
-
-
-def _conj(a: Any) -> Any:
-    """``conj(a)`` for a complex ``a``; ``a`` itself otherwise (no copy, no traced op)."""
-    return np.conjugate(a) if np.iscomplexobj(a) else a
-
-
-def _mH(a: Any) -> Any:
-    """Conjugate transpose of the last two axes (the transpose for real ``a``)."""
-    return _conj(_mT(a))
 
 
 def _entry(ct: Any, i: int, name: str) -> Any:
