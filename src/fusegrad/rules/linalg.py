@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
+from .common import add_tangents, is_zero, no_tangents, params, project, unbroadcast_to
 from .common import conj as _conj
-from .common import is_zero, no_tangents, params, project, unbroadcast_to
 from .common import mH as _mH
 from .common import mT as _mT
 from .common import tangent_is_zero as _zero
@@ -55,14 +55,6 @@ def _entry(ct: Any, i: int, name: str) -> Any:
     if isinstance(ct, tuple | list):
         return unthunk(ct[i])
     return unthunk(getattr(ct, name, ZeroTangent()))
-
-
-def _sum_cotangents(a: Any, b: Any) -> Any:
-    if is_zero(a):
-        return b
-    if is_zero(b):
-        return a
-    return a + b
 
 
 # --------------------------------------------------------------------------------------------------
@@ -399,7 +391,7 @@ def _slogdet(a):
         dsign = _entry(ct, 0, "sign") if complex_a else ZeroTangent()
         tau: Any = dlog
         if not is_zero(dsign):
-            tau = _sum_cotangents(tau, 1j * np.imag(dsign * y[0]))
+            tau = add_tangents(tau, 1j * np.imag(dsign * y[0]))
         if is_zero(tau):
             return (ZeroTangent(),)
         s = np.expand_dims(tau, (-1, -2))
@@ -455,7 +447,7 @@ def _eigh(a, *args, **kwargs):
             n = np.shape(w)[-1]
             eye = np.eye(n, dtype=bool)
             f = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
-            inner = _sum_cotangents(inner, f * np.matmul(_mT(v), dv))
+            inner = add_tangents(inner, f * np.matmul(_mT(v), dv))
         g = np.matmul(np.matmul(_conj(v), inner), _mT(v))
         return (project(_sym(g), a), *no_tangents(len(args)))
 
