@@ -343,6 +343,18 @@ def as_array(x: Any) -> Any:
     return np.asarray(x)
 
 
+def call(f: Any, *args: Any, **kwargs: Any) -> Any:
+    """``f(*args, **kwargs)``, recorded by an outer trace when an argument is traced (for
+    functions that NumPy's protocols do not dispatch, such as SciPy's).
+
+    >>> call(np.add, 1.0, 2.0)
+    3.0
+    """
+    if registry._traced(args) and registry._trace_dispatch[0] is not None:
+        return registry._trace_dispatch[0](f, args, kwargs)
+    return f(*args, **kwargs)
+
+
 def dispatch(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     """Call ``f``'s own rule on traced ``args`` (bypassing the composite table, which would
     recurse)."""
@@ -351,6 +363,7 @@ def dispatch(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
 
 __all__ = [
     "add_forward",
+    "call",
     "fit",
     "is_complex",
     "is_const",

@@ -45,9 +45,9 @@ from ..lazy import LazyArray, materialize_many
 from ..lazy.reductions import normalize_axes
 from ..tangents import ZeroTangent, unthunk
 from . import reductions as _reductions
-from . import registry
 from . import scans as _scans
 from .common import add_forward as _plus
+from .common import call as _call
 from .common import is_basic_index, materialize, params, scatter_add, zeros_for
 from .common import is_complex as _complex
 from .common import lazy_tangent as _tan
@@ -61,14 +61,6 @@ from .registry import FRULES, RRULES, frule, register_frule, rrule
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
-
-
-def _call(f: Any, *args: Any, **kwargs: Any) -> Any:
-    """``f(*args, **kwargs)``, recorded by an outer trace when an argument is traced (for
-    functions that NumPy's protocols do not dispatch, such as SciPy's)."""
-    if registry._traced(args) and registry._trace_dispatch[0] is not None:
-        return registry._trace_dispatch[0](f, args, kwargs)
-    return f(*args, **kwargs)
 
 
 def _register(f: Any, rule: Callable, lazy: bool) -> Callable:
