@@ -5,9 +5,8 @@
 1.0
 """
 
-import importlib.util
-
 from .algebra import add, iadd, scale, tree_equal
+from .broadcast_thunk import BroadcastThunk
 from .ownership import disown, mark_owned, owned, ownership_scope
 from .project import ProjectTo, tangent_dtype
 from .structural import Tangent
@@ -17,6 +16,7 @@ from .zeros import AbstractZero, NoTangent, ZeroTangent, is_zero
 __all__ = [
     "AbstractThunk",
     "AbstractZero",
+    "BroadcastThunk",
     "InplaceThunk",
     "NoTangent",
     "ProjectTo",
@@ -36,9 +36,3 @@ __all__ = [
     "tree_equal",
     "unthunk",
 ]
-
-if importlib.util.find_spec(f"{__name__}.broadcast_thunk") is not None:
-    # Written separately; imported only once it exists, so that its own errors are not hidden.
-    from .broadcast_thunk import BroadcastThunk  # noqa: F401
-
-    __all__ += ["BroadcastThunk"]

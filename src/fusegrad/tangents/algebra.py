@@ -12,13 +12,16 @@ their own operators::
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import numbers
 from typing import Any
 
 import numpy as np
 
+from . import arith
 from .ownership import mark_owned, owned
-from .structural import Tangent, move_primal
+from .structural import Tangent
 from .thunks import AbstractThunk, InplaceThunk, is_lazy_thunk, unthunk
 from .zeros import AbstractZero
 
@@ -104,6 +107,25 @@ def _add_structural(a: Any, b: Any) -> Any:
         f"cannot add Tangent({tangent.primal_type.__name__}) and {_kind(primal)}: add it to "
         f"another Tangent({tangent.primal_type.__name__}) or to a {tangent.primal_type.__name__}"
     )
+
+
+def move_primal(primal: Any, tangent: Tangent) -> Any:
+    """A new primal with each field moved by the tangent: ``primal + tangent``.
+
+    Dataclasses are rebuilt with ``dataclasses.replace``; other objects are shallow-copied and
+    their fields set. ``primal`` itself is never changed.
+
+    >>> Point = dataclasses.make_dataclass("Point", ["x", "y"])
+    >>> move_primal(Point(1.0, 2.0), Tangent(Point, y=1.0))
+    Point(x=1.0, y=3.0)
+    """
+    moved = {k: add(getattr(primal, k), v) for k, v in tangent._fields.items()}
+    if dataclasses.is_dataclass(primal) and not isinstance(primal, type):
+        return dataclasses.replace(primal, **moved)
+    new = copy.copy(primal)
+    for k, v in moved.items():
+        object.__setattr__(new, k, v)
+    return new
 
 
 def scale(x: Any, s: Any) -> Any:
@@ -218,3 +240,7 @@ def tree_equal(a: Any, b: Any) -> bool:
     if _is_numeric(a) and _is_numeric(b):
         return bool(np.array_equal(np.asarray(a), np.asarray(b)))
     return a == b
+
+
+# The tangent types' operators (``thunk + x``, ``tangent == other``) call these through arith.
+arith.install(add, scale, tree_equal)

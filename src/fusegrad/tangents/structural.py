@@ -15,10 +15,10 @@ they are their own tangents, nested arbitrarily::
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any
 
+from . import arith
 from .zeros import ZeroTangent
 
 
@@ -70,10 +70,8 @@ class Tangent:
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Tangent) or other._primal_type is not self._primal_type:
             return NotImplemented
-        from .algebra import tree_equal
-
         keys = set(self._fields) | set(other._fields)
-        return all(tree_equal(getattr(self, k), getattr(other, k)) for k in keys)
+        return all(arith.tree_equal(getattr(self, k), getattr(other, k)) for k in keys)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -81,58 +79,25 @@ class Tangent:
         return (_rebuild, (self._primal_type, self._fields))
 
     def __add__(self, other: Any) -> Any:
-        from .algebra import add
-
-        return add(self, other)
+        return arith.add(self, other)
 
     def __radd__(self, other: Any) -> Any:
-        from .algebra import add
-
-        return add(other, self)
+        return arith.add(other, self)
 
     def __sub__(self, other: Any) -> Any:
-        from .algebra import add, scale
-
-        return add(self, scale(other, -1))
+        return arith.add(self, arith.scale(other, -1))
 
     def __neg__(self) -> Tangent:
-        from .algebra import scale
-
-        return scale(self, -1)
+        return arith.scale(self, -1)
 
     def __mul__(self, s: Any) -> Tangent:
-        from .algebra import scale
-
-        return scale(self, s)
+        return arith.scale(self, s)
 
     __rmul__ = __mul__
 
     def __truediv__(self, s: Any) -> Tangent:
-        from .algebra import scale
-
-        return scale(self, 1 / s)
+        return arith.scale(self, 1 / s)
 
 
 def _rebuild(primal_type: type, fields: dict) -> Tangent:
     return Tangent(primal_type, **fields)
-
-
-def move_primal(primal: Any, tangent: Tangent) -> Any:
-    """A new primal with each field moved by the tangent: ``primal + tangent``.
-
-    Dataclasses are rebuilt with ``dataclasses.replace``; other objects are shallow-copied and
-    their fields set. ``primal`` itself is never changed.
-
-    >>> Point = dataclasses.make_dataclass("Point", ["x", "y"])
-    >>> move_primal(Point(1.0, 2.0), Tangent(Point, y=1.0))
-    Point(x=1.0, y=3.0)
-    """
-    from .algebra import add
-
-    moved = {k: add(getattr(primal, k), v) for k, v in tangent._fields.items()}
-    if dataclasses.is_dataclass(primal) and not isinstance(primal, type):
-        return dataclasses.replace(primal, **moved)
-    new = copy.copy(primal)
-    for k, v in moved.items():
-        object.__setattr__(new, k, v)
-    return new

@@ -17,6 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from . import arith
+
 
 class AbstractThunk:
     """Base of every deferred cotangent: ``unthunk()`` computes (one layer of) its value.
@@ -34,46 +38,30 @@ class AbstractThunk:
         raise NotImplementedError
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np
-
         return np.asarray(unthunk(self), dtype=dtype)
 
     def __add__(self, other: Any) -> Any:
-        from .algebra import add
-
-        return add(unthunk(self), other)
+        return arith.add(unthunk(self), other)
 
     def __radd__(self, other: Any) -> Any:
-        from .algebra import add
-
-        return add(other, unthunk(self))
+        return arith.add(other, unthunk(self))
 
     def __sub__(self, other: Any) -> Any:
-        from .algebra import add, scale
-
-        return add(unthunk(self), scale(other, -1))
+        return arith.add(unthunk(self), arith.scale(other, -1))
 
     def __rsub__(self, other: Any) -> Any:
-        from .algebra import add, scale
-
-        return add(other, scale(unthunk(self), -1))
+        return arith.add(other, arith.scale(unthunk(self), -1))
 
     def __neg__(self) -> Any:
-        from .algebra import scale
-
-        return scale(unthunk(self), -1)
+        return arith.scale(unthunk(self), -1)
 
     def __mul__(self, other: Any) -> Any:
-        from .algebra import scale
-
-        return scale(unthunk(self), other)
+        return arith.scale(unthunk(self), other)
 
     __rmul__ = __mul__
 
     def __truediv__(self, other: Any) -> Any:
-        from .algebra import scale
-
-        return scale(unthunk(self), 1 / other)
+        return arith.scale(unthunk(self), 1 / other)
 
 
 class Thunk(AbstractThunk):

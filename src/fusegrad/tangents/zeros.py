@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import arith
+
 
 class AbstractZero:
     """Base of the zero tangents: falsy, additive identity, absorbing under scalar products."""
@@ -49,9 +51,7 @@ class AbstractZero:
     def __sub__(self, other: Any) -> Any:
         if isinstance(other, AbstractZero):
             return _join_zeros(self, other)
-        from .algebra import scale
-
-        return scale(other, -1)
+        return arith.scale(other, -1)
 
     def __rsub__(self, other: Any) -> Any:
         return self.__radd__(other)
