@@ -8,11 +8,16 @@ Example::
     >>> rows, cols = fl.materialize(np.sum(d**2, axis=1), np.sum(d**2, axis=0))  # one pass
 """
 
+from . import movement as _movement
 from . import protocols as _protocols  # noqa: F401  (attaches NumPy protocols to LazyArray)
 from .engines import current as current_engine
 from .engines import use_engine
 from .nodes import LazyArray, Leaf, Map, Reduce, asarray
+from .plan import inline as _inline
 from .plan import materialize, materialize_many, recording
+
+# Movement computes what it cannot push down with the planner above it (see movement.py).
+_movement.install_planner(materialize, _inline)
 
 __all__ = [
     "LazyArray",

@@ -26,6 +26,29 @@ from .nodes import OWNED, LazyArray, Leaf, Map, Reduce, leaf, make_map, make_red
 View = Callable[[np.ndarray], np.ndarray]
 
 
+def _planner_missing(node: Any) -> Any:
+    raise RuntimeError(
+        "fusegrad.lazy.movement has no planner installed: import fusegrad.lazy (the package) "
+        "rather than loading its files on their own"
+    )
+
+
+# What movement cannot push down to the leaves is computed by the planner (plan.py), which sits
+# above this module and imports it (for reshape). The package's __init__ hands the planner's
+# functions in through install_planner; Python runs it before any submodule can be used.
+_materialize: Callable[[LazyArray], np.ndarray] = _planner_missing
+_inline: Callable[[Reduce], LazyArray | None] = _planner_missing
+
+
+def install_planner(
+    materialize: Callable[[LazyArray], np.ndarray], inline: Callable[[Reduce], LazyArray | None]
+) -> None:
+    """Compute with ``materialize`` what cannot be moved lazily, and move a short reduction as
+    its elementwise form ``inline(reduce)`` (``lazy/__init__`` passes ``plan``'s)."""
+    global _materialize, _inline
+    _materialize, _inline = materialize, inline
+
+
 def _strip_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(n for n in shape if n != 1)
 
@@ -47,10 +70,8 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
     if _larger_than(node, MOVE_AT_MOST):
         # Moving rebuilds every node under ``node``: in a loop that moves its growing state
         # (``h = f(h).T``) that is quadratic. A large graph is computed first and viewed.
-        from .plan import materialize
-
         with replay.sanctioned(always=True):
-            value = materialize(node)
+            value = _materialize(node)
         return leaf(view(value), OWNED)
     return trampoline(_move(node, view, new_shape, reshape_only, {}, {}))
 
@@ -110,14 +131,12 @@ def _move(
         assert _strip_ones(new_shape) == _strip_ones(node.shape)
         out = make_reduce(node.kind, node.arg, node.axes, tuple(new_shape))
     else:
-        from .plan import inline, materialize
-
-        sub = inline(node)  # a short reduction moves as its elementwise form, still lazy
+        sub = _inline(node)  # a short reduction moves as its elementwise form, still lazy
         if sub is not None:
             out = yield _move(sub, view, new_shape, reshape_only, memo, wide)
         else:
             with replay.sanctioned(always=True):
-                value = materialize(node)
+                value = _materialize(node)
             out = leaf(view(value), OWNED)
     memo[id(node)] = (node, out)
     return out
@@ -203,10 +222,8 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
     try:
         return move(node, lambda v: np.reshape(v, new_shape, copy=False), only_ones)
     except ValueError:
-        from .plan import materialize
-
         with replay.sanctioned(always=True):
-            value = materialize(node)
+            value = _materialize(node)
         out = np.reshape(value, new_shape)
         if not np.shares_memory(out, value):
             replay.copied(f"np.reshape to {new_shape}")
