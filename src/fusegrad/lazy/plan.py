@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,40 @@ def recording() -> Iterator[list[dict]]:
 def _note(**event: Any) -> None:
     for rec in _RECORDS:
         rec.append(event)
+
+
+@dataclass
+class Work:
+    """What the kernels run inside a ``counting()`` block evaluated: ``kernels`` run,
+    ``points`` (the sizes of their domains) and ``point_ops`` (each domain's size times the
+    number of instructions of its program, at least one: a copy reads and writes each point)."""
+
+    kernels: int = 0
+    points: int = 0
+    point_ops: int = 0
+
+
+_COUNTERS: list[Work] = []
+
+
+@contextlib.contextmanager
+def counting() -> Iterator[Work]:
+    """Count the kernels run inside the block and the work they did (``Work``); the measure
+    of recomputation (``benchmarks/bench_recompute.py``).
+
+    >>> from . import small
+    >>> from .nodes import asarray
+    >>> with counting() as work, small.fusing():
+    ...     _ = materialize(np.exp(asarray(np.ones(3))) + 1.0)
+    >>> work
+    Work(kernels=1, points=3, point_ops=6)
+    """
+    work = Work()
+    _COUNTERS.append(work)
+    try:
+        yield work
+    finally:
+        _COUNTERS.remove(work)
 
 
 def value(node: Any) -> Any:
@@ -424,6 +459,14 @@ def _run_group(domain: tuple, outs: list[LazyArray]) -> None:
         rec.on_kernel(kernel, results, engine)
     for o, r in zip(outs, results):
         o.cached = r.reshape(o.shape) if r.shape != o.shape else r
+    if _COUNTERS:
+        points = math.prod(kernel.domain)
+        for work in _COUNTERS:
+            work.kernels += 1
+            work.points += points
+            work.point_ops += points * max(1, len(kernel.program))
+    if not _RECORDS:
+        return
     _note(
         event="kernel",
         engine=engine,
