@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from . import api
+from .rules import registry
 from .tangents import (
     AbstractZero,
     NoTangent,
@@ -331,13 +333,11 @@ def check_rrule(
 
     >>> check_rrule(np.sum, np.ones((2, 3)), axis=1)
     """
-    from .rules.registry import rrule
-
     rng = np.random.default_rng(seed)
     name = _fname(f)
     names = _arg_names(f, len(args))
     saved_args = copy.deepcopy(args)
-    res = rrule(f, *args, **kwargs)
+    res = registry.rrule(f, *args, **kwargs)
     if res is None:
         raise AssertionError(f"{name} has no reverse rule (register one with @register_rrule)")
     y, pullback = res
@@ -468,8 +468,6 @@ def check_frule(
 
     >>> check_frule(np.sin, np.array([0.1, 0.2]))
     """
-    from .rules.registry import frule
-
     rng = np.random.default_rng(seed)
     name = _fname(f)
     saved_args = copy.deepcopy(args)
@@ -478,7 +476,7 @@ def check_frule(
     if len(tangents) != len(args):
         raise ValueError(f"give one tangent per argument: {len(tangents)} for {len(args)}")
     saved_tangents = copy.deepcopy(tangents)
-    res = frule(tangents, f, *args, **kwargs)
+    res = registry.frule(tangents, f, *args, **kwargs)
     if res is None:
         raise AssertionError(f"{name} has no forward rule (register one with @register_frule)")
     y, ydot = res
@@ -583,8 +581,6 @@ def check_grads(
         raise ValueError(f"unknown modes {sorted(unknown)}; use 'rev' and/or 'fwd'")
 
     def check(*args: Any) -> None:
-        from . import api
-
         rng = np.random.default_rng(seed)
         name = _fname(fun)
         y = fun(*copy.deepcopy(args))
