@@ -23,7 +23,8 @@ CONTINUOUS = {
     "logistic": ((), (0.3, 1.1)),
 }
 METHODS = ["logpdf", "pdf", "logcdf", "cdf", "sf", "logsf"]
-# cdfs through betainc/gammainc: no derivative in the shape parameters
+# cdfs through betainc (no derivative in a, b) and gammainc (first order in a only, tested in
+# test_scipy_special.py): no second-order derivative in the shape parameters
 NO_SHAPE_DERIVATIVE = {"t", "gamma", "beta"}
 
 
