@@ -81,8 +81,8 @@ def test_tiled_kernels_equal_numpy_blocked(small_tiles, name, n, m):
 def test_three_dimensional_domain(small_tiles):
     k = _pairwise_kernel(80, 90, (Output(3, "sum", (1, 2), F8), Output(3, "sum", (0,), F8)), (3,))
     assert [len(b) for b in dask_engine.grid(k)] == [6, 1, 1]  # a row of 270 points fits a tile
-    k = _pairwise_kernel(80, 9000, k.outputs, (3,))
-    assert [len(b) for b in dask_engine.grid(k)] == [3, 176, 1]
+    k = _pairwise_kernel(80, 2000, k.outputs, (3,))
+    assert [len(b) for b in dask_engine.grid(k)] == [3, 40, 1]
     for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
@@ -124,6 +124,175 @@ def test_gradients_on_the_dask_engine(small_tiles):
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     np.testing.assert_allclose(got2, want2, rtol=1e-12, atol=1e-12)
+
+
+# Dask arrays as leaves (lazy/dask_leaves.py)
+
+da = pytest.importorskip("dask.array")
+from fusegrad.lazy import dask_leaves, small  # noqa: E402
+from fusegrad.lazy.engines import numba_engine  # noqa: E402
+
+
+def lj(P):
+    d = P[:, None, :] - P[None, :, :]
+    r2 = np.sum(d**2, -1)
+    s2_r2 = 1.0 / np.where(r2 > 0, r2, 1.0)
+    return np.sum(np.where(r2 > 0, 4 * (s2_r2**6 - s2_r2**3), 0.0)) / 2
+
+
+@pytest.fixture
+def never_gathered(monkeypatch):
+    """Dask inputs are never computed on the client, and no local engine sees a placeholder."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a Dask input was gathered on the client")
+
+    monkeypatch.setattr(da.Array, "__array__", refuse)
+    monkeypatch.setattr(da.Array, "compute", refuse)
+    for engine in (numpy_blocked, numba_engine):
+        run = engine.run
+
+        def checked(kernel, run=run):
+            assert not dask_leaves.reads_dask(kernel.inputs), "a local engine read a placeholder"
+            return run(kernel)
+
+        monkeypatch.setattr(engine, "run", checked)
+
+
+def _np(a):
+    """A result's values (``dask.compute``: ``np.asarray`` is refused by ``never_gathered``)."""
+    return dask.compute(a)[0] if isinstance(a, da.Array) else np.asarray(a)
+
+
+def test_dask_inputs_as_leaves(small_tiles, never_gathered):
+    rng = np.random.default_rng(5)
+    x, y = rng.random(300), rng.random(250)
+    with fg.use_engine("numpy"):
+        want = fg.grad(w3, argnums=(0, 1, 2))(x, y, 0.7)
+    xd, yd = da.from_array(x, chunks=70), da.from_array(y, chunks=100)
+    with fg.use_engine("dask"):
+        got = fg.grad(w3, argnums=(0, 1, 2))(xd, yd, 0.7)
+    assert isinstance(got[0], da.Array) and got[0].chunks == xd.chunks
+    assert isinstance(got[1], da.Array) and got[1].chunks == yd.chunks
+    assert isinstance(got[2], float)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(_np(a), b, rtol=1e-12)
+
+
+def test_a_dask_input_beside_numpy_inputs_and_mirrored_sums(small_tiles, never_gathered):
+    v = np.random.default_rng(6).standard_normal(200)
+    with fg.use_engine("numpy"):
+        want = fg.grad(w2t)(v)
+        want_vg = fg.value_and_grad(w3, argnums=(0, 1))(v, v[::-1].copy(), 0.4)
+    with fg.use_engine("dask"):
+        got = fg.grad(w2t)(da.from_array(v, chunks=64))
+        val, (gx, gy) = fg.value_and_grad(w3, argnums=(0, 1))(
+            da.from_array(v, chunks=50), v[::-1].copy(), 0.4
+        )
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(val, want_vg[0], rtol=1e-12)
+    assert isinstance(gx, da.Array) and isinstance(gy, np.ndarray)
+    np.testing.assert_allclose(_np(gx), want_vg[1][0], rtol=1e-12)
+    np.testing.assert_allclose(gy, want_vg[1][1], rtol=1e-12)
+
+
+def test_lennard_jones_forces_from_a_chunked_dask_array(small_tiles, never_gathered):
+    rng = np.random.default_rng(7)
+    P = np.stack(np.meshgrid(*[np.arange(5.0)] * 3), -1).reshape(-1, 3)[:100] * 1.2
+    P = P + 0.05 * rng.standard_normal(P.shape)
+    with fg.use_engine("numpy"):
+        want = fg.grad(lj)(P)
+    with fg.use_engine("dask"):
+        got = fg.grad(lj)(da.from_array(P, chunks=(30, 3)))
+    assert got.chunks == ((30, 30, 30, 10), (3,))
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
+
+
+def test_dask_inputs_under_other_engines_are_computed_on_the_client():
+    rng = np.random.default_rng(8)
+    x, W = rng.random((40, 3)), rng.random((3, 5))
+
+    def f(x, W):
+        return np.sum(np.tanh(x @ W))
+
+    want = fg.grad(f, argnums=(0, 1))(x, W)
+    got = fg.grad(f, argnums=(0, 1))(da.from_array(x, chunks=10), W)  # auto
+    assert isinstance(got[0], da.Array) and isinstance(got[1], np.ndarray)
+    np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+
+
+def test_what_needs_a_dask_inputs_values_on_the_client_is_refused():
+    xd = da.from_array(np.ones((40, 3)), chunks=10)
+    W = np.ones((3, 2))
+    with fg.use_engine("dask"), pytest.raises(dask_leaves.DaskInputError, match=r"np\.matmul"):
+        fg.grad(lambda x: np.sum(x @ W))(xd)
+    with fg.use_engine("dask"), pytest.raises(dask_leaves.DaskInputError, match=r"np\.(arg)?sort"):
+        fg.grad(lambda x: np.sum(np.sort(x, axis=0) ** 2))(xd)
+
+
+def test_a_small_dask_input_with_the_small_array_path_on(monkeypatch, never_gathered):
+    monkeypatch.setattr(small, "EAGER_BELOW", 10_000)
+    x = np.linspace(-1, 1, 50)
+    want = fg.grad(w2t)(x)
+    with fg.use_engine("dask"):
+        got = fg.grad(w2t)(da.from_array(x, chunks=20))
+        out, pull = fg.vjp(lambda v: np.tanh(v) * 2, da.from_array(x, chunks=20))
+        (g,) = pull(np.ones(50))
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_np(g), 2 / np.cosh(x) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(out, 2 * np.tanh(x), rtol=1e-12)
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["slice", "transpose", "newaxis", "broadcast", "int"]),
+        st.lists(st.integers(0, 6), min_size=4, max_size=4),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _apply(a, ops):
+    """A chain of the views movement makes (slices with steps, transposes, new axes,
+    broadcasts, integer indices), each chosen by its numbers modulo the shape at that point."""
+    for kind, k in ops:
+        if kind == "slice":
+            idx = []
+            for d, n in enumerate(a.shape):
+                start = k[d % 4] % max(n, 1)
+                step = [1, 2, -1, 3][k[(d + 1) % 4] % 4]
+                idx.append(slice(start, None, step))
+            a = a[tuple(idx)]
+        elif kind == "transpose":
+            perm = sorted(range(a.ndim), key=lambda d: (k[d % 4] * 7 + d) % 5)
+            a = np.transpose(a, perm)
+        elif kind == "newaxis":
+            a = np.expand_dims(a, k[0] % (a.ndim + 1))
+        elif kind == "broadcast":
+            a = np.broadcast_to(a[None], (1 + k[0] % 3,) + a.shape)
+        elif a.ndim > 1 and a.shape[0] > 0:
+            a = a[k[0] % a.shape[0]]
+    return a
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), OPS)
+def test_dask_view_reads_the_same_elements(shape, ops):
+    full = np.arange(float(np.prod(shape))).reshape(shape)
+    node = dask_leaves.as_leaf(da.from_array(full, chunks=2))
+    view = _apply(node.array, ops)
+    want = _apply(full, ops)
+    assert dask_leaves.source(view) is not None
+    got = dask_leaves.dask_view(view)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_a_reshape_merging_axes_is_named():
+    node = dask_leaves.as_leaf(da.ones((4, 3), chunks=2))
+    with pytest.raises(NotImplementedError, match="reshape the Dask array itself"):
+        dask_leaves.dask_view(node.array.reshape(12)[1:11:2])
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import numpy as np
 from .ad import conversions
 from .ad.core import Trace, Tracer, backward
 from .ad.pytree import flatten
-from .lazy import LazyArray, Leaf, materialize_many, replay
+from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
 from .rules.registry import is_differentiable
 from .tangents import AbstractZero, BroadcastThunk, ProjectTo, ownership_scope, unthunk
 
@@ -264,6 +264,8 @@ def _vjp(
     # The call's interning scope: nothing computed before it is reused.
     from .lazy.nodes import interning_scope
 
+    if dask_leaves.present(primals, flatten):  # Dask array inputs: lazy/dask_leaves.py
+        return dask_leaves.vjp(_vjp, flatten, fun, primals, has_aux, evaluate, snapshot)
     with interning_scope():
         return _traced_vjp(fun, primals, has_aux, evaluate, snapshot)
 

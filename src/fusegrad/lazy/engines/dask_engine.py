@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import dask_leaves
 from ..kernel import Kernel, Output
 from . import numpy_blocked
 from .registry import register
@@ -52,8 +53,9 @@ install_hint = "Dask, with `pip install 'fusegrad[dask]'`"
 
 
 def cost(kernel: Kernel) -> float:
-    """Infinite: ``auto`` never picks this engine; ``use_engine("dask")`` does."""
-    return math.inf
+    """Infinite, so that ``auto`` never picks this engine (``use_engine("dask")`` does), except
+    for a kernel that reads a Dask input (``dask_leaves``): 0, as no other engine can run it."""
+    return 0.0 if dask_leaves.reads_dask(kernel.inputs) else math.inf
 
 
 def available() -> bool:
@@ -148,10 +150,13 @@ def _tile_outputs(outputs: tuple[Output, ...]) -> tuple[Output, ...]:
 
 
 def run_tile(meta: tuple, bounds: tuple, *inputs: np.ndarray) -> list[np.ndarray]:
-    """Run one tile of a kernel with a local engine (a Dask task: a pure function)."""
-    full, constants, program, outputs = meta
+    """Run one tile of a kernel with a local engine (a Dask task: a pure function). An input
+    read from a Dask array comes as the tile's part already; any other whole."""
+    full, constants, program, outputs, parts = meta
     domain = tuple(b - a for a, b in bounds)
-    views = tuple(_slice(a, full, bounds) for a in inputs)
+    views = tuple(
+        np.asarray(a) if part else _slice(a, full, bounds) for a, part in zip(inputs, parts)
+    )
     return local_run(Kernel(domain, views, constants, program, outputs))
 
 
@@ -188,18 +193,25 @@ def _swap01(a: np.ndarray) -> np.ndarray:
 
 def run(kernel: Kernel) -> list[np.ndarray]:
     """Run ``kernel`` as a Dask graph of tiles; one array per output, keepdims shapes, as every
-    engine. A kernel of a single tile runs locally, without Dask."""
+    engine. A kernel of a single tile runs locally, without Dask, unless it reads a Dask
+    input: a tile's task reads the chunks of a Dask input it needs (``dask_leaves.dask_view``),
+    wherever they are, and every other input whole (sent once per worker)."""
     axes = grid(kernel)
-    if all(len(b) == 1 for b in axes):
+    remote = tuple(dask_leaves.source(a) is not None for a in kernel.inputs)
+    if all(len(b) == 1 for b in axes) and not any(remote):
         return local_run(kernel)
     import dask
 
     tile_outs = _tile_outputs(kernel.outputs)
-    meta = (kernel.domain, kernel.constants, kernel.program, tile_outs)
-    inputs = [dask.delayed(a, pure=False) for a in kernel.inputs]
+    meta = (kernel.domain, kernel.constants, kernel.program, tile_outs, remote)
+    whole = [None if r else dask.delayed(a, pure=False) for a, r in zip(kernel.inputs, remote)]
     tiles = {}
     for index in itertools.product(*(range(len(b)) for b in axes)):
         bounds = tuple(axes[d][i] for d, i in enumerate(index))
+        inputs = [
+            dask_leaves.dask_view(_slice(a, kernel.domain, bounds)) if r else w
+            for a, r, w in zip(kernel.inputs, remote, whole)
+        ]
         tiles[index] = dask.delayed(run_tile, pure=False, nout=len(tile_outs))(
             meta, bounds, *inputs
         )
@@ -226,10 +238,10 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     for o, ks, values in zip(kernel.outputs, keys, computed):
         out = np.empty(kernel.output_shape(o), o.dtype)
         for k, v in zip(ks, values):
-            index = tuple(
+            where = tuple(
                 slice(0, 1) if n == 1 else slice(*axes[d][k[d]]) for d, n in enumerate(out.shape)
             )
-            out[index] = v
+            out[where] = v
         results.append(out)
     return results
 

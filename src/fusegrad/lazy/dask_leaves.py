@@ -1,0 +1,268 @@
+"""Dask arrays as lazy leaves: chunked inputs the dask engine's tiles read where they live.
+
+Under ``fg.use_engine("dask")``, an argument of ``grad``/``vjp``/``value_and_grad`` that is a
+``dask.array.Array`` becomes a lazy leaf whose array is a *placeholder*: a NumPy array of the
+input's shape and dtype that holds no data (a read-only anonymous mapping: no memory until
+read, and nothing ever reads it) and is registered here with the Dask array it stands for.
+Movement (``x[:, None]``, slices, transposes, broadcasts) makes NumPy views of the placeholder as
+of any leaf, so a kernel's inputs are views of it; the dask engine maps each tile's part of such
+a view back to an expression on the Dask array (``dask_view``), and the tile's task depends on
+just the chunks it reads. The input is never gathered on the client.
+
+Kernels that read a placeholder go to the dask engine (its ``cost`` is 0 for them, so even
+``auto`` picks it); the small-array path is off during the call (it would read placeholders
+eagerly). Anything that needs the input's values on the client (a matmul, a sort, fancy
+indexing, ``float()``) meets the placeholder and raises ``DaskInputError`` naming the
+operation. Under any other engine, Dask inputs are computed on the client first
+(``np.asarray(x)``) and the call is an ordinary one. Gradients come back as Dask arrays, with
+the input's chunks, wherever the input was one (their values are computed: a gradient has the
+input's size).
+
+Example::
+
+    >>> import numpy as np
+    >>> p = placeholder((3, 4), np.dtype("f8"))
+    >>> p.shape, p.flags.writeable
+    ((3, 4), False)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import mmap
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import small
+from .engines import current
+from .nodes import Leaf, interning_scope, leaf
+
+# id(root ndarray of a placeholder) -> (weak reference to that root, the Dask array)
+_SOURCES: dict[int, tuple[weakref.ref, Any]] = {}
+
+# NumPy functions that only make views: movement ops apply them to leaf arrays
+_VIEWS = frozenset(
+    {
+        np.broadcast_to,
+        np.expand_dims,
+        np.moveaxis,
+        np.reshape,
+        np.shape,
+        np.ndim,
+        np.size,
+        np.squeeze,
+        np.swapaxes,
+        np.transpose,
+        np.broadcast_arrays,
+        np.result_type,
+    }
+)
+
+
+class DaskInputError(TypeError):
+    """A Dask input's values were needed on the client, where only a placeholder is."""
+
+
+class Placeholder(np.ndarray):
+    """The array of a Dask input's leaf: shape and dtype only. NumPy computations on it raise
+    ``DaskInputError`` (views, what movement makes, are allowed)."""
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        raise _refusal(f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if func in _VIEWS:
+            return super().__array_function__(func, types, args, kwargs)
+        raise _refusal(f"np.{getattr(func, '__name__', func)}")
+
+
+def _refusal(what: str) -> DaskInputError:
+    return DaskInputError(
+        f"{what} needs the values of a Dask array input on the client, where only a "
+        "placeholder is: under use_engine('dask') a Dask input feeds the fused elementwise, "
+        "broadcast and reduction work the engine tiles on the cluster, nothing else. Compute "
+        "it first (np.asarray(x), for an input of a size one machine holds), or run the call "
+        "under another engine, which computes Dask inputs on the client"
+    )
+
+
+def is_dask_array(x: Any) -> bool:
+    """Whether ``x`` is a ``dask.array.Array`` (False, at no cost, when Dask is not imported).
+
+    >>> is_dask_array(np.ones(2))
+    False
+    """
+    da = sys.modules.get("dask.array")
+    return da is not None and isinstance(x, da.Array)
+
+
+def present(primals: tuple, flatten: Callable) -> bool:
+    """Whether any leaf of ``primals`` (pytrees, split by ``flatten``) is a Dask array."""
+    if "dask.array" not in sys.modules:
+        return False
+    return any(is_dask_array(v) for v in flatten(primals)[0])
+
+
+def placeholder(shape: tuple[int, ...], dtype: np.dtype) -> Placeholder:
+    """A read-only array of ``shape`` and ``dtype`` that takes no memory (nothing reads it)."""
+    count = math.prod(shape)
+    # PROT_READ private anonymous memory is neither committed nor resident until read
+    buf = mmap.mmap(-1, max(count * dtype.itemsize, 1), prot=mmap.PROT_READ)
+    root = np.frombuffer(buf, dtype, count=count)
+    return root.reshape(shape).view(Placeholder)
+
+
+def as_leaf(x: Any) -> Leaf:
+    """The lazy leaf of Dask array ``x``: a placeholder registered as ``x``'s stand-in.
+
+    >>> import dask.array as da  # doctest: +SKIP
+    >>> as_leaf(da.ones(10, chunks=5)).shape  # doctest: +SKIP
+    (10,)
+    """
+    p = placeholder(tuple(int(n) for n in x.shape), np.dtype(x.dtype))
+    root = _root(p)
+    key = id(root)
+    _SOURCES[key] = (weakref.ref(root), x)
+    weakref.finalize(root, _SOURCES.pop, key, None)
+    return leaf(p)
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def source(a: Any) -> Any:
+    """The Dask array that ``a`` (a view of a placeholder) reads, else ``None``."""
+    if not _SOURCES or not isinstance(a, np.ndarray):
+        return None
+    root = _root(a)
+    entry = _SOURCES.get(id(root))
+    if entry is None or entry[0]() is not root:
+        return None
+    return entry[1]
+
+
+def reads_dask(inputs: tuple) -> bool:
+    """Whether any of a kernel's ``inputs`` is a view of a placeholder."""
+    return bool(_SOURCES) and any(source(a) is not None for a in inputs)
+
+
+def dask_view(a: np.ndarray) -> Any:
+    """The Dask expression of view ``a`` of a placeholder: the same elements, read from the Dask
+    array's chunks (slices, a transpose, new and broadcast axes, as movement makes them)."""
+    src = source(a)
+    if src is None:
+        raise ValueError("dask_view needs a view of a Dask input's placeholder")
+    import dask.array as da
+
+    if a.size == 0:
+        return np.empty(a.shape, a.dtype)
+    shape = tuple(int(n) for n in src.shape)
+    item = a.dtype.itemsize
+    root = _root(a)
+    offset = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // item
+    start = np.unravel_index(offset, shape) if shape else ()
+    c = [math.prod(shape[j + 1 :]) for j in range(len(shape))]
+    index: list[Any] = [int(s) for s in start]
+    axes: list[int | None] = []  # per view axis: the source axis it walks, or None (broadcast)
+    for n, stride in zip(a.shape, a.strides):
+        s = stride // item
+        if n == 1 or s == 0:
+            axes.append(None)
+            continue
+        j = next((j for j in range(len(shape)) if shape[j] > 1 and s % c[j] == 0), None)
+        if j is None or not isinstance(index[j], int):
+            raise _unmappable(a)
+        step = s // c[j]
+        first, last = index[j], index[j] + step * (n - 1)
+        if not 0 <= last < shape[j]:
+            raise _unmappable(a)
+        stop = last + (1 if step > 0 else -1)
+        index[j] = slice(first, stop if stop >= 0 else None, step)
+        axes.append(j)
+    d = src[tuple(index)]
+    walked = sorted(j for j in axes if j is not None)
+    order = [walked.index(j) for j in axes if j is not None]
+    if order != sorted(order):
+        d = d.transpose(order)
+    d = d[tuple(slice(None) if j is not None else None for j in axes)]
+    if d.shape != a.shape:
+        d = da.broadcast_to(d, a.shape)
+    return d
+
+
+def _unmappable(a: np.ndarray) -> NotImplementedError:
+    return NotImplementedError(
+        f"a view of a Dask input of shape {a.shape} and strides {a.strides} (a reshape that "
+        "merges or splits its axes) cannot be read from its chunks by the dask engine: reshape "
+        "the Dask array itself before passing it"
+    )
+
+
+def vjp(impl: Callable, flatten: Callable, fun: Callable, primals: tuple, *args: Any) -> tuple:
+    """``impl(fun, primals, *args)`` (the API's vjp) with Dask inputs as placeholder leaves
+    under the dask engine, else computed on the client; the pullback gives Dask arrays where
+    the primals were. Called by ``fusegrad.api`` when ``present(primals)``."""
+    tiled = current() == "dask"
+
+    def convert(p: Any) -> Any:
+        leaves, rebuild = flatten(p)
+        return rebuild(
+            [(as_leaf(v) if tiled else np.asarray(v)) if is_dask_array(v) else v for v in leaves]
+        )
+
+    # the small-array path would read placeholders eagerly: off while they are in use
+    eager_off = small.fusing if tiled else contextlib.nullcontext
+    with interning_scope() as scope, eager_off():
+        converted = tuple(convert(p) for p in primals)
+        res = impl(fun, converted, *args)
+    vjp_fn = res[1]
+
+    def pullback(ct: Any) -> tuple:
+        with interning_scope(scope), eager_off():
+            grads = vjp_fn(ct)
+        return tuple(_as_dask(g, p, flatten) for g, p in zip(grads, primals))
+
+    return (res[0], pullback) + tuple(res[2:])
+
+
+def _as_dask(g: Any, p: Any, flatten: Callable) -> Any:
+    """Gradient pytree ``g`` with a Dask array (of the primal's chunks) wherever primal ``p``
+    had one."""
+    if is_dask_array(p):
+        return _as_dask_leaf(g, p)
+    gs, rebuild = flatten(g)
+    ps, _ = flatten(p)
+    if len(gs) != len(ps):  # None (no gradient) where a leaf is not differentiable
+        return g
+    return rebuild([_as_dask_leaf(gv, pv) for gv, pv in zip(gs, ps)])
+
+
+def _as_dask_leaf(g: Any, p: Any) -> Any:
+    import dask.array as da
+
+    if not (is_dask_array(p) and isinstance(g, np.ndarray | np.generic | float)):
+        return g
+    g = np.asarray(g)
+    return da.from_array(g, chunks=p.chunks if g.shape == p.shape else "auto")
+
+
+__all__ = [
+    "DaskInputError",
+    "Placeholder",
+    "as_leaf",
+    "dask_view",
+    "is_dask_array",
+    "placeholder",
+    "present",
+    "reads_dask",
+    "source",
+    "vjp",
+]
