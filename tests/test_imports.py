@@ -4,6 +4,7 @@ inside functions used to dodge one (only optional third-party packages are impor
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 import pytest
@@ -155,3 +156,114 @@ def test_rule_families_import_helpers_from_common_only(family):
     } - shared
     allowed = {"fusegrad.rules.elementwise", "fusegrad.rules.frules"}  # scalar_rule (step 2)
     assert others <= allowed, f"rules.{family} imports other families: {sorted(others - allowed)}"
+
+
+# Imports inside functions that are allowed anywhere: packages that are optional or heavy (the
+# benchmark peers), so that importing fusegrad neither needs nor loads them.
+OPTIONAL_PACKAGES = {"scipy", "dask", "numba", "matplotlib", "jax", "autograd", "torch"}
+
+# The other function-level imports that remain, each by (module, imported module), grouped by
+# why. An entry that disappears is fine; a new function-level import fails the test below.
+ALLOWED_FUNCTION_IMPORTS = {
+    # the public API reaching into the AD engine it wraps (api.py is the top of the package)
+    ("fusegrad.api", "fusegrad.ad.core"),
+    ("fusegrad.api", "fusegrad.ad.forward"),
+    ("fusegrad.api", "fusegrad.lazy.nodes"),
+    ("fusegrad.api", "fusegrad.rules.registry"),
+    ("fusegrad.ad.conversions", "fusegrad.numpy"),
+    ("fusegrad.scipy.integrate", "fusegrad.api"),
+    # engines loaded by name when first used (a failing numba or dask install stays optional)
+    ("fusegrad.lazy.replay", "fusegrad.lazy.engines"),
+    ("fusegrad.lazy.engines.numba_engine", "fusegrad.lazy.engines.numba_math"),
+    ("fusegrad.lazy.engines.dask_engine", "fusegrad.lazy.engines.numpy_blocked"),
+    ("fusegrad.lazy.engines.dask_engine", "fusegrad.lazy.engines.numba_engine"),
+    ("fusegrad.lazy.engines.numba_engine", "importlib.metadata"),
+    ("fusegrad.lazy.engines.registry", "importlib.metadata"),
+    # the benchmark harness: its child process imports only what one measurement needs
+    ("fusegrad.bench._child", "fusegrad.bench.libs"),
+    ("fusegrad.bench._child", "fusegrad.bench.measure"),
+    ("fusegrad.bench._child", "fusegrad.bench.workloads"),
+    ("fusegrad.bench._child", "numpy"),
+    ("fusegrad.bench._child", "tracemalloc"),
+    ("fusegrad.bench.libs", "fusegrad"),
+    ("fusegrad.bench.libs", "fusegrad.lazy"),
+    ("fusegrad.bench.libs", "fusegrad.lazy.engines.numba_engine"),
+    ("fusegrad.bench.libs", "fusegrad.lazy.small"),
+    ("fusegrad.bench.libs", "warnings"),
+    ("fusegrad.bench.measure", "ctypes"),
+    ("fusegrad.bench.plots", "numpy"),
+    ("fusegrad.bench.report", "fusegrad"),
+    ("fusegrad.bench.runner", "fusegrad.bench.report"),
+    ("fusegrad.bench.runner", "fusegrad.bench.workloads"),
+}
+
+
+_graph_once = functools.cache(_graph)  # parsing every module takes seconds on a loaded machine
+
+
+@functools.cache
+def _function_imports() -> list[tuple[str, int, str]]:
+    """Every import statement inside a function of src/fusegrad: (module, line, imported)."""
+    found: list[tuple[str, int, str]] = []
+    for module, path in MODULES.items():
+
+        def visit(node: ast.AST, in_function: bool, module=module, path=path) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.Import | ast.ImportFrom):
+                    if in_function:
+                        if isinstance(child, ast.Import):
+                            names = [a.name for a in child.names]
+                        else:
+                            names = _targets(module, path, child) or [child.module or ""]
+                        found.extend((module, child.lineno, n) for n in names)
+                elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    continue
+                else:
+                    func = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+                    visit(child, in_function or func)
+
+        visit(ast.parse(path.read_text()), False)
+    return found
+
+
+def test_function_level_imports_are_optional_packages_or_listed():
+    found = _function_imports()
+    assert ("fusegrad.lazy.ops", "scipy.special") in {(m, t) for m, _, t in found}
+    bad = sorted(
+        (m, line, t)
+        for m, line, t in found
+        if t.split(".")[0] not in OPTIONAL_PACKAGES and (m, t) not in ALLOWED_FUNCTION_IMPORTS
+    )
+    assert not bad, (
+        f"imports inside functions: {bad}; import at the top of the module, and if that makes a "
+        "cycle restructure (move the shared piece down, or hand the higher layer's function in "
+        "as tangents/arith.py and lazy/movement.py do); only optional packages "
+        f"({sorted(OPTIONAL_PACKAGES)}) are imported inside functions"
+    )
+
+
+PACKAGES = sorted({m.rsplit(".", 1)[0] for m, p in MODULES.items() if p.name != "__init__.py"})
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_imports_acyclically(package):
+    edges, _ = _graph_once()
+    inside = {m for m in edges if m.rsplit(".", 1)[0] == package and m != package}
+    sub = {m: edges[m] & inside for m in inside}
+    cycles = [sorted(c) for c in _cycles(sub) if c not in KNOWN_CYCLES]
+    assert not cycles, f"import cycles inside {package}: {cycles}"
+
+
+def test_the_layers_handed_in_from_above_are_installed():
+    # tangents' types and lazy's movement call functions of the layer above them, installed by
+    # that layer (tangents/algebra.py) or the package (lazy/__init__.py) at import: Python runs a
+    # package's __init__ before any of its modules can be used, so they are always in place.
+    from fusegrad.lazy import movement, plan
+    from fusegrad.tangents import algebra, arith
+
+    assert (arith.add, arith.scale, arith.tree_equal) == (
+        algebra.add,
+        algebra.scale,
+        algebra.tree_equal,
+    )
+    assert (movement._materialize, movement._inline) == (plan.materialize, plan.inline)
