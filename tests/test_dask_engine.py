@@ -327,6 +327,30 @@ def test_gradients_on_a_local_cluster(cluster, monkeypatch):
 
 
 @pytest.mark.slow
+def test_dask_inputs_on_a_local_cluster(cluster, monkeypatch):
+    _, client = cluster
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE", str(1 << 18))
+    rng = np.random.default_rng(9)
+    x, y = rng.random(1500), rng.random(1200)
+    want = fg.grad(w3, argnums=(0, 1, 2))(x, y, 0.3)
+    # chunks made on the workers (never on the client), persisted there
+    xd = da.map_blocks(lambda b: b + 0.0, da.from_array(x, chunks=400)).persist()
+    yd = da.from_array(y, chunks=500).persist()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a Dask input was gathered on the client")
+
+    with monkeypatch.context() as m:
+        m.setattr(da.Array, "__array__", refuse)
+        m.setattr(da.Array, "compute", refuse)
+        with fg.use_engine("dask"):
+            got = fg.grad(w3, argnums=(0, 1, 2))(xd, yd, 0.3)
+    assert isinstance(got[0], da.Array) and got[0].chunks == xd.chunks
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12)
+
+
+@pytest.mark.slow
 def test_a_worker_killed_mid_gradient(cluster, monkeypatch):
     c, client = cluster
     monkeypatch.setenv("FUSEGRAD_DASK_TILE", str(1 << 20))
