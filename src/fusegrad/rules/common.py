@@ -20,14 +20,29 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..tangents import AbstractThunk, AbstractZero, NoTangent, is_lazy_thunk, unthunk
+from ..tangents import (
+    AbstractThunk,
+    AbstractZero,
+    NoTangent,
+    Thunk,
+    ZeroTangent,
+    is_lazy_thunk,
+    unthunk,
+)
 from . import registry
-from .lazy_values import as_lazy
-from .registry import primitive, register_rrule
+from .lazy_values import as_cotangent, as_lazy, operand
+from .registry import (
+    is_differentiable,
+    primitive,
+    register_frule,
+    register_rrule,
+    zero_cotangents,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Cotangents
@@ -35,8 +50,9 @@ from .registry import primitive, register_rrule
 
 
 def is_zero(t: Any) -> bool:
-    """True for the structural zeros ``ZeroTangent()`` and ``NoTangent()`` (nothing to compute)."""
-    return isinstance(t, AbstractZero)
+    """True for the structural zeros ``ZeroTangent()`` and ``NoTangent()`` (nothing to compute),
+    and for None, which both directions read as zero (see ``add_tangents``)."""
+    return t is None or isinstance(t, AbstractZero)
 
 
 def lazy_ct(dy: Any) -> Any:
@@ -124,7 +140,17 @@ def zeros_for(x: Any) -> np.ndarray:
 
 
 def add_tangents(a: Any, b: Any) -> Any:
-    """Sum of two tangents or cotangents, either of which may be a structural zero."""
+    """Sum of two tangents or cotangents, either of which may be a structural zero.
+
+    One function serves both directions. None is read as zero, in forward tangents and reverse
+    cotangents alike: the backward pass already skips a None cotangent (``ad.core``) and the
+    forward pass a None tangent, so a rule returning None for "no contribution" is accepted.
+    Rules should still return ``ZeroTangent()``/``NoTangent()``, which say which of the two
+    zeros is meant (``NoTangent`` where no derivative exists: integers, indexes).
+
+    >>> add_tangents(None, np.ones(2)).tolist(), add_tangents(ZeroTangent(), None)
+    ([1.0, 1.0], None)
+    """
     if is_zero(a):
         return b
     if is_zero(b):
@@ -213,33 +239,15 @@ def scatter_add(dy: Any, index: Any, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-@register_rrule(scatter_add)
-def _scatter_add(dy, index, shape):
-    """scatter_add: ddy = g[index] (the gather)."""
-
-    def pullback(g):
-        return g[index], NoTangent(), NoTangent()
-
-    return scatter_add(dy, index, shape), pullback
-
-
 # --------------------------------------------------------------------------------------------------
 # Forward tangents
 # --------------------------------------------------------------------------------------------------
 
 
-def tangent_is_zero(t: Any) -> bool:
-    """True for a tangent that is a structural zero (``ZeroTangent``, ``NoTangent``) or absent."""
-    return t is None or isinstance(t, AbstractZero)
-
-
-def add_forward(a: Any, b: Any) -> Any:
-    """Sum of two tangents, either of which may be a structural zero or absent."""
-    if tangent_is_zero(a):
-        return b
-    if tangent_is_zero(b):
-        return a
-    return a + b
+# The forward-mode names of ``is_zero`` and ``add_tangents`` (kept: rule files outside this
+# package use them).
+tangent_is_zero = is_zero
+add_forward = add_tangents
 
 
 def lazy_tangent(t: Any) -> Any:
@@ -347,7 +355,7 @@ def call(f: Any, *args: Any, **kwargs: Any) -> Any:
     """``f(*args, **kwargs)``, recorded by an outer trace when an argument is traced (for
     functions that NumPy's protocols do not dispatch, such as SciPy's).
 
-    >>> call(np.add, 1.0, 2.0)
+    >>> float(call(np.add, 1.0, 2.0))
     3.0
     """
     if registry._traced(args) and registry._trace_dispatch[0] is not None:
@@ -359,6 +367,271 @@ def dispatch(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     """Call ``f``'s own rule on traced ``args`` (bypassing the composite table, which would
     recurse)."""
     return registry._trace_dispatch[0](f, args, kwargs or {})
+
+
+# --------------------------------------------------------------------------------------------------
+# Declarators: a function's reverse and forward rules from one declaration
+# --------------------------------------------------------------------------------------------------
+
+
+def is_complex_value(x: Any) -> bool:
+    """Whether ``x`` is a complex value (a type, dtype or dtype name given as an argument, as
+    ``astype(x, np.complex128)`` has, is not a value: False)."""
+    if isinstance(x, type | np.dtype | str):
+        return False
+    dtype = getattr(x, "dtype", None)
+    return np.dtype(dtype if dtype is not None else np.result_type(x)).kind == "c"
+
+
+def in_space_of(g: Any, a: Any) -> Any:
+    """The cotangent ``g`` in the space of the argument ``a``: ``Re(g)`` for a real ``a`` (a real
+    value used in a complex computation, ``x * 1j``), lazily; ``g`` itself otherwise."""
+    return np.real(g) if is_complex_value(g) and not is_complex_value(a) else g
+
+
+PARTIALS: dict[np.ufunc, tuple] = {}
+
+
+def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
+    """Register the lazy reverse and forward rules of an elementwise ``ufunc`` from its
+    partials ``∂y/∂xᵢ = partial(*args, y)`` (``None`` for an argument with no derivative):
+    ``x̄ᵢ = ȳ · ∂y/∂xᵢ`` (summed to ``xᵢ``'s shape) and ``ẏ = Σᵢ ∂y/∂xᵢ · ẋᵢ``.
+
+    >>> scalar_rule(np.exp, lambda x, y: y)  # how rules/elementwise.py declares exp
+    """
+    if len(partials) != ufunc.nin:
+        raise ValueError(f"{ufunc.__name__} takes {ufunc.nin} inputs: give one partial each")
+    PARTIALS[ufunc] = partials
+
+    def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
+        largs = tuple(as_lazy(a) for a in args)
+        y = ufunc(*largs, **kwargs)
+
+        def pullback(dy: Any) -> tuple:
+            d = operand(dy)
+            grads = []
+            for a, partial in zip(args, partials):
+                if not is_differentiable(a):
+                    grads.append(NoTangent())
+                elif partial is None:
+                    grads.append(ZeroTangent())
+                else:
+                    p = partial(*largs, y)
+                    g = in_space_of(d if _is_one(p) else d * p, a)
+                    grads.append(as_cotangent(unbroadcast_to(g, np.shape(a))))
+            return tuple(grads)
+
+        return y, pullback
+
+    def forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
+        largs = tuple(as_lazy(a) for a in args)
+        y = ufunc(*largs, **kwargs)
+        dot: Any = ZeroTangent()
+        for a, t, partial in zip(args, tangents, partials):
+            if is_zero(t) or partial is None or not is_differentiable(a):
+                continue
+            t = lazy_tangent(t)
+            p = partial(*largs, y)
+            if is_const(p, 1):
+                term = t
+            elif is_const(p, -1):
+                term = -t
+            else:
+                term = t * p
+            dot = add_tangents(dot, term)
+        if not is_differentiable(y):
+            return y, ZeroTangent()
+        return y, fit(real_for(dot, y), y)
+
+    rule.__name__ = f"rrule_{ufunc.__name__}"
+    forward.__name__ = f"frule_{ufunc.__name__}"
+    register_rrule(ufunc, lazy=True)(rule)
+    _register_frule(ufunc, forward, True)
+
+
+def _is_one(p: Any) -> bool:
+    return type(p) in (int, float) and p == 1  # not a jit number argument: its value may change
+
+
+def _register_frule(f: Any, rule: Callable, lazy: bool) -> Callable:
+    rule.lazy = lazy  # type: ignore[attr-defined]  # read by the forward tracer
+    return register_frule(f)(rule)
+
+
+def lazy_frule(f: Any) -> Callable[[Callable], Callable]:
+    """Register a forward rule that takes (and keeps) lazy arrays, so that its tangent fuses
+    with the primal's work.
+
+    >>> def my_neg(x):
+    ...     return -x
+    >>> @lazy_frule(my_neg)
+    ... def _(tangents, x):
+    ...     return -x, -tangents[0]
+    """
+    return lambda rule: _register_frule(f, rule, True)
+
+
+def eager_frule(f: Any) -> Callable[[Callable], Callable]:
+    """Register a forward rule that receives NumPy arrays (the forward tracer materialises lazy
+    primals and tangents together first). ``register_frule`` alone registers an eager rule."""
+    return lambda rule: _register_frule(f, rule, False)
+
+
+def _fname(f: Any) -> str:
+    return str(getattr(f, "__name__", f))
+
+
+def linear(
+    f: Any,
+    transpose: Callable | None = None,
+    *,
+    lazy: bool = False,
+    constants: tuple[str, ...] = (),
+) -> Any:
+    """Declare ``f(x, *args, **kwargs)`` linear in ``x``: both of its derivatives at once.
+
+    - forward: ``ẏ = f(ẋ, *args, **kwargs)``, the keyword arguments named in ``constants``
+      (added constants, such as ``np.diff``'s ``prepend``) replaced by zeros;
+    - reverse: ``x̄ = transpose(ȳ, x, *args, **kwargs)`` (JAX's ``deflinear``), and no cotangent
+      for the other positional arguments. ``transpose=None`` keeps the reverse rule registered
+      beside the declaration (a linear function whose transpose needs more than its cotangent
+      and the arguments' shapes, such as ``np.sum`` with its checks of ``where=``); the forward
+      rule is derived from linearity either way.
+
+    ``lazy`` rules take lazy arrays and cotangents and keep them lazy (movement, sums).
+
+    >>> def double(x):
+    ...     return 2.0 * x
+    >>> linear(double, lambda g, x: 2.0 * g)  # doctest: +ELLIPSIS
+    <function double at ...>
+    >>> y, pb = registry.rrule(double, np.ones(2))
+    >>> pb(np.ones(2))[0].tolist(), registry.frule((np.ones(2),), double, np.ones(2))[1].tolist()
+    ([2.0, 2.0], [2.0, 2.0])
+    """
+
+    def forward(tangents: tuple, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        y = f(as_lazy(x) if lazy else x, *args, **kwargs)
+        t = tangents[0]
+        if is_zero(t):
+            return y, ZeroTangent()
+        kw = {k: (np.zeros(np.shape(v)) if k in constants else v) for k, v in kwargs.items()}
+        return y, f(lazy_tangent(t) if lazy else unthunk(t), *args, **kw)
+
+    forward.__doc__ = f"{_fname(f)}: ẏ = {_fname(f)}(ẋ, ...) (linear)."
+    _register_frule(f, forward, lazy)
+    if transpose is None:
+        if f not in registry.RRULES:
+            raise ValueError(
+                f"linear({_fname(f)}) without transpose= needs a reverse rule registered first "
+                "(register_rrule); give transpose=lambda dy, x, *args, **kwargs: ... instead"
+            )
+        return f
+    tr = transpose
+
+    def rule(x: Any, *args: Any, **kwargs: Any) -> tuple:
+        def pullback(dy: Any) -> tuple:
+            return (tr(lazy_ct(dy) if lazy else dy, x, *args, **kwargs), *no_tangents(len(args)))
+
+        return f(x, *args, **kwargs), pullback
+
+    rule.__doc__ = f"{_fname(f)}: x̄ = {getattr(tr, '__doc__', None) or 'transpose(ȳ)'}"
+    register_rrule(f, lazy=lazy)(rule)
+    return f
+
+
+def bilinear(
+    f: Any,
+    transpose_a: Callable | None = None,
+    transpose_b: Callable | None = None,
+) -> Any:
+    """Declare ``f(a, b, *args, **kwargs)`` bilinear in ``a`` and ``b`` (JAX's ``defbilinear``).
+
+    - forward: ``ẏ = f(ȧ, b) + f(a, ḃ)`` (a zero tangent's term skipped);
+    - reverse: ``ā = transpose_a(ȳ, a, b, *args, **kwargs)``, ``b̄ = transpose_b(...)``, each a
+      ``Thunk``, so the cotangent of a constant operand (the data ``X`` of ``X @ w``) is never
+      computed. Without the transposes the reverse rule registered beside it is kept.
+
+    Eager: the rules receive NumPy arrays.
+
+    >>> def times(a, b):
+    ...     return a * b
+    >>> bilinear(times, lambda g, a, b: g * b, lambda g, a, b: g * a)  # doctest: +ELLIPSIS
+    <function times at ...>
+    >>> float(registry.frule((1.0, 1.0), times, 2.0, 3.0)[1])
+    5.0
+    """
+
+    def forward(tangents: tuple, a: Any, b: Any, *args: Any, **kwargs: Any) -> tuple:
+        y = f(a, b, *args, **kwargs)
+        ta, tb = tangents[0], tangents[1]
+        dot: Any = ZeroTangent()
+        if not is_zero(ta):
+            dot = f(unthunk(ta), b, *args, **kwargs)
+        if not is_zero(tb):
+            dot = add_tangents(dot, f(a, unthunk(tb), *args, **kwargs))
+        return y, dot
+
+    forward.__doc__ = f"{_fname(f)}: ẏ = {_fname(f)}(ȧ, b) + {_fname(f)}(a, ḃ) (bilinear)."
+    _register_frule(f, forward, False)
+    if transpose_a is None or transpose_b is None:
+        if f not in registry.RRULES:
+            raise ValueError(
+                f"bilinear({_fname(f)}) without both transposes needs a reverse rule registered "
+                "first (register_rrule); give transpose_a= and transpose_b= instead"
+            )
+        return f
+    ta_, tb_ = transpose_a, transpose_b
+
+    def rule(a: Any, b: Any, *args: Any, **kwargs: Any) -> tuple:
+        def pullback(dy: Any) -> tuple:
+            return (
+                Thunk(lambda: ta_(dy, a, b, *args, **kwargs)),
+                Thunk(lambda: tb_(dy, a, b, *args, **kwargs)),
+                *no_tangents(len(args)),
+            )
+
+        return f(a, b, *args, **kwargs), pullback
+
+    rule.__doc__ = f"{_fname(f)}: ā = transpose_a(ȳ, a, b), b̄ = transpose_b(ȳ, a, b)."
+    register_rrule(f, lazy=False)(rule)
+    return f
+
+
+def nondiff(f: Any) -> Any:
+    """Declare ``f`` without a derivative: its output is a constant for both directions
+    (``ZeroTangent`` for float arguments, ``NoTangent`` for the others; zero forward tangents).
+
+    A ufunc is declared as a lazy elementwise op (``scalar_rule`` with no partials), so it
+    fuses; any other function runs on NumPy arrays.
+
+    >>> nondiff(np.floor) is np.floor
+    True
+    >>> y, pb = registry.rrule(np.floor, np.array([1.5]))
+    >>> pb(np.ones(1))
+    (ZeroTangent(),)
+    """
+    if isinstance(f, np.ufunc):
+        scalar_rule(f, *(None,) * f.nin)
+        return f
+
+    def rule(*args: Any, **kwargs: Any) -> tuple:
+        return f(*args, **kwargs), lambda dy: zero_cotangents(args)
+
+    def forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
+        return f(*args, **kwargs), ZeroTangent()
+
+    rule.__doc__ = forward.__doc__ = f"{_fname(f)}: no derivative (a constant output)."
+    register_rrule(f)(rule)
+    _register_frule(f, forward, False)
+    return f
+
+
+def _gather(g: Any, dy: Any, index: Any, shape: tuple[int, ...]) -> Any:
+    """the gather ``g[index]``"""
+    return g[index]
+
+
+linear(scatter_add, _gather)  # the adjoint of the gather x[index] is the gather itself
 
 
 __all__ = [

@@ -30,101 +30,28 @@ import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent
 from .common import (
-    add_forward,
+    PARTIALS,
     fit,
     is_complex,
-    is_const,
+    lazy_frule,
     lazy_tangent,
+    nondiff,
     real_for,
-    tangent_is_zero,
+    scalar_rule,
     unbroadcast_to,
 )
+from .common import in_space_of as _in_space_of
+from .common import is_complex_value as _is_complex
+from .common import tangent_is_zero as _zero
 from .lazy_values import as_cotangent as _as_cotangent
 from .lazy_values import as_lazy as _lazy
 from .lazy_values import operand as _operand
-from .registry import is_differentiable, primitive, register_frule, register_rrule
-
-PARTIALS: dict[np.ufunc, tuple] = {}
-
-
-def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
-    """Register the lazy reverse and forward rules of an elementwise ``ufunc`` from its
-    partials ``∂y/∂xᵢ = partial(*args, y)`` (``None`` for an argument with no derivative):
-    ``x̄ᵢ = ȳ · ∂y/∂xᵢ`` (summed to ``xᵢ``'s shape) and ``ẏ = Σᵢ ∂y/∂xᵢ · ẋᵢ``.
-
-    >>> scalar_rule(np.exp, lambda x, y: y)
-    """
-    if len(partials) != ufunc.nin:
-        raise ValueError(f"{ufunc.__name__} takes {ufunc.nin} inputs: give one partial each")
-    PARTIALS[ufunc] = partials
-
-    def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
-        largs = tuple(_lazy(a) for a in args)
-        y = ufunc(*largs, **kwargs)
-
-        def pullback(dy: Any) -> tuple:
-            d = _operand(dy)
-            grads = []
-            for a, partial in zip(args, partials):
-                if not is_differentiable(a):
-                    grads.append(NoTangent())
-                elif partial is None:
-                    grads.append(ZeroTangent())
-                else:
-                    p = partial(*largs, y)
-                    g = _in_space_of(d if _is_one(p) else d * p, a)
-                    grads.append(_as_cotangent(unbroadcast_to(g, np.shape(a))))
-            return tuple(grads)
-
-        return y, pullback
-
-    def forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
-        largs = tuple(_lazy(a) for a in args)
-        y = ufunc(*largs, **kwargs)
-        dot: Any = ZeroTangent()
-        for a, t, partial in zip(args, tangents, partials):
-            if tangent_is_zero(t) or partial is None or not is_differentiable(a):
-                continue
-            t = lazy_tangent(t)
-            p = partial(*largs, y)
-            if is_const(p, 1):
-                term = t
-            elif is_const(p, -1):
-                term = -t
-            else:
-                term = t * p
-            dot = add_forward(dot, term)
-        if not is_differentiable(y):
-            return y, ZeroTangent()
-        return y, fit(real_for(dot, y), y)
-
-    rule.__name__ = f"rrule_{ufunc.__name__}"
-    forward.__name__ = f"frule_{ufunc.__name__}"
-    forward.lazy = True  # type: ignore[attr-defined]
-    register_rrule(ufunc, lazy=True)(rule)
-    register_frule(ufunc)(forward)
-
-
-def _is_one(p: Any) -> bool:
-    return type(p) in (int, float) and p == 1  # not a jit number argument: its value may change
+from .registry import is_differentiable, primitive, register_rrule
 
 
 def _balanced_eq(x: Any, y: Any, z: Any) -> Any:
     """1 where ``x == y`` and ``y != z``, ½ where all three are equal, else 0 (JAX's choice)."""
     return np.where(np.equal(x, y), np.where(np.equal(y, z), 0.5, 1.0), 0.0)
-
-
-def _is_complex(x: Any) -> bool:
-    if isinstance(x, type | np.dtype | str):
-        return False
-    dtype = getattr(x, "dtype", None)
-    return np.dtype(dtype if dtype is not None else np.result_type(x)).kind == "c"
-
-
-def _in_space_of(g: Any, a: Any) -> Any:
-    """The cotangent ``g`` in the space of the argument ``a``: ``Re(g)`` for a real ``a`` (a real
-    value used in a complex computation, ``x * 1j``), lazily; ``g`` itself otherwise."""
-    return np.real(g) if _is_complex(g) and not _is_complex(a) else g
 
 
 def _abs_partial(x: Any, y: Any) -> Any:
@@ -226,11 +153,9 @@ scalar_rule(np.remainder,   lambda a, b, y: 1,                  lambda a, b, y: 
 scalar_rule(np.fmod,        lambda a, b, y: 1,                  lambda a, b, y: -np.trunc(a / b))
 # Piecewise constant: the derivative is zero wherever it exists.
 for _u in (np.floor, np.ceil, np.rint, np.trunc, np.sign, np.signbit, np.isnan, np.isinf,
-           np.isfinite, np.logical_not):
-    scalar_rule(_u, None)
-for _u in (np.greater, np.greater_equal, np.less, np.less_equal, np.equal, np.not_equal,
-           np.logical_and, np.logical_or, np.logical_xor, np.heaviside):
-    scalar_rule(_u, None, None)
+           np.isfinite, np.logical_not, np.greater, np.greater_equal, np.less, np.less_equal,
+           np.equal, np.not_equal, np.logical_and, np.logical_or, np.logical_xor, np.heaviside):
+    nondiff(_u)
 # fmt: on
 
 try:  # SciPy's ufuncs, when SciPy is installed.
@@ -380,72 +305,64 @@ def _astype(x: Any, dtype: Any) -> tuple[Any, Callable]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _lazy_frule(f: Any) -> Callable[[Callable], Callable]:
-    def decorate(rule: Callable) -> Callable:
-        rule.lazy = True  # type: ignore[attr-defined]  # takes and keeps lazy arrays
-        return register_frule(f)(rule)
-
-    return decorate
-
-
-@_lazy_frule(np.conjugate)
+@lazy_frule(np.conjugate)
 def _conjugate_jvp(tangents, x, **kwargs):
     """conj is not holomorphic: ẏ = conj(ẋ)."""
     (t,) = tangents
     return np.conjugate(_lazy(x), **kwargs), np.conjugate(lazy_tangent(t))
 
 
-@_lazy_frule(np.real)
+@lazy_frule(np.real)
 def _real_jvp(tangents, x):
     """ẏ = Re(ẋ)."""
     (t,) = tangents
     y = np.real(_lazy(x))
-    return y, (ZeroTangent() if tangent_is_zero(t) else real_for(lazy_tangent(t), y))
+    return y, (ZeroTangent() if _zero(t) else real_for(lazy_tangent(t), y))
 
 
-@_lazy_frule(np.imag)
+@lazy_frule(np.imag)
 def _imag_jvp(tangents, x):
     """ẏ = Im(ẋ) (zero for a real x)."""
     (t,) = tangents
     y = np.imag(_lazy(x))
-    if tangent_is_zero(t) or not is_complex(x):
+    if _zero(t) or not is_complex(x):
         return y, ZeroTangent()
     return y, np.imag(lazy_tangent(t))
 
 
-@_lazy_frule(np.angle)
+@lazy_frule(np.angle)
 def _angle_jvp(tangents, z, *args, **kwargs):
     """ẏ = Im(ż / z) (× 180/π with deg=True); zero for a real z."""
     deg = bool(args[0] if args else kwargs.get("deg", False))
     lz = _lazy(z)
     y = angle_of(lz, deg)
     t = tangents[0]
-    if tangent_is_zero(t) or not is_complex(z):
+    if _zero(t) or not is_complex(z):
         return y, ZeroTangent()
     dot = np.imag(lazy_tangent(t) / lz)
     return y, fit(dot * RAD2DEG if deg else dot, y)
 
 
-@_lazy_frule(np.where)
+@lazy_frule(np.where)
 def _where_jvp(tangents, condition, x, y):
     """ẏ = where(c, ẋ, ẏ) (zeros for constant branches)."""
     c, lx, ly = _lazy(condition), _lazy(x), _lazy(y)
     out = np.where(c, lx, ly)
     _, tx, ty = tangents
-    if tangent_is_zero(tx) and tangent_is_zero(ty):
+    if _zero(tx) and _zero(ty):
         return out, ZeroTangent()
-    tx = 0.0 if tangent_is_zero(tx) else lazy_tangent(tx)
-    ty = 0.0 if tangent_is_zero(ty) else lazy_tangent(ty)
+    tx = 0.0 if _zero(tx) else lazy_tangent(tx)
+    ty = 0.0 if _zero(ty) else lazy_tangent(ty)
     return out, fit(np.where(c, tx, ty), out)
 
 
-@_lazy_frule(astype)
+@lazy_frule(astype)
 def _astype_jvp(tangents, x, dtype):
     """ẏ = ẋ.astype(dtype) (no tangent for an integer or bool dtype)."""
     lx = _lazy(x)
     y = lx.astype(np.dtype(dtype)) if hasattr(lx, "astype") else np.asarray(x, dtype)
     t = tangents[0]
-    if tangent_is_zero(t) or not np.issubdtype(np.dtype(dtype), np.inexact):
+    if _zero(t) or not np.issubdtype(np.dtype(dtype), np.inexact):
         return y, ZeroTangent()
     t = lazy_tangent(t)
     return y, (t.astype(np.dtype(dtype)) if hasattr(t, "astype") else np.asarray(t, dtype))

@@ -35,10 +35,23 @@ from typing import Any
 
 import numpy as np
 
-from ..tangents import NoTangent
+from ..lazy import LazyArray, materialize_many
+from ..tangents import NoTangent, ZeroTangent, unthunk
 from .common import as_index_tuple as _as_tuple
-from .common import is_basic_index, lazy_ct, no_tangents, params, project, scatter_add
+from .common import (
+    is_basic_index,
+    is_zero,
+    lazy_ct,
+    lazy_frule,
+    lazy_tangent,
+    linear,
+    no_tangents,
+    params,
+    project,
+    scatter_add,
+)
 from .common import materialize as _materialize
+from .lazy_values import as_lazy
 from .registry import register_rrule
 
 # --------------------------------------------------------------------------------------------------
@@ -82,7 +95,11 @@ def _lazy_embed(dy: Any, index: tuple, shape: tuple[int, ...], dtype: Any) -> An
             mask = onehot if mask is None else mask & onehot
             expanded.append(1)
         ax += 1
-    g = np.reshape(dy, tuple(expanded))
+    lead = len(expanded) - len(dy_shape)
+    if lead < 0 or tuple(expanded[lead:]) != dy_shape or any(k != 1 for k in expanded[:lead]):
+        g = np.reshape(dy, tuple(expanded))
+    else:
+        g = dy  # only leading size-1 axes to add: broadcasting adds them (a reshape rebuilds dy)
     if mask is None:
         return g
     return np.where(mask, g, np.zeros((), dtype=dtype))
@@ -116,6 +133,33 @@ def getitem(x, index):
         return project(g, x), NoTangent()
 
     return y, pullback
+
+
+@lazy_frule(operator.getitem)
+def _getitem_jvp(tangents, x, index):
+    """x[index]: ẏ = ẋ[index] (lazy for basic indexes; advanced ones materialise both)."""
+    t = tangents[0]
+    if not is_basic_index(index):
+        x, t = _materialize_pair(x, t)
+        index = tuple(np.asarray(i) if isinstance(i, list) else i for i in _as_tuple(index))
+    y = as_lazy(x)[index]
+    if is_zero(t):
+        return y, ZeroTangent()
+    t = lazy_tangent(t)
+    if np.ndim(t) == 0 and not hasattr(t, "__getitem__"):
+        t = np.asarray(t)
+    return y, t[index]
+
+
+def _materialize_pair(x: Any, t: Any) -> tuple:
+    """A primal and its tangent materialised together (one kernel when they share a domain)."""
+    t = unthunk(t)
+    todo = [v for v in (x, t) if isinstance(v, LazyArray)]
+    if todo:
+        materialize_many(todo)
+    x = _materialize(x)
+    t = t if is_zero(t) else _materialize(t)
+    return x, t
 
 
 # --------------------------------------------------------------------------------------------------
@@ -232,3 +276,8 @@ def _diag(v, *args, **kwargs):
         return (project(g, v), *no_tangents(len(args)))
 
     return np.diag(v, *args, **kwargs), pullback
+
+
+# Linear in the array: ẏ = f(ẋ, ...), beside the reverse rules above.
+for _f in (np.take, np.take_along_axis, np.diagonal, np.diag):
+    linear(_f)

@@ -39,8 +39,18 @@ from typing import Any
 
 import numpy as np
 
-from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
-from .common import add_tangents, is_zero, no_tangents, params, project, unbroadcast_to
+from ..tangents import NoTangent, ZeroTangent, unthunk
+from .common import (
+    add_tangents,
+    bilinear,
+    eager_frule,
+    is_zero,
+    linear,
+    no_tangents,
+    params,
+    project,
+    unbroadcast_to,
+)
 from .common import conj as _conj
 from .common import mH as _mH
 from .common import mT as _mT
@@ -62,27 +72,28 @@ def _entry(ct: Any, i: int, name: str) -> Any:
 # --------------------------------------------------------------------------------------------------
 
 
-@register_rrule(np.matmul)
-def _matmul(a, b):
-    """np.matmul: dA = dY @ Bᵀ, dB = Aᵀ @ dY; 1-d operands promoted to matrices; batch dims
-    unbroadcast."""
-    y = np.matmul(a, b)
+def _matmul_operands(dy: Any, a: Any, b: Any) -> tuple:
+    """``dy``, ``a`` and ``b`` with 1-d operands promoted to matrices (as matmul does)."""
     ashape, bshape = np.shape(a), np.shape(b)
+    a2 = np.reshape(a, (1,) + ashape) if len(ashape) == 1 else a
+    b2 = np.reshape(b, bshape + (1,)) if len(bshape) == 1 else b
+    if len(ashape) == 1:
+        dy = np.expand_dims(dy, -2 if len(bshape) > 1 else -1)
+    if len(bshape) == 1:
+        dy = np.expand_dims(dy, -1)
+    return dy, a2, b2
 
-    def pullback(dy):
-        a2 = np.reshape(a, (1,) + ashape) if len(ashape) == 1 else a
-        b2 = np.reshape(b, bshape + (1,)) if len(bshape) == 1 else b
-        dy2 = dy
-        if len(ashape) == 1:
-            dy2 = np.expand_dims(dy2, -2 if len(bshape) > 1 else -1)
-        if len(bshape) == 1:
-            dy2 = np.expand_dims(dy2, -1)
-        # Thunks: the cotangent of a constant operand (the data X in X @ w) is never computed.
-        da = Thunk(lambda: project(unbroadcast_to(np.matmul(dy2, _mT(b2)), np.shape(a2)), a))
-        db = Thunk(lambda: project(unbroadcast_to(np.matmul(_mT(a2), dy2), np.shape(b2)), b))
-        return da, db
 
-    return y, pullback
+def _matmul_ta(dy, a, b):
+    """dA = dY @ Bᵀ (batch dims unbroadcast)."""
+    dy2, a2, b2 = _matmul_operands(dy, a, b)
+    return project(unbroadcast_to(np.matmul(dy2, _mT(b2)), np.shape(a2)), a)
+
+
+def _matmul_tb(dy, a, b):
+    """dB = Aᵀ @ dY (batch dims unbroadcast)."""
+    dy2, a2, b2 = _matmul_operands(dy, a, b)
+    return project(unbroadcast_to(np.matmul(_mT(a2), dy2), np.shape(b2)), b)
 
 
 def _normalize_tensordot_axes(axes: Any, nda: int, ndb: int) -> tuple[list[int], list[int]]:
@@ -169,31 +180,34 @@ def _inner(a, b):
     return np.inner(a, b), pullback
 
 
-@register_rrule(np.vdot)
-def _vdot(a, b):
-    """np.vdot = Σ conj(a) b: da = conj(dy * ravel(b)), db = dy * conj(ravel(a)), reshaped
-    back (``conj`` only for complex values)."""
-    ashape, bshape = np.shape(a), np.shape(b)
-
-    def pullback(dy):
-        da = np.reshape(_conj(dy * np.ravel(b)), ashape)
-        db = np.reshape(dy * _conj(np.ravel(a)), bshape)
-        return project(da, a), project(db, b)
-
-    return np.vdot(a, b), pullback
+def _vdot_ta(dy, a, b):
+    """da = conj(dy * ravel(b)), reshaped back (``conj`` only for complex values)."""
+    return project(np.reshape(_conj(dy * np.ravel(b)), np.shape(a)), a)
 
 
-@register_rrule(np.outer)
-def _outer(a, b, *args, **kwargs):
-    """np.outer: da = dY @ ravel(b), db = ravel(a) @ dY, reshaped back."""
-    ashape, bshape = np.shape(a), np.shape(b)
+def _vdot_tb(dy, a, b):
+    """db = dy * conj(ravel(a)), reshaped back."""
+    return project(np.reshape(dy * _conj(np.ravel(a)), np.shape(b)), b)
 
-    def pullback(dy):
-        da = np.reshape(np.matmul(dy, np.ravel(b)), ashape)
-        db = np.reshape(np.matmul(np.ravel(a), dy), bshape)
-        return (project(da, a), project(db, b), *no_tangents(len(args)))
 
-    return np.outer(a, b, *args, **kwargs), pullback
+def _outer_ta(dy, a, b, *args, **kwargs):
+    """da = dY @ ravel(b), reshaped back."""
+    return project(np.reshape(np.matmul(dy, np.ravel(b)), np.shape(a)), a)
+
+
+def _outer_tb(dy, a, b, *args, **kwargs):
+    """db = ravel(a) @ dY, reshaped back."""
+    return project(np.reshape(np.matmul(np.ravel(a), dy), np.shape(b)), b)
+
+
+# fmt: off
+bilinear(np.matmul,    _matmul_ta, _matmul_tb)
+bilinear(np.vdot,      _vdot_ta,   _vdot_tb)
+bilinear(np.outer,     _outer_ta,  _outer_tb)
+bilinear(np.tensordot)  # the reverse rules of these three are above (one shared contraction)
+bilinear(np.dot)
+bilinear(np.inner)
+# fmt: on
 
 
 # --------------------------------------------------------------------------------------------------
@@ -308,6 +322,22 @@ def _einsum(subscripts, *operands, **kwargs):
     return y, pullback
 
 
+@eager_frule(np.einsum)
+def _einsum_jvp(tangents, subscripts, *operands, **kwargs):
+    """np.einsum (string subscripts): ẏ = Σᵢ einsum(s, ..., ȯpᵢ, ...)."""
+    if not isinstance(subscripts, str):
+        return None
+    ops = list(operands)
+    y = np.einsum(subscripts, *ops, **kwargs)
+    dot: Any = ZeroTangent()
+    for i, t in enumerate(tangents[1:]):
+        if _zero(t):
+            continue
+        swapped = ops[:i] + [unthunk(t)] + ops[i + 1 :]
+        dot = add_tangents(dot, np.einsum(subscripts, *swapped, **kwargs))
+    return y, dot
+
+
 # --------------------------------------------------------------------------------------------------
 # trace
 # --------------------------------------------------------------------------------------------------
@@ -329,6 +359,9 @@ def _trace(a, *args, **kwargs):
         return (project(g, a), *no_tangents(len(args)))
 
     return np.trace(a, *args, **kwargs), pullback
+
+
+linear(np.trace)
 
 
 # --------------------------------------------------------------------------------------------------

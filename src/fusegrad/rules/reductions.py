@@ -28,7 +28,18 @@ import numpy as np
 
 from ..lazy import LazyArray, materialize
 from ..lazy.reductions import normalize_axes
-from ..tangents import NoTangent
+from ..tangents import NoTangent, ZeroTangent
+from .common import (
+    is_complex,
+    is_zero,
+    lazy_frule,
+    lazy_tangent,
+    linear,
+    params,
+    real_for,
+    shape_of,
+)
+from .common import materialize as materialize_value
 from .lazy_values import as_cotangent as _wrap
 from .lazy_values import as_lazy, operand
 from .registry import register_rrule
@@ -217,3 +228,93 @@ def _std(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: b
         return (_wrap(expand_back(dy, shape, axes, keepdims) * centered / (n * yk)),)
 
     return y, pullback
+
+
+# --------------------------------------------------------------------------------------------------
+# Forward rules (lazy: the tangent of a reduction is reduced in the primal's kernel)
+# --------------------------------------------------------------------------------------------------
+
+linear(np.sum, lazy=True)
+linear(np.mean, lazy=True)
+
+
+def _reduce_params(args: tuple, kwargs: dict, fn: Any) -> dict:
+    if fn in (np.var, np.std):
+        return params(args, kwargs, axis=None, dtype=None, out=None, ddof=0, keepdims=False)
+    if fn in (np.max, np.min, np.amax, np.amin):
+        return params(args, kwargs, axis=None, out=None, keepdims=False)
+    return params(args, kwargs, axis=None, dtype=None, out=None, keepdims=False)
+
+
+def _keep(v: Any, axes: tuple, keepdims: bool) -> Any:
+    return v if keepdims or not axes else np.expand_dims(v, axes)
+
+
+def _extremum_jvp(fn: Callable) -> Callable:
+    def rule(tangents: tuple, a: Any, *args: Any, **kwargs: Any) -> tuple:
+        p = _reduce_params(args, kwargs, fn)
+        la = as_lazy(a)
+        axes = normalize_axes(p["axis"], len(shape_of(a)))
+        y = fn(la, *args, **kwargs)
+        t = tangents[0]
+        if is_zero(t):
+            return y, ZeroTangent()
+        mask = np.equal(la, _keep(y, axes, p["keepdims"]))
+        count = np.sum(mask, axis=axes, keepdims=True)
+        dot = np.sum(lazy_tangent(t) * mask / count, axis=axes, keepdims=p["keepdims"])
+        return y, dot
+
+    rule.__doc__ = f"np.{fn.__name__}: ẏ = sum(ẋ · mask / count) (ties share evenly)."
+    return rule
+
+
+for _f in (np.max, np.min, np.amax, np.amin):
+    lazy_frule(_f)(_extremum_jvp(_f))
+
+
+@lazy_frule(np.prod)
+def _prod_jvp(tangents, a, *args, **kwargs):
+    """np.prod: ẏ = sum(ẋ · ∏_{j≠i} x_j) (y/x without zeros; exclusive products with zeros)."""
+    p = _reduce_params(args, kwargs, np.prod)
+    la = as_lazy(a)
+    axes = normalize_axes(p["axis"], len(shape_of(a)))
+    y = np.prod(la, *args, **kwargs)
+    t = tangents[0]
+    if is_zero(t):
+        return y, ZeroTangent()
+    x = materialize_value(la)
+    if not np.any(np.equal(x, 0)):
+        others = _keep(y, axes, p["keepdims"]) / la
+    else:
+        others = _prod_of_others(x, axes)
+    return y, np.sum(lazy_tangent(t) * others, axis=axes, keepdims=p["keepdims"])
+
+
+def _moment_kwargs(p: dict) -> dict:
+    return {k: p[k] for k in ("axis", "dtype", "ddof", "keepdims") if p[k] is not None}
+
+
+def _moment_jvp(fn: Callable) -> Callable:
+    def rule(tangents: tuple, a: Any, *args: Any, **kwargs: Any) -> tuple:
+        p = _reduce_params(args, kwargs, fn)
+        la = as_lazy(a)
+        shape = shape_of(a)
+        axes = normalize_axes(p["axis"], len(shape))
+        n = int(np.prod([shape[i] for i in axes])) - p["ddof"]
+        y = moment(fn, la, **_moment_kwargs(p))
+        t = tangents[0]
+        if is_zero(t):
+            return y, ZeroTangent()
+        centered = la - np.mean(la, axis=axes, keepdims=True)
+        if is_complex(la):  # real output: ẏ = Re(2 Σ conj(x - mean) ẋ) / (n - ddof)
+            centered = np.conjugate(centered)
+        dvar = np.sum(centered * lazy_tangent(t), axis=axes, keepdims=p["keepdims"]) * (2.0 / n)
+        dvar = real_for(dvar, y)
+        return y, (dvar if fn is np.var else dvar / (2 * y))
+
+    rule.__doc__ = f"np.{fn.__name__}: ẏ = 2 sum((x - mean) ẋ) / (n - ddof) (/ 2y for std)."
+    return rule
+
+
+for _f in (np.var, np.std):
+    lazy_frule(_f)(_moment_jvp(_f))

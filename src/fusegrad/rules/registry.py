@@ -173,6 +173,19 @@ def rrule(f: Any, *args: Any, **kwargs: Any) -> tuple[Any, Callable] | None:
     return y, checked_pullback
 
 
+def missing_frules() -> list[Any]:
+    """fusegrad's own reverse rules (those of ``fusegrad.rules``) that have no forward rule.
+
+    >>> missing_frules()
+    []
+    """
+    return [
+        f
+        for f, (rule, _) in RRULES.items()
+        if getattr(rule, "__module__", "").startswith("fusegrad.rules") and f not in FRULES
+    ]
+
+
 def frule(tangents: tuple, f: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any] | None:
     """``(y, ẏ)`` for ``f(*args, **kwargs)`` pushed forward along ``tangents``, or None."""
     rule = FRULES.get(f)

@@ -31,8 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from ..tangents import ZeroTangent
-from .common import no_tangents, params, project, unbroadcast_to
+from ..tangents import ZeroTangent, unthunk
+from .common import (
+    add_tangents,
+    call,
+    eager_frule,
+    is_complex,
+    is_zero,
+    linear,
+    no_tangents,
+    params,
+    project,
+    real_for,
+    unbroadcast_to,
+)
 from .registry import register_rrule
 
 
@@ -45,17 +57,14 @@ def _revcumsum(g: Any, axis: int) -> Any:
 # --------------------------------------------------------------------------------------------------
 
 
-@register_rrule(np.cumsum)
-def _cumsum(a, *args, **kwargs):
-    """np.cumsum: da = flip(cumsum(flip(dy, axis), axis), axis); axis=None: of the flattened a."""
+def _cumsum_t(dy, a, *args, **kwargs):
+    """flip(cumsum(flip(ȳ, axis), axis), axis); axis=None: of the flattened a."""
     axis = params(args, kwargs, axis=None, dtype=None, out=None)["axis"]
-    shape = np.shape(a)
+    g = _revcumsum(dy, 0 if axis is None else axis)
+    return project(np.reshape(g, np.shape(a)), a)
 
-    def pullback(dy):
-        g = _revcumsum(dy, 0 if axis is None else axis)
-        return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
 
-    return np.cumsum(a, *args, **kwargs), pullback
+linear(np.cumsum, _cumsum_t)
 
 
 @register_rrule(np.cumprod)
@@ -86,6 +95,31 @@ def _cumprod(a, *args, **kwargs):
         return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
 
     return y, pullback
+
+
+@eager_frule(np.cumprod)
+def _cumprod_jvp(tangents, a, *args, **kwargs):
+    """np.cumprod: ẏ = y · cumsum(ẋ / x) without zeros; with zeros the exact product form
+    ẏ_j = Σ_{k≤j} ẋ_k ∏_{i≤j, i≠k} x_i (O(n²) per lane)."""
+    axis = params(args, kwargs, axis=None, dtype=None, out=None)["axis"]
+    y = np.cumprod(a, *args, **kwargs)
+    t = tangents[0]
+    if is_zero(t):
+        return y, ZeroTangent()
+    t = unthunk(t)
+    x = np.reshape(a, (-1,)) if axis is None else a
+    t = np.reshape(t, (-1,)) if axis is None else t
+    ax = 0 if axis is None else axis % max(np.ndim(x), 1)
+    if not np.any(np.equal(x, 0)):
+        return y, y * np.cumsum(t / x, axis=ax)
+    xm, tm = np.moveaxis(x, ax, -1), np.moveaxis(t, ax, -1)
+    n = np.shape(xm)[-1]
+    eye = np.eye(n, dtype=bool)
+    m = np.where(eye, np.ones((), dtype=np.result_type(xm)), np.expand_dims(xm, -2))
+    c = np.cumprod(m, axis=-1)  # c[..., k, j] = ∏_{i≤j, i≠k} x_i
+    upper = np.triu(np.ones((n, n), dtype=np.result_type(xm)))
+    g = np.sum(upper * c * np.expand_dims(tm, -1), axis=-2)
+    return y, np.moveaxis(g, -1, ax)
 
 
 @register_rrule(np.diff)
@@ -121,6 +155,9 @@ def _diff(a, *args, **kwargs):
     return y, pullback
 
 
+linear(np.diff, constants=("prepend", "append"))  # the forward rule; added constants: zeros
+
+
 # --------------------------------------------------------------------------------------------------
 # sort
 # --------------------------------------------------------------------------------------------------
@@ -144,6 +181,22 @@ def _sort(a, *args, **kwargs):
         return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
 
     return y, pullback
+
+
+@eager_frule(np.sort)
+def _sort_jvp(tangents, a, *args, **kwargs):
+    """np.sort: ẏ = take_along_axis(ẋ, perm) (perm = the stable argsort)."""
+    axis = params(args, kwargs, axis=-1, kind=None, order=None, stable=None)["axis"]
+    flat = np.reshape(a, (-1,)) if axis is None else a
+    ax = -1 if axis is None else axis
+    perm = np.argsort(flat, axis=ax, kind="stable")
+    y = np.take_along_axis(flat, perm, axis=ax)
+    t = tangents[0]
+    if is_zero(t):
+        return y, ZeroTangent()
+    t = unthunk(t)
+    tf = np.reshape(t, (-1,)) if axis is None else t
+    return y, np.take_along_axis(tf, perm, axis=ax)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -195,6 +248,27 @@ if _sp is not None:
             return (da, *rest)
 
         return y, pullback
+
+    @eager_frule(_sp.logsumexp)
+    def _logsumexp_jvp(tangents, a, *args, **kwargs):
+        """scipy.special.logsumexp: ẏ = sum(exp(a - y) (b ȧ + ḃ)) (b=None: 1)."""
+        p = params(args, kwargs, axis=None, b=None, keepdims=False, return_sign=False)
+        if p["return_sign"]:
+            return None
+        axis, b, keepdims = p["axis"], p["b"], p["keepdims"]
+        y = call(_sp.logsumexp, a, *args, **kwargs)
+        ta = tangents[0]
+        tb = tangents[2] if len(args) >= 2 else ZeroTangent()
+        if is_zero(ta) and is_zero(tb):
+            return y, ZeroTangent()
+        ndim = np.ndim(a) if b is None else len(np.broadcast_shapes(np.shape(a), np.shape(b)))
+        w = np.exp(a - _keep(y, axis, ndim, keepdims))
+        inner: Any = ZeroTangent()
+        if not is_zero(ta):
+            inner = unthunk(ta) if b is None else b * unthunk(ta)
+        if not is_zero(tb):
+            inner = add_tangents(inner, unthunk(tb))
+        return y, np.sum(w * inner, axis=axis, keepdims=keepdims)
 
 
 def _unit(x: Any) -> Any:
@@ -278,3 +352,28 @@ def _norm(x, *args, **kwargs):
         return (project(g, x), *rest)
 
     return y, pullback
+
+
+@eager_frule(np.linalg.norm)
+def _norm_jvp(tangents, x, *args, **kwargs):
+    """np.linalg.norm: ẏ = sum(G ∘ ẋ) over the normed axes, G the reverse rule's gradient
+    weights (``x / y`` for 2-norms and 'fro'); the tangent of a float ``ord`` is not propagated."""
+    p = params(args, kwargs, ord=None, axis=None, keepdims=False)
+    ord_, axis, keepdims = p["ord"], p["axis"], p["keepdims"]
+    t = tangents[0]
+    if is_zero(t):
+        return np.linalg.norm(x, *args, **kwargs), ZeroTangent()
+    t = unthunk(t)
+    ndim = np.ndim(x)
+    red = tuple(range(ndim)) if axis is None else axis
+    res = _norm(x, *args, **kwargs)
+    if res is None:
+        return None
+    y, pullback = res
+    matrix = (axis is None and ndim == 2) or (axis is not None and np.ndim(axis) > 0)
+    if ord_ in (None, "fro") or (ord_ == 2 and not matrix):
+        safe = np.where(np.equal(y, 0), 1.0, y)  # at y = 0, x = 0 and so is the sum
+        xc = np.conjugate(x) if is_complex(x) else x
+        return y, real_for(np.sum(xc * t, axis=red, keepdims=keepdims), y) / safe
+    g = pullback(np.ones(np.shape(y)))[0]  # the cotangent weights w: ẏ = Re(Σ w ẋ)
+    return y, real_for(np.sum(unthunk(g) * t, axis=red, keepdims=keepdims), y)

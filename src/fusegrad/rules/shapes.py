@@ -36,8 +36,9 @@ import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, unthunk
 from .common import (
+    eager_frule,
     is_zero,
-    lazy_ct,
+    linear,
     no_tangents,
     params,
     project,
@@ -57,119 +58,65 @@ def _norm_axis(axis: int, ndim: int) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-@register_rrule(np.reshape, lazy=True)
-def _reshape(a, *args, **kwargs):
-    """np.reshape: da = reshape(dy, a.shape) (same ``order``)."""
+def _reshape_t(dy, a, *args, **kwargs):
+    """reshape(ȳ, x.shape) (same ``order``)."""
     order = params(args, kwargs, shape=None, order="C", copy=None, newshape=None)["order"]
-    shape = np.shape(a)
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.reshape(dy, shape, order=order), *no_tangents(len(args)))
-
-    return np.reshape(a, *args, **kwargs), pullback
+    return np.reshape(dy, np.shape(a), order=order)
 
 
-@register_rrule(np.ravel, lazy=True)
-def _ravel(a, *args, **kwargs):
-    """np.ravel: da = reshape(dy, a.shape) (same ``order``)."""
-    order = params(args, kwargs, order="C")["order"]
-    shape = np.shape(a)
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.reshape(dy, shape, order=order), *no_tangents(len(args)))
-
-    return np.ravel(a, *args, **kwargs), pullback
+def _ravel_t(dy, a, *args, **kwargs):
+    """reshape(ȳ, x.shape) (same ``order``)."""
+    return np.reshape(dy, np.shape(a), order=params(args, kwargs, order="C")["order"])
 
 
-@register_rrule(np.transpose, lazy=True)
-def _transpose(a, *args, **kwargs):
-    """np.transpose: da = transpose(dy, argsort(axes))."""
+def _transpose_t(dy, a, *args, **kwargs):
+    """transpose(ȳ, argsort(axes))."""
     axes = params(args, kwargs, axes=None)["axes"]
     ndim = len(np.shape(a))
-    if axes is None:
-        inverse = None
-    else:
+    inverse = None
+    if axes is not None:
         inverse = tuple(int(i) for i in np.argsort([_norm_axis(int(x), ndim) for x in axes]))
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.transpose(dy, inverse), *no_tangents(len(args)))
-
-    return np.transpose(a, *args, **kwargs), pullback
+    return np.transpose(dy, inverse)
 
 
-@register_rrule(np.moveaxis, lazy=True)
-def _moveaxis(a, *args, **kwargs):
-    """np.moveaxis: da = moveaxis(dy, destination, source)."""
+def _moveaxis_t(dy, a, *args, **kwargs):
+    """moveaxis(ȳ, destination, source)."""
     p = params(args, kwargs, source=None, destination=None)
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.moveaxis(dy, p["destination"], p["source"]), *no_tangents(len(args)))
-
-    return np.moveaxis(a, p["source"], p["destination"]), pullback
+    return np.moveaxis(dy, p["destination"], p["source"])
 
 
-@register_rrule(np.swapaxes, lazy=True)
-def _swapaxes(a, *args, **kwargs):
-    """np.swapaxes: da = swapaxes(dy, axis1, axis2)."""
+def _swapaxes_t(dy, a, *args, **kwargs):
+    """swapaxes(ȳ, axis1, axis2)."""
     p = params(args, kwargs, axis1=None, axis2=None)
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.swapaxes(dy, p["axis1"], p["axis2"]), *no_tangents(len(args)))
-
-    return np.swapaxes(a, p["axis1"], p["axis2"]), pullback
+    return np.swapaxes(dy, p["axis1"], p["axis2"])
 
 
-@register_rrule(np.squeeze, lazy=True)
-def _squeeze(a, *args, **kwargs):
-    """np.squeeze: da = reshape(dy, a.shape)."""
-    shape = np.shape(a)
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.reshape(dy, shape), *no_tangents(len(args)))
-
-    return np.squeeze(a, *args, **kwargs), pullback
+def _reshape_back(dy, a, *args, **kwargs):
+    """reshape(ȳ, x.shape)."""
+    return np.reshape(dy, np.shape(a))
 
 
-@register_rrule(np.expand_dims, lazy=True)
-def _expand_dims(a, *args, **kwargs):
-    """np.expand_dims: da = reshape(dy, a.shape)."""
-    shape = np.shape(a)
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.reshape(dy, shape), *no_tangents(len(args)))
-
-    return np.expand_dims(a, *args, **kwargs), pullback
+def _broadcast_to_t(dy, array, *args, **kwargs):
+    """unbroadcast_to(ȳ, x.shape): the sum over the broadcast axes."""
+    return unbroadcast_to(dy, np.shape(array))
 
 
-@register_rrule(np.broadcast_to, lazy=True)
-def _broadcast_to(array, *args, **kwargs):
-    """np.broadcast_to: da = unbroadcast_to(dy, a.shape) — sum over the broadcast axes."""
-    ashape = np.shape(array)
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (unbroadcast_to(dy, ashape), *no_tangents(len(args)))
-
-    return np.broadcast_to(array, *args, **kwargs), pullback
+def _flip_t(dy, m, *args, **kwargs):
+    """flip(ȳ, axis)."""
+    return np.flip(dy, params(args, kwargs, axis=None)["axis"])
 
 
-@register_rrule(np.flip, lazy=True)
-def _flip(m, *args, **kwargs):
-    """np.flip: da = flip(dy, axis)."""
-    axis = params(args, kwargs, axis=None)["axis"]
-
-    def pullback(dy):
-        dy = lazy_ct(dy)
-        return (np.flip(dy, axis), *no_tangents(len(args)))
-
-    return np.flip(m, *args, **kwargs), pullback
+# fmt: off
+linear(np.reshape,      _reshape_t,      lazy=True)
+linear(np.ravel,        _ravel_t,        lazy=True)
+linear(np.transpose,    _transpose_t,    lazy=True)
+linear(np.moveaxis,     _moveaxis_t,     lazy=True)
+linear(np.swapaxes,     _swapaxes_t,     lazy=True)
+linear(np.squeeze,      _reshape_back,   lazy=True)
+linear(np.expand_dims,  _reshape_back,   lazy=True)
+linear(np.broadcast_to, _broadcast_to_t, lazy=True)
+linear(np.flip,         _flip_t,         lazy=True)
+# fmt: on
 
 
 # --------------------------------------------------------------------------------------------------
@@ -284,68 +231,105 @@ register_rrule(np.split)(_split_rule(np.split))
 register_rrule(np.array_split)(_split_rule(np.array_split))
 
 
+def _sequence_jvp(fn):
+    def rule(tangents, arrays, *args, **kwargs):
+        arrays = list(arrays)
+        y = fn(arrays, *args, **kwargs)
+        ts = tangents[0]
+        if is_zero(ts):
+            return y, ZeroTangent()
+        parts = [
+            zeros_for(a) if is_zero(t) else unthunk(t) for t, a in zip(ts, arrays, strict=True)
+        ]
+        return y, fn(parts, *args, **kwargs)
+
+    rule.__doc__ = f"np.{fn.__name__}: ẏ = {fn.__name__}([ẋ₁, ẋ₂, ...]) (zeros for constants)."
+    return rule
+
+
+def _split_jvp(fn):
+    def rule(tangents, ary, indices_or_sections, *args, **kwargs):
+        ys = fn(ary, indices_or_sections, *args, **kwargs)
+        t = tangents[0]
+        if is_zero(t):
+            return ys, ZeroTangent()
+        return ys, list(fn(unthunk(t), indices_or_sections, *args, **kwargs))
+
+    rule.__doc__ = f"np.{fn.__name__}: ẏᵢ = {fn.__name__}(ẋ)ᵢ."
+    return rule
+
+
+for _f in (np.concatenate, np.hstack, np.vstack, np.stack):
+    eager_frule(_f)(_sequence_jvp(_f))
+for _f in (np.split, np.array_split):
+    eager_frule(_f)(_split_jvp(_f))
+
+
 # --------------------------------------------------------------------------------------------------
 # Replication and rearrangement
 # --------------------------------------------------------------------------------------------------
 
 
-@register_rrule(np.tile)
-def _tile(A, *args, **kwargs):
-    """np.tile: dy reshaped to interleaved (rep_i, n_i) axes, summed over the rep axes."""
+def _tile_t(dy, A, *args, **kwargs):
+    """ȳ reshaped to interleaved (rep_i, n_i) axes, summed over the rep axes."""
     reps = params(args, kwargs, reps=None)["reps"]
     shape = np.shape(A)
     reps_t = (int(reps),) if np.ndim(reps) == 0 else tuple(int(r) for r in reps)
     d = max(len(shape), len(reps_t))
     s = (1,) * (d - len(shape)) + tuple(shape)
     r = (1,) * (d - len(reps_t)) + reps_t
-
-    def pullback(dy):
-        inter = tuple(v for pair in zip(r, s, strict=False) for v in pair)
-        g = np.sum(np.reshape(dy, inter), axis=tuple(range(0, 2 * d, 2)))
-        return (project(np.reshape(g, shape), A), *no_tangents(len(args)))
-
-    return np.tile(A, reps), pullback
+    inter = tuple(v for pair in zip(r, s, strict=False) for v in pair)
+    g = np.sum(np.reshape(dy, inter), axis=tuple(range(0, 2 * d, 2)))
+    return project(np.reshape(g, shape), A)
 
 
-@register_rrule(np.repeat)
-def _repeat(a, *args, **kwargs):
-    """np.repeat: scalar repeats r: da = sum(reshape(dy, (..., n, r, ...)), r-axis);
-    array repeats: da = scatter_add(dy, index=repeat(arange(n), repeats)) along ``axis``."""
+def _repeat_t(dy, a, *args, **kwargs):
+    """scalar repeats r: sum(reshape(ȳ, (..., n, r, ...)), r-axis); array repeats:
+    scatter_add(ȳ, index=repeat(arange(n), repeats)) along ``axis``."""
     p = params(args, kwargs, repeats=None, axis=None)
     repeats, axis = p["repeats"], p["axis"]
     shape = np.shape(a)
-
-    def pullback(dy):
-        if axis is None:
-            flat_shape = (int(np.prod(shape, dtype=np.int64)),)
-            ax = 0
-        else:
-            flat_shape = shape
-            ax = _norm_axis(axis, len(shape))
-        n = flat_shape[ax]
-        if np.ndim(repeats) == 0 or np.size(repeats) == 1:
-            r = int(np.reshape(repeats, ()))
-            g = np.reshape(dy, flat_shape[:ax] + (n, r) + flat_shape[ax + 1 :])
-            g = np.sum(g, axis=ax + 1)
-        else:
-            idx = np.repeat(np.arange(n), repeats)
-            g = scatter_add(dy, (slice(None),) * ax + (idx,), flat_shape)
-        return (project(np.reshape(g, shape), a), *no_tangents(len(args)))
-
-    return np.repeat(a, repeats, axis), pullback
+    if axis is None:
+        flat_shape = (int(np.prod(shape, dtype=np.int64)),)
+        ax = 0
+    else:
+        flat_shape = shape
+        ax = _norm_axis(axis, len(shape))
+    n = flat_shape[ax]
+    if np.ndim(repeats) == 0 or np.size(repeats) == 1:
+        r = int(np.reshape(repeats, ()))
+        g = np.reshape(dy, flat_shape[:ax] + (n, r) + flat_shape[ax + 1 :])
+        g = np.sum(g, axis=ax + 1)
+    else:
+        idx = np.repeat(np.arange(n), repeats)
+        g = scatter_add(dy, (slice(None),) * ax + (idx,), flat_shape)
+    return project(np.reshape(g, shape), a)
 
 
-@register_rrule(np.roll)
-def _roll(a, *args, **kwargs):
-    """np.roll: da = roll(dy, -shift, axis)."""
+def _roll_t(dy, a, *args, **kwargs):
+    """roll(ȳ, -shift, axis)."""
     p = params(args, kwargs, shift=None, axis=None)
-    shift, axis = p["shift"], p["axis"]
+    shift = p["shift"]
     neg = -shift if np.ndim(shift) == 0 else tuple(-int(s) for s in shift)
+    return np.roll(dy, neg, p["axis"])
 
-    def pullback(dy):
-        return (np.roll(dy, neg, axis), *no_tangents(len(args)))
 
-    return np.roll(a, shift, axis), pullback
+def _tri_t(fn):
+    def transpose(dy, m, *args, **kwargs):
+        k = params(args, kwargs, k=0)["k"]
+        return project(unbroadcast_to(fn(dy, k), np.shape(m)), m)
+
+    transpose.__doc__ = f"{fn.__name__}(ȳ, k)."
+    return transpose
+
+
+# fmt: off
+linear(np.tile,   _tile_t)
+linear(np.repeat, _repeat_t)
+linear(np.roll,   _roll_t)
+linear(np.triu,   _tri_t(np.triu))
+linear(np.tril,   _tri_t(np.tril))
+# fmt: on
 
 
 @register_rrule(np.pad)
@@ -365,19 +349,16 @@ def _pad(array, pad_width, *args, **kwargs):
     return np.pad(array, pad_width, *args, **kwargs), pullback
 
 
-def _tri_rule(fn):
-    def rule(m, *args, **kwargs):
-        k = params(args, kwargs, k=0)["k"]
-        shape = np.shape(m)
-
-        def pullback(dy):
-            return (project(unbroadcast_to(fn(dy, k), shape), m), *no_tangents(len(args)))
-
-        return fn(m, *args, **kwargs), pullback
-
-    rule.__doc__ = f"np.{fn.__name__}: da = {fn.__name__}(dy, k)."
-    return rule
-
-
-register_rrule(np.triu)(_tri_rule(np.triu))
-register_rrule(np.tril)(_tri_rule(np.tril))
+@eager_frule(np.pad)
+def _pad_jvp(tangents, array, pad_width, *args, **kwargs):
+    """np.pad: modes that are linear in the array pad ẋ the same way; 'constant' pads ẋ with 0."""
+    mode = params(args, kwargs, mode="constant")["mode"]
+    y = np.pad(array, pad_width, *args, **kwargs)
+    t = tangents[0]
+    if is_zero(t):
+        return y, ZeroTangent()
+    if mode == "constant":
+        return y, np.pad(t, pad_width, mode="constant")
+    if mode in ("edge", "reflect", "symmetric", "wrap"):
+        return y, np.pad(t, pad_width, *args, **kwargs)
+    return None
