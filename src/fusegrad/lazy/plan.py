@@ -33,7 +33,7 @@ import numpy as np
 
 from . import engines, movement, reductions, replay
 from .kernel import Instr, Kernel, Output
-from .nodes import LazyArray, Leaf, Map, Reduce, _const_key, is_expensive
+from .nodes import LazyArray, Leaf, Map, Reduce, _const_key, is_expensive, make_map
 
 _RECORDS: list[list[dict]] = []
 
@@ -348,7 +348,180 @@ def _cut_long_chains(outputs: list[LazyArray]) -> None:
             _compute([n])
 
 
+# A sum of one-hot selections, ``where(rows == t, g_t, 0)`` summed over t (the cotangent of x
+# that the pullbacks of x[0], x[1], ... add up), costs every term at every point of its domain:
+# quadratic in the number of terms. From SCATTER_FROM terms, each term is computed over its
+# selected slice only (all in one kernel, sharing what they have in common) and added into one
+# buffer of the sum's shape.
+SCATTER_FROM = 4
+# The largest mask (in elements held in memory) inspected for its one True point.
+_MASK_AT_MOST = 1 << 16
+# A selection sum inside an expression is stored only up to the size of the largest output (or
+# this many elements): never an intermediate larger than what needs it.
+_SMALL = 1 << 16
+
+
+def _is_zero(c: Any) -> bool:
+    if isinstance(c, LazyArray):
+        arr = value(c)
+        return arr is not None and arr.size == 1 and arr.dtype != bool and not arr.reshape(-1)[0]
+    return isinstance(c, int | float | complex | np.number) and not isinstance(c, bool) and c == 0
+
+
+def _one_hot(mask: Any, ndim: int) -> tuple[tuple[int, int], ...] | None:
+    """``((axis, index), ...)`` of the one True point of a concrete boolean mask over the axes it
+    holds in memory (axes of a domain of ``ndim`` axes), or None."""
+    if not isinstance(mask, LazyArray) or mask.dtype != np.bool_:
+        return None
+    arr = value(mask)
+    if arr is None or arr.ndim > ndim:
+        return None
+    held = [a for a, (k, st) in enumerate(zip(arr.shape, arr.strides)) if k > 1 and st != 0]
+    if not held or math.prod(arr.shape[a] for a in held) > _MASK_AT_MOST:
+        return None
+    compact = arr[tuple(slice(None) if a in held else slice(0, 1) for a in range(arr.ndim))]
+    hits = np.flatnonzero(compact)
+    if len(hits) != 1:
+        return None
+    pos = np.unravel_index(int(hits[0]), compact.shape)
+    off = ndim - arr.ndim
+    return tuple((off + a, int(pos[a])) for a in held)
+
+
+def _selection(m: Any, shape: tuple[int, ...]) -> tuple[tuple, Any] | None:
+    """``(key, g)`` when ``m`` is ``where(one-hot mask, g, 0)`` over ``shape`` with ``g`` constant
+    along the mask's axes; ``key`` names the selected slice."""
+    if type(m) is not Map or m.op != "where" or m.cached is not None or m.shape != shape:
+        return None
+    mask, g, zero = m.args
+    if not _is_zero(zero):
+        return None
+    key = _one_hot(mask, len(shape))
+    if key is None:
+        return None
+    gshape = g.shape if isinstance(g, LazyArray) else ()
+    off = len(shape) - len(gshape)
+    if any(a >= off and gshape[a - off] != 1 for a, _ in key):
+        return None
+    if isinstance(g, LazyArray) and g.dtype != m.dtype:
+        g = make_map("cast", (g,), m.dtype)
+    return key, g
+
+
+def _selections(n: Map, visited: set[int]) -> tuple[list, dict[tuple, list]]:
+    """The terms of the add tree of ``n`` (adds of its own shape, not yet computed): the other
+    terms, and the selected terms by slice. Every add of the tree is put in ``visited``; a tree
+    that reuses one of its adds (``y + y``) is left alone (its expansion can be exponential)."""
+    rest: list = []
+    picks: dict[tuple, list] = {}
+    stack: list[Any] = [n]
+    while stack:
+        m = stack.pop()
+        if type(m) is Map and m.op == "add" and m.cached is None and m.shape == n.shape:
+            if id(m) in visited and m is not n:
+                return [n], {}
+            visited.add(id(m))
+            stack.extend(reversed(m.args))  # terms in their left-to-right order
+            continue
+        sel = _selection(m, n.shape)
+        if sel is None:
+            rest.append(m)
+        else:
+            picks.setdefault(sel[0], []).append(sel[1])
+    return rest, picks
+
+
+def _selection_sums(outputs: list[LazyArray]) -> list[tuple[Map, list, dict]]:
+    """The selection sums of ``SCATTER_FROM`` or more terms under ``outputs`` (not inside one
+    another: those are found when the outer one's terms are computed)."""
+    limit = max(_SMALL, max(o.size for o in outputs))
+    is_output = {id(o) for o in outputs}
+    found = []
+    visited: set[int] = set()
+    stack: list[Any] = list(outputs)
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, Map | Reduce) or n.cached is not None or id(n) in visited:
+            continue
+        if isinstance(n, Reduce):
+            visited.add(id(n))
+            stack.append(n.arg)
+            continue
+        if n.op != "add":
+            visited.add(id(n))
+            stack.extend(n.args)
+            continue
+        rest, picks = _selections(n, visited)
+        count = sum(len(v) for v in picks.values())
+        if count >= SCATTER_FROM and (id(n) in is_output or n.size <= limit):
+            found.append((n, rest, picks))
+        else:
+            stack.extend(rest)
+            stack.extend(g for terms in picks.values() for g in terms)
+    return found
+
+
+def _sum_terms(terms: list) -> Any:
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
+
+
+def _scatter_sums(outputs: list[LazyArray]) -> list[LazyArray]:
+    """Compute the selection sums under ``outputs`` slice by slice (see ``SCATTER_FROM``), with
+    the outputs that need none of them; returns the outputs still to compute."""
+    found = _selection_sums(outputs)
+    if not found:
+        return outputs
+    plans = []
+    parts: dict[int, LazyArray] = {}
+    for n, rest, picks in found:
+        nd = n.ndim
+        slices = []
+        for key, terms in picks.items():
+            axes = {a for a, _ in key}
+            g = _sum_terms(terms)
+            if isinstance(g, LazyArray):
+                gshape = (1,) * (nd - g.ndim) + g.shape
+                target = tuple(k for a, k in enumerate(gshape) if a not in axes)
+                if target[len(target) - g.ndim :] != g.shape:
+                    g = movement.reshape(g, target)
+                if value(g) is None:
+                    parts[id(g)] = g
+            index = [slice(None)] * nd
+            for a, i in key:
+                index[a] = i
+            slices.append((tuple(index), g))
+        r = _sum_terms(rest) if rest else None
+        if isinstance(r, LazyArray) and value(r) is None:
+            parts[id(r)] = r
+        plans.append((n, r, slices))
+        _note(event="store", node=repr(n), shape=n.shape, dtype=str(n.dtype),
+              reason=f"a sum of {sum(len(t) for t in picks.values())} one-hot selections, "
+              f"computed slice by slice")  # fmt: skip
+    targets = {id(n) for n, _, _ in found}
+    free = [o for o in outputs if not _reaches(o, targets)]
+    if parts or free:
+        _compute(list({id(m): m for m in [*parts.values(), *free]}.values()))
+    for n, r, slices in plans:
+        if n.cached is not None:
+            continue
+        buf = np.zeros(n.shape, n.dtype)
+        if r is not None:
+            np.add(buf, value(r), out=buf, casting="unsafe")
+        for index, g in slices:
+            view = buf[index]
+            np.add(view, value(g), out=view, casting="unsafe")
+        n.cached = buf
+    return [o for o in outputs if o.cached is None]
+
+
 def _compute(outputs: list[LazyArray]) -> None:
+    if replay.active() is None:  # (a recording replays kernels, not the buffer's assembly)
+        outputs = _scatter_sums(outputs)
+        if not outputs:
+            return
     _cut_long_chains(outputs)
     groups: dict[tuple, list[LazyArray]] = {}
     for o in outputs:
@@ -370,17 +543,14 @@ def _compute(outputs: list[LazyArray]) -> None:
 
     aliases: list[tuple[LazyArray, LazyArray]] = []
     for (domain, _), outs in groups.items():
-        size = math.prod(domain)
-        for o in outs:
-            _walk(_bodies(o), size, prereqs, store, aliases)
+        # One walk per kernel, not per output: the outputs of an unrolled loop share its graph.
+        _walk([b for o in outs for b in _bodies(o)], math.prod(domain), prereqs, store, aliases)
     # Rule 2 of the policy: expensive, not a blow-up, consumed by two or more kernels.
     consumers: dict[int, set] = {}
     nodes_by_id: dict[int, LazyArray] = {}
     for key, outs in groups.items():
-        for o in outs:
-            for body in _bodies(o):
-                for nid in _ids_in(body, nodes_by_id):
-                    consumers.setdefault(nid, set()).add(key)
+        for nid in _ids_in([b for o in outs for b in _bodies(o)], nodes_by_id):
+            consumers.setdefault(nid, set()).add(key)
     memo: dict = {}
     for nid, domains in consumers.items():
         n = nodes_by_id[nid]
@@ -434,9 +604,9 @@ def _reaches(root: Any, targets: set[int]) -> bool:
     return False
 
 
-def _ids_in(root: Any, nodes_by_id: dict) -> set[int]:
+def _ids_in(roots: list, nodes_by_id: dict) -> set[int]:
     out: set[int] = set()
-    stack = [root]
+    stack = list(roots)
     while stack:
         n = stack.pop()
         if not isinstance(n, Map) or n.cached is not None or id(n) in out:
