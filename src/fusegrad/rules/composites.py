@@ -22,6 +22,8 @@ steps of ``np.unwrap``) are computed on the primal.
 - ``interp``: ``fp[i] + t (fp[i+1] - fp[i])`` with ``i`` found on the primal (also ``period``).
 - ``convolve``, ``correlate``: a gather into a Toeplitz layout and a product-sum.
 - ``polyval``, ``kron``, ``cross``, ``outer``: Horner; broadcast products.
+- ``polyfit``: NumPy's column-scaled Vandermonde least-squares problem through ``lstsq``
+  (``w=`` too; not ``full=``/``cov=``).
 - ``round``/``around``: ``rint(x 10^d) / 10^d`` (zero derivative, as NumPy computes it).
 - ``nan_to_num``, ``real_if_close``, ``unwrap``: ``where``; ``real``; ``p + (unwrap(p) - p)``
   with the added multiples of the period held constant.
@@ -580,6 +582,38 @@ def _polyval(p: Any, x: Any) -> Any:
     return y
 
 
+def _polyfit(
+    x: Any,
+    y: Any,
+    deg: Any,
+    rcond: Any = None,
+    full: bool = False,
+    w: Any = None,
+    cov: Any = False,
+) -> Any:
+    if full or cov:
+        raise TypeError(
+            "np.polyfit(..., full=True or cov=True) on traced values: fusegrad differentiates "
+            "the coefficients only; drop full= and cov="
+        )
+    deg = int(deg)
+    if deg < 0:
+        raise ValueError("np.polyfit: expected deg >= 0")
+    x, y = as_array(x) + 0.0, as_array(y)
+    if np.ndim(x) != 1 or np.ndim(y) not in (1, 2) or np.shape(y)[0] != np.shape(x)[0]:
+        raise TypeError("np.polyfit: x must be 1-d and y 1-d or 2-d, with as many rows as x")
+    if rcond is None:
+        rcond = np.shape(x)[0] * np.finfo(np.result_type(value(x), float)).eps
+    vander = x[:, None] ** np.arange(deg, -1, -1)  # NumPy's least-squares problem, as it scales it
+    if w is not None:
+        w = as_array(w)
+        vander = vander * w[:, None]
+        y = y * (w[:, None] if np.ndim(y) == 2 else w)
+    scale = np.sqrt(np.sum(vander * vander, axis=0))
+    coef = np.linalg.lstsq(vander / scale, y, rcond=rcond)[0]
+    return coef / (scale[:, None] if np.ndim(y) == 2 else scale)
+
+
 def _kron(a: Any, b: Any) -> Any:
     a, b = as_array(a), as_array(b)
     nd = max(np.ndim(a), np.ndim(b))
@@ -724,6 +758,7 @@ COMPOSITES: dict[Any, Callable] = {
     np.convolve:     _convolve,
     np.correlate:    _correlate,
     np.polyval:      _polyval,
+    np.polyfit:      _polyfit,
     np.kron:         _kron,
     np.cross:        _cross,
     np.outer:        _outer,
