@@ -124,19 +124,121 @@ def test_auto_chooses_as_before_the_cost_hint(op, n, dtype):
 
 
 @needs_numba
-def test_auto_keeps_compiled_small_kernels_on_numba():
-    k = Kernel(
-        (7,),
-        (np.arange(7.0),),
-        (3.0,),
-        (Instr("multiply", (0, 1), F8),),
-        (Output(2, None, (), F8),),
-    )
+def test_auto_keeps_compiled_kernels_on_numba_from_numba_min_points():
+    def scaled(n):
+        x = np.arange(float(n))
+        return Kernel(
+            (n,), (x,), (3.0,), (Instr("multiply", (0, 1), F8),), (Output(2, None, (), F8),)
+        )
+
     with fg.use_engine("numba"):
-        engines.run(k)
-    assert numba_engine.is_compiled(k)
+        engines.run(scaled(7))
+    big, tiny = scaled(registry.NUMBA_MIN), scaled(7)
+    assert numba_engine.is_compiled(big)  # one compiled function serves every size
     with fg.use_engine("auto"):
-        assert engines.choose(k) == "numba"
+        assert engines.choose(big) == "numba"
+        # below NUMBA_MIN, numba's call costs more than the whole-domain ufunc calls
+        assert engines.choose(tiny) == "numpy"
+
+
+def _fresh_kernel(n: int, salt: str) -> Kernel:
+    """A kernel of a signature no other test compiles (its op sequence is spelled by ``salt``)."""
+    x = np.linspace(0.0, 1.0, n)
+    prog, last = [], 0
+    for op in salt.split(","):
+        prog.append(Instr(op, (last, 0), F8))
+        last = len(prog)
+    return Kernel((n,), (x,), (), tuple(prog), (Output(last, None, (), F8),))
+
+
+@needs_numba
+def test_a_kernel_run_in_a_loop_goes_to_numba_once_hot():
+    k = _fresh_kernel(registry.HOT_MIN, "maximum,subtract,minimum,add,maximum")
+    assert not numba_engine.is_compiled(k)
+    with fg.use_engine("auto"):
+        chosen = [engines.choose(k) for _ in range(registry.HOT_CALLS + 1)]
+    assert chosen == ["numpy"] * (registry.HOT_CALLS - 1) + ["numba"] * 2
+    assert numba_engine.prefers(k)
+
+
+@needs_numba
+def test_a_small_kernel_in_a_loop_stays_on_numpy():
+    k = _fresh_kernel(registry.HOT_MIN - 1, "minimum,subtract,maximum,add,minimum")
+    with fg.use_engine("auto"):
+        chosen = {engines.choose(k) for _ in range(3 * registry.HOT_CALLS)}
+    assert chosen == {"numpy"}
+
+
+def _whole_and_blocked(k: Kernel) -> tuple[list, list]:
+    a = [np.empty(k.output_shape(o), o.dtype) for o in k.outputs]
+    b = [np.empty(k.output_shape(o), o.dtype) for o in k.outputs]
+    numpy_blocked._run_whole(k, a)
+    numpy_blocked._run_blocked(k, b)
+    return a, b
+
+
+def test_the_whole_domain_path_matches_blocks_and_numpy():
+    rng = np.random.default_rng(1)
+    x, row = rng.standard_normal((40, 30)), rng.standard_normal((1, 30))
+    col = rng.standard_normal((40, 1))
+    B = np.dtype("?")
+    k = Kernel(
+        (40, 30),
+        (x, row, col),
+        (0.5,),
+        (
+            Instr("multiply", (1, 3), F8),  # 4: a row only (natural shape 1x30)
+            Instr("add", (0, 4), F8),  # 5
+            Instr("greater", (5, 2), B),  # 6
+            Instr("where", (6, 5, 2), F8),  # 7
+            Instr("tanh", (7,), F8),  # 8
+            Instr("cast", (8,), np.dtype("f4")),  # 9
+        ),
+        (
+            Output(8, None, (), F8),  # written in place
+            Output(8, None, (), F8),  # the same value again: a copy
+            Output(4, None, (), F8),  # a row broadcast to the domain
+            Output(0, None, (), F8),  # an input
+            Output(9, None, (), np.dtype("f4")),
+            Output(5, "sum", (0,), F8),
+            Output(7, "max", (0, 1), F8),
+        ),
+    )
+    v4 = row * 0.5
+    v5 = x + v4
+    v7 = np.where(v5 > col, v5, col)
+    want = [np.tanh(v7), np.tanh(v7), np.broadcast_to(v4, x.shape), x]
+    want += [np.tanh(v7).astype("f4"), v5.sum(0, keepdims=True), v7.max(keepdims=True)]
+    for _ in range(2):  # the second run reuses the cached plan
+        whole, blocked = _whole_and_blocked(k)
+        for w, b, e in zip(whole, blocked, want):
+            np.testing.assert_allclose(w, e, rtol=1e-6)
+            np.testing.assert_allclose(b, e, rtol=1e-6)
+    assert not np.shares_memory(whole[0], whole[1])
+
+
+def test_the_whole_domain_path_keeps_one_temporary_for_a_chain():
+    import tracemalloc
+
+    n = numpy_blocked.SMALL
+    x = np.linspace(0.0, 1.0, n)
+    prog = tuple(Instr(op, (i + 2, 0), F8) for i, op in enumerate(["add", "multiply"] * 3))
+    k = Kernel(
+        (n,), (x,), (1.5,), (Instr("multiply", (0, 1), F8), *prog), (Output(8, None, (), F8),)
+    )
+    out = [np.empty(n)]
+    numpy_blocked._run_whole(k, out)  # the plan is cached before the measurement
+    tracemalloc.start()
+    numpy_blocked._run_whole(k, out)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # seven instructions, one live temporary at a time (eager NumPy would hold two) and the
+    # last written into the output
+    assert peak < 1.5 * x.nbytes, peak
+    want = x * 1.5
+    for _ in range(3):
+        want = (want + x) * x
+    np.testing.assert_allclose(out[0], want)
 
 
 class CountingEngine:

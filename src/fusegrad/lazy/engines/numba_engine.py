@@ -46,6 +46,7 @@ from fusegrad.lazy import ops as _ops
 from fusegrad.lazy.engines import numba_codegen as _cg
 from fusegrad.lazy.engines import numba_pairs as _pairs
 from fusegrad.lazy.engines import numpy_blocked as _blocked
+from fusegrad.lazy.engines import registry as _registry
 from fusegrad.lazy.engines.registry import register
 
 # The engine interface (``registry``).
@@ -80,11 +81,8 @@ ARITH_NS = 0.15
 EXPENSIVE_NS = 10.0
 VECTOR_NS = 3.0
 
-# `auto` threshold, see prefers(): arithmetic kernels of at least this many points go to numba
-# even before they are compiled (numba ~0.15x numpy_blocked's time at 1e5 points, so the
-# ~0.4 s compile, once per machine thanks to the disk cache, pays back within a few thousand
-# calls; below it the lead's selector still picks numba once is_compiled()).
-AUTO_MIN_SIZE = 100_000
+# `auto` threshold, see prefers() (the measurements are with it in registry.py).
+AUTO_MIN_SIZE = _registry.NUMBA_COLD_MIN
 
 _HEADER = "# fusegrad-kernel v1 key={key} body-sha256={digest}\n"
 _lock = threading.RLock()
@@ -349,6 +347,8 @@ COST_UNCOMPILED = 50.0  # small and not compiled yet: compiling (~0.4 s) outweig
 def cost(kernel) -> float:
     """The ``auto`` hint: this engine's expected time for ``kernel`` relative to numpy_blocked's
     (1.0), from the measured rule in ``prefers``: below 1 exactly when it prefers the kernel.
+    Each call counts one run of the kernel's signature (``auto`` asks once per kernel), which is
+    how a kernel in a loop becomes hot.
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> cost(Kernel((), (), (), (), ())) > 1
@@ -356,24 +356,45 @@ def cost(kernel) -> float:
     """
     if inner_expensive(kernel) > 0:
         return COST_SCALAR_LIBM
-    if kernel.size >= AUTO_MIN_SIZE or is_compiled(kernel):
-        return COST_PREFERRED
-    return COST_UNCOMPILED
+    return COST_PREFERRED if _preferred(kernel, count=True) else COST_UNCOMPILED
+
+
+def _preferred(kernel, count: bool = False) -> bool:
+    size = kernel.size
+    if size >= AUTO_MIN_SIZE:
+        return True
+    if size < _registry.NUMBA_MIN:
+        return False
+    if is_compiled(kernel):
+        return True
+    if size < _registry.HOT_MIN:
+        return False
+    sig = kernel.signature()
+    n = _RUNS.get(sig, 0)
+    if count:
+        n = _RUNS[sig] = n + 1
+    return n >= _registry.HOT_CALLS
+
+
+# signature -> runs auto has asked about in this process (of kernels from HOT_MIN points)
+_RUNS: dict[tuple, int] = {}
 
 
 def prefers(kernel) -> bool:
     """The measured ``auto`` choice: True when this engine should run ``kernel``.
 
-    Rule (``python benchmarks/bench_kernels.py``, 2 shared cores; table in benchmarks/README.md):
+    Rule (``python benchmarks/bench_kernels.py`` and ``benchmarks/bench_crossover.py``, 2 shared
+    cores; the thresholds and their measurements are in ``registry.py``):
 
     - a scalar libm call per point (``inner_expensive(kernel) > 0``: ``sin``, ``arctan``, ...)
       -> numpy_blocked at every size: NumPy's SIMD ufuncs beat numba's scalar libm 2-7x (tanh
       row sum through libm, 10^4..10^7 points: 2.4-6.9x slower);
     - otherwise (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
       ``numba_math``, ops hoisted out of the inner loop) -> numba once ``kernel.size >=
-      AUTO_MIN_SIZE`` (arithmetic: numba 0.08-0.2x numpy_blocked's time from 3*10^4 points up;
+      NUMBA_COLD_MIN`` (arithmetic: numba 0.08-0.2x numpy_blocked's time from 3*10^4 points up;
       tanh row sum 0.5-1.0x, Gaussian row+col sums 0.3-0.8x; float32 tanh row sum 0.5-0.6x,
-      elementwise 0.7-0.8x), or at any size once compiled.
+      elementwise 0.7-0.8x); from ``NUMBA_MIN`` points once compiled; from ``HOT_MIN`` points
+      once its signature has run ``HOT_CALLS`` times in this process (a kernel in a loop).
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> prefers(Kernel((), (), (), (), ()))
@@ -383,7 +404,7 @@ def prefers(kernel) -> bool:
         return False
     if inner_expensive(kernel) > 0:
         return False
-    return kernel.size >= AUTO_MIN_SIZE or is_compiled(kernel)
+    return _preferred(kernel)
 
 
 def is_compiled(kernel) -> bool:

@@ -32,13 +32,13 @@ import numpy as np
 
 from ..kernel import Instr, Kernel, Output
 from ..ops import OPS
-from .registry import register
+from .registry import WHOLE_MAX, register
 
 TARGET = 1 << 16  # elements per block: 512 KiB per float64 buffer, inside L2 on these machines
 # Measured (benchmarks/bench_lazy.py --sweep, 2 cores, shared machine, median of 5 interleaved):
 # TARGET 2^14/2^15/2^16/2^17/2^18: row sum N=8000 486/451/470/458/464 ms; 6-op chain on 10^7
 # float64 348/353/341/338/353 ms. Flat within noise, so 2^16 stays (smaller buffers than 2^17+).
-SMALL = 1 << 14  # at most this many points: one block, no buffers to manage
+SMALL = WHOLE_MAX  # at most this many points: one block (registry.py has the measurements)
 THREADED = 1 << 20  # at least this many points: blocks run on the thread pool
 
 _REDUCER = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -212,14 +212,66 @@ def _run_mirrored(kernel: Kernel) -> list[np.ndarray]:
 
 
 def _run_whole(kernel: Kernel, outs: list[np.ndarray]) -> None:
-    vals: list[Any] = list(kernel.inputs) + list(kernel.constants)
-    for instr in kernel.program:
-        vals.append(_apply(instr, [vals[i] for i in instr.args], None))
-    for o, arr in zip(kernel.outputs, outs):
+    """One block: each instruction is one ufunc call over its natural shape in the whole domain,
+    as eager NumPy code is, but into planned buffers (a dead value's buffer is reused) and, for an
+    elementwise output computed at the output's shape and dtype, straight into the output array.
+    Fresh temporaries of a few hundred KiB cost a page fault per 4 KiB when touched
+    (``benchmarks/bench_crossover.py``); reused ones do not. The plan is cached per signature and
+    domain: a kernel run again (a loop, a training step) costs its ufunc calls and little else."""
+    shapes, homes, direct = _whole_plan(kernel)
+    vals: list[Any] = list(kernel.inputs)
+    vals += kernel.constants
+    buffers: dict[int, np.ndarray] = {}
+    for instr, shape, home in zip(kernel.program, shapes, homes):
+        if home < 0:
+            buf = outs[-1 - home]
+        else:
+            buf = buffers.get(home)
+            if buf is None:
+                buf = buffers[home] = np.empty(shape, instr.dtype)
+        vals.append(_apply(instr, [vals[i] for i in instr.args], buf))
+    for o, arr, d in zip(kernel.outputs, outs, direct):
+        if d:
+            continue
         if o.reduce is None:
             np.copyto(arr, vals[o.value], casting="unsafe")
         else:
             arr[...] = _reduce_value(o, vals[o.value], kernel.domain)
+
+
+# (signature, domain) -> (instruction shapes, buffer per instruction (-1 - k: output k's
+# array), whether each output was written in place); bounded, cleared when full
+_WHOLE_PLANS: dict[tuple, tuple[list[tuple], list[int], list[bool]]] = {}
+
+
+def _whole_plan(kernel: Kernel) -> tuple[list[tuple], list[int], list[bool]]:
+    key = (kernel.signature(), kernel.domain)
+    plan = _WHOLE_PLANS.get(key)
+    if plan is not None:
+        return plan
+    first = len(kernel.inputs) + len(kernel.constants)
+    shapes = _natural_shapes(kernel, kernel.domain)
+    homes = list(_buffer_plan(kernel, shapes))
+    direct = [False] * len(kernel.outputs)
+    taken: set[int] = set()
+    for k, o in enumerate(kernel.outputs):
+        v = o.value
+        if (
+            o.reduce is None
+            and v >= first
+            and v not in taken
+            and shapes[v] == kernel.output_shape(o)
+            and kernel.program[v - first].dtype == o.dtype
+        ):
+            # its value lives to the end, so its planned buffer is no other value's
+            homes[v - first] = -1 - k
+            taken.add(v)
+            direct[k] = True
+    plan = (shapes[first:], homes, direct)
+    if len(_WHOLE_PLANS) >= 1024:
+        _WHOLE_PLANS.clear()
+    _WHOLE_PLANS[key] = plan
+    return plan
 
 
 class _Blocking:

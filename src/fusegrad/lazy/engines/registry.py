@@ -55,6 +55,33 @@ if TYPE_CHECKING:
 
 REFERENCE = "numpy"  # runs every kernel; what a forced engine declines runs here
 
+# --- auto's thresholds: the one place they are set ------------------------------------------
+# Measured with benchmarks/bench_crossover.py (and bench_kernels.py's sweep) on the shared
+# 2-core machine; float64, points = the kernel's domain size. The engines read them from here.
+#
+# WHOLE_MAX: numpy_blocked runs a kernel of at most this many points as one block, one ufunc
+#   call per instruction over the whole domain into planned buffers (the last straight into the
+#   output), as eager NumPy does; above it, in cache-sized blocks into reused buffers. At 2^15
+#   points (256 KiB float64 temporaries) a fresh temporary costs ~64 page faults, several us
+#   each on a VM, so from there blocks win (arith 3-op map at 32768 points: whole ~900 us with
+#   fresh temporaries, blocked ~340 us, numba ~30 us).
+WHOLE_MAX = 1 << 16
+# NUMBA_COLD_MIN: arithmetic kernels (and numba_math's vectorised exp/log/tanh) of at least
+#   this many points go to numba even before they are compiled in this process: 0.08-0.2x
+#   numpy_blocked's time from 3*10^4 points up, so a compile (~0.4 s once per machine, then
+#   5-70 ms from the disk cache) pays back within a few thousand calls.
+NUMBA_COLD_MIN = 100_000
+# HOT_CALLS, HOT_MIN: a kernel signature that has run HOT_CALLS times in this process (a loop:
+#   training steps, a solver) and has at least HOT_MIN points goes to numba from then on, even
+#   below NUMBA_COLD_MIN: numba saves ~0.3 ms a call at 3*10^4 points (arith 3-op: numpy_blocked
+#   ~340 us, numba ~30 us), so its load from the disk cache pays back within ~100 calls. Below
+#   HOT_MIN the whole-domain NumPy path is within ~1.5x of numba and there is nothing to gain.
+HOT_CALLS = 8
+HOT_MIN = 10_000
+# NUMBA_MIN: below this many points a compiled numba kernel is not preferred (its call, ~10 us of
+#   argument handling, costs more than the few ufunc calls of the whole-domain path).
+NUMBA_MIN = 1_024
+
 
 @runtime_checkable
 class Engine(Protocol):
