@@ -267,3 +267,17 @@ def test_the_layers_handed_in_from_above_are_installed():
         algebra.tree_equal,
     )
     assert (movement._materialize, movement._inline) == (plan.materialize, plan.inline)
+
+
+def test_no_module_sets_the_trace_dispatcher():
+    # One dispatch path (rules.registry.dispatch, each trace carrying its apply): no module
+    # assigns a dispatcher into the registry at import, which made results depend on import order.
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for t in targets:
+                text = ast.unparse(t)
+                if "_trace_dispatch" in text or text.endswith("registry.dispatch"):
+                    bad.append((str(path.relative_to(ROOT)), node.lineno, text))
+    assert not bad, f"modules set the trace dispatcher: {bad}"

@@ -50,6 +50,10 @@ class Trace:
         """Box an input of this trace."""
         return Tracer(value, self, InputNode(), None)
 
+    def apply(self, f: Any, args: tuple, kwargs: dict) -> Any:
+        """Record ``f(*args, **kwargs)``, whose innermost trace is this one (see ``record``)."""
+        return record(self, f, args, kwargs)
+
 
 class InputNode:
     """The tape node of an input: the backward pass collects its cotangent."""
@@ -182,19 +186,15 @@ def _own(x: Any, memo: dict) -> Any:
     return x
 
 
-def apply(f: Any, args: tuple, kwargs: dict) -> Any:
-    """Call ``f(*args, **kwargs)`` on traced arguments: run its rule and record its pullback."""
-    level = 0
-    for a in args:  # _max_level, with the common case (a tracer, an array) inline
-        if type(a) is Tracer:
-            if a.trace.level > level:
-                level = a.trace.level
-        elif isinstance(a, list | tuple):
-            level = _max_level(a, level)
-    if kwargs:
-        level = _max_level(kwargs.values(), level)
-    if level == 0:
-        return f(*args, **kwargs)
+apply = registry.dispatch
+"""``apply(f, args, kwargs)``: call ``f`` on possibly traced arguments through the innermost
+trace, reverse or forward (``rules.registry.dispatch``, the one dispatch path)."""
+
+
+def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``f``'s reverse rule on the arguments of ``trace`` (the innermost trace of the call)
+    unboxed and record its pullback on the tape."""
+    level = trace.level
     memo = _COPYING.memo
     if memo is not None:
         args = tuple(_own(a, memo) for a in args)
@@ -229,8 +229,6 @@ def apply(f: Any, args: tuple, kwargs: dict) -> Any:
     ]
     if all(p is None for p in parents):
         return y
-    trace = _trace_of(args, level)
-    assert trace is not None  # some parent is a tracer of this level
     if isinstance(y, tuple | list):
         node = TapeNode(pullback, parents, len(y), f)
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
@@ -261,17 +259,6 @@ def _declined(f: Any, args: tuple, kwargs: dict) -> TypeError:
         "registered for: handle these arguments in the rule, or opt_out(f) to differentiate "
         "its body instead"
     )
-
-
-def _trace_of(args: Any, level: int) -> Trace | None:
-    for a in args:
-        if isinstance(a, Tracer) and a.trace.level == level:
-            return a.trace
-        if isinstance(a, list | tuple):
-            found = _trace_of(a, level)  # nested containers: f(([a],))
-            if found is not None:
-                return found
-    return None
 
 
 def _tracers(parent: Any) -> Iterator[Tracer]:
@@ -376,6 +363,4 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
     return [results.get(id(t.node), ZeroTangent()) for t in inputs]
 
 
-registry._trace_dispatch[0] = apply
-
-__all__ = ["NoTangent", "Trace", "Tracer", "apply", "backward"]
+__all__ = ["NoTangent", "Trace", "Tracer", "apply", "backward", "record"]

@@ -1,22 +1,23 @@
 """Forward mode: ``JVPTracer(primal, tangent, trace)`` and the ``frule`` dispatch.
 
 A ``JVPTracer`` carries a primal and its tangent through one forward trace. Every NumPy call on
-it comes here (its own ``__array_ufunc__``/``__array_function__``) as ``apply(f, args, kwargs)``:
+it comes (its own ``__array_ufunc__``/``__array_function__``) to ``apply(f, args, kwargs)``, the
+one dispatcher of both modes (``rules.registry.dispatch``):
 
 - the arguments of the highest trace level present are processed first, forward and reverse
-  traces alike (levels come from the same counter, ``core._levels``): when that level is a
-  reverse trace the call goes to ``core.apply``; when it is this forward trace, the primals and
-  tangents of that level are unboxed and ``frule(tangents, f, *primals)`` runs on them;
+  traces alike (levels come from the same counter, ``core._levels``): the call goes to that
+  trace's ``apply``: ``core.record`` for a reverse trace; for a forward trace (``JVPTrace.apply``)
+  the primals and tangents of that level are unboxed and ``frule(tangents, f, *primals)`` runs;
 - zero tangents short-circuit: a call whose tangents are all zero runs ``f`` on the primals;
 - a function without a forward rule raises ``NoForwardRuleError`` naming it and
   ``register_frule``.
 
-Forward rules of elementwise work (``rules/frules.py``) are lazy: the tangent is a lazy
-expression over the same nodes as the primal, so the value and the tangent of a reduction are
-computed by one fused kernel.
+Forward rules sit beside the reverse rules in ``rules/``; those of elementwise work are lazy:
+the tangent is a lazy expression over the same nodes as the primal, so the value and the tangent
+of a reduction are computed by one fused kernel.
 
 ``JVPTracer`` subclasses the reverse ``Tracer``: it inherits the operators, properties and error
-messages of ``tracer.py``, ``core.apply`` sees its level, and NumPy (which calls a subclass's
+messages of ``tracer.py``, the dispatcher sees its level, and NumPy (which calls a subclass's
 protocol before its base class's) always routes a call with a ``JVPTracer`` argument here.
 
 Example::
@@ -35,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, materialize_many, small
-from ..rules import registry
 from ..rules.common import primal_tree
 from ..rules.elementwise import astype
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
@@ -62,6 +62,10 @@ class JVPTrace:
     def input(self, primal: Any, tangent: Any) -> JVPTracer:
         """Box an input of this trace with its tangent."""
         return JVPTracer(primal, tangent, self)
+
+    def apply(self, f: Any, args: tuple, kwargs: dict) -> Any:
+        """Push the tangents of this trace (the innermost of the call) through ``f``."""
+        return _forward(f, args, kwargs, self)
 
 
 class JVPTracer(Tracer):
@@ -93,15 +97,9 @@ def _top(xs: Any, best: tuple) -> tuple:
     return best
 
 
-def apply(f: Any, args: tuple, kwargs: dict) -> Any:
-    """Call ``f(*args, **kwargs)`` on traced arguments, forward or reverse by the highest level."""
-    level, trace = _top(args, (0, None))
-    level, trace = _top(kwargs.values(), (level, trace))
-    if level == 0:
-        return f(*args, **kwargs)
-    if not isinstance(trace, JVPTrace):
-        return core.apply(f, args, kwargs)
-    return _forward(f, args, kwargs, trace)
+# The one dispatcher (``rules.registry.dispatch``): the innermost trace's ``apply``, forward or
+# reverse.
+apply = core.apply
 
 
 _MISRECORDED = (
@@ -248,10 +246,6 @@ JVPTracer.astype = lambda self, dtype, **k: apply(astype, (self, np.dtype(dtype)
 JVPTracer.__repr__ = lambda self: (
     f"JVPTracer({self.value!r}, tangent={self.tangent!r}, level={self.trace.level})"
 )
-
-# Primitives (``registry.primitive``: astype, scatter_add, ...) dispatch here, so that a call on a
-# forward-traced value runs its frule; reverse-only calls go on to core.apply.
-registry._trace_dispatch[0] = apply
 
 
 # --------------------------------------------------------------------------------------------------

@@ -358,15 +358,13 @@ def call(f: Any, *args: Any, **kwargs: Any) -> Any:
     >>> float(call(np.add, 1.0, 2.0))
     3.0
     """
-    if registry._traced(args) and registry._trace_dispatch[0] is not None:
-        return registry._trace_dispatch[0](f, args, kwargs)
-    return f(*args, **kwargs)
+    return registry.dispatch(f, args, kwargs)
 
 
 def dispatch(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     """Call ``f``'s own rule on traced ``args`` (bypassing the composite table, which would
-    recurse)."""
-    return registry._trace_dispatch[0](f, args, kwargs or {})
+    recurse): ``registry.dispatch``."""
+    return registry.dispatch(f, args, kwargs or {})
 
 
 # --------------------------------------------------------------------------------------------------

@@ -62,9 +62,51 @@ def register_frule(f: Any) -> Callable[[Callable], Callable]:
     return decorate
 
 
-# Set by the AD engine (``fusegrad.ad.core``) so that primitives called on traced values are
-# recorded; rules sit below the AD engine and cannot import it.
-_trace_dispatch: list[Callable | None] = [None]
+def _innermost(xs: Any, best: Any) -> Any:
+    for x in xs:
+        if getattr(type(x), "__fusegrad_traced__", False):
+            t = x.trace
+            if best is None or t.level > best.level:
+                best = t
+        elif isinstance(x, list | tuple):
+            best = _innermost(x, best)
+    return best
+
+
+def innermost_trace(args: tuple, kwargs: dict | None = None) -> Any:
+    """The trace of highest level among the traced values in ``args`` and ``kwargs`` (through
+    lists and tuples), or None: the trace a call on them belongs to.
+
+    >>> innermost_trace((np.ones(2), [1.0])) is None
+    True
+    """
+    best = _innermost(args, None)
+    return _innermost(kwargs.values(), best) if kwargs else best
+
+
+def dispatch(f: Any, args: tuple, kwargs: dict) -> Any:
+    """Call ``f(*args, **kwargs)``: through the innermost trace when an argument is traced, its
+    ``apply`` (reverse: record ``f``'s rule on the tape; forward: push tangents through its
+    forward rule), else ``f`` itself.
+
+    The one dispatch path of every traced call (NumPy's protocols on tracers, ``primitive``,
+    ``rules.common.call``), whatever the mode: each trace object carries its ``apply``, so
+    nothing here is set by the AD engine and nothing depends on which module was imported first.
+
+    >>> float(dispatch(np.add, (1.0, 2.0), {}))
+    3.0
+    """
+    trace = _innermost(args, None)
+    if kwargs:
+        trace = _innermost(kwargs.values(), trace)
+    if trace is None:
+        return f(*args, **kwargs)
+    return trace.apply(f, args, kwargs)
+
+
+# Deprecated: the dispatcher as a one-entry list, for code written when the AD engine set it
+# (``registry._trace_dispatch[0](f, args, kwargs)``); call ``dispatch`` instead.
+_trace_dispatch: list[Callable] = [dispatch]
 
 
 def _traced(x: Any) -> bool:
@@ -88,10 +130,10 @@ def primitive(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def dispatching(*args: Any, **kwargs: Any) -> Any:
-        dispatch = _trace_dispatch[0]
-        if dispatch is not None and (_traced(args) or _traced(tuple(kwargs.values()))):
-            return dispatch(dispatching, args, kwargs)
-        return fn(*args, **kwargs)
+        trace = innermost_trace(args, kwargs)
+        if trace is None:
+            return fn(*args, **kwargs)
+        return trace.apply(dispatching, args, kwargs)
 
     return dispatching
 
