@@ -60,6 +60,96 @@ def test_plain_inputs_and_errors():
         fg.grad(lambda y0: np.sum(si.odeint(rhs, y0, T, args=(A, B), full_output=True)[0]))(Y0)
 
 
-def test_solve_ivp_names_odeint():
-    with pytest.raises(TypeError, match=r"inside scipy\.integrate\.solve_ivp.*integrate\.odeint"):
-        fg.grad(lambda y: np.sum(si.solve_ivp(lambda t, y: -y, (0.0, 1.0), y).y))(np.ones(2))
+# ------------------------------------------------------------------ solve_ivp
+
+
+def ivp_rhs(t, y, a, b):
+    return rhs(y, t, a, b)
+
+
+# High-order steps keep the number of right-hand-side calls (each adjoint one is a vjp) small.
+IVP = {"method": "DOP853", "rtol": 1e-9, "atol": 1e-9}
+
+
+def _fd(loss, args, i, h=1e-5):
+    a = np.asarray(args[i], dtype=float)
+    out = np.zeros(a.shape)
+    for idx in np.ndindex(a.shape):
+        e = np.zeros(a.shape)
+        e[idx] = h
+        up, dn = list(args), list(args)
+        up[i], dn[i] = a + e, a - e
+        out[idx] = (loss(*up) - loss(*dn)) / (2 * h)
+    return out
+
+
+def test_solve_ivp_adjoint_in_every_argument_against_finite_differences():
+    w = np.arange(1.0, 11.0).reshape(2, 5)
+    t_eval = np.linspace(0.2, 1.0, 5)
+
+    def loss(y0, a, b, t0, te):
+        sol = si.solve_ivp(ivp_rhs, (t0, 1.2), y0, t_eval=te, args=(a, b), **IVP)
+        return np.sum(np.cos(sol.y) * w) + np.sum(sol.t**2)
+
+    args = [Y0, A, B, 0.1, t_eval]
+    grads = fg.grad(loss, argnums=(0, 1, 2, 3, 4))(*args)
+    for i, g in enumerate(grads):  # the adjoint is accurate to the solver's tolerances
+        np.testing.assert_allclose(g, _fd(loss, args, i), rtol=1e-6, atol=1e-6, err_msg=str(i))
+    vs = [np.sin(np.arange(np.size(a)) + 1.0).reshape(np.shape(a)) for a in args]
+    _, dot = fg.jvp(loss, args, vs)
+    np.testing.assert_allclose(dot, sum(np.sum(g * v) for g, v in zip(grads, vs)), rtol=1e-7)
+
+
+def test_solve_ivp_hand_derived_decay_and_the_end_time():
+    # y' = -k y: y(t1) = y0 e^{-k (t1 - t0)}
+    def end(k, y0, t0, t1):
+        sol = si.solve_ivp(lambda t, y, k: -k * y, (t0, t1), y0, args=(k,), **IVP)
+        return sol.y[0, -1]
+
+    k, y0, t0, t1 = 0.5, np.array([3.0]), 0.25, 2.0
+    y1 = 3.0 * np.exp(-k * (t1 - t0))
+    got = fg.grad(end, argnums=(0, 1, 2, 3))(k, y0, t0, t1)
+    want = (-(t1 - t0) * y1, [y1 / 3.0], k * y1, -k * y1)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-7)
+    _, dot = fg.jvp(lambda t: end(k, y0, t0, t), (t1,), (1.0,))
+    np.testing.assert_allclose(dot, -k * y1, rtol=1e-7)
+
+
+# The implicit methods approximate the augmented system's Jacobian by differences: slow.
+@pytest.mark.parametrize(
+    "method", ["RK45", pytest.param("RK23", marks=pytest.mark.slow),
+               pytest.param("Radau", marks=pytest.mark.slow),
+               pytest.param("BDF", marks=pytest.mark.slow),
+               pytest.param("LSODA", marks=pytest.mark.slow)]
+)  # fmt: skip
+def test_solve_ivp_methods(method):
+    def loss(y0, b):
+        sol = si.solve_ivp(ivp_rhs, (0.0, 0.5), y0, method=method, args=(A, b), rtol=1e-8,
+                           atol=1e-8)  # fmt: skip
+        assert isinstance(sol.t, np.ndarray)  # constant times: plain values
+        return np.sum(sol.y[:, -1] ** 2)
+
+    g = fg.grad(loss, argnums=(0, 1))(Y0, B)
+    np.testing.assert_allclose(g[0], _fd(loss, [Y0, B], 0), rtol=1e-5)
+    np.testing.assert_allclose(g[1], _fd(loss, [Y0, B], 1), rtol=1e-5)
+
+
+def test_solve_ivp_result_plain_inputs_and_errors():
+    sol = fsi.solve_ivp(ivp_rhs, (0.0, 1.0), Y0, t_eval=T, args=(A, B))
+    want = si.solve_ivp(ivp_rhs, (0.0, 1.0), Y0, t_eval=T, args=(A, B))
+    np.testing.assert_array_equal(sol.y, want.y)
+    out = {}
+
+    def loss(y0):
+        out["sol"] = si.solve_ivp(ivp_rhs, (0.0, 1.0), y0, t_eval=T, args=(A, B))
+        return np.sum(out["sol"].y)
+
+    fg.grad(loss)(Y0)
+    assert out["sol"].success and out["sol"].y.shape == (2, 5)
+    np.testing.assert_array_equal(out["sol"].t, T)
+    with pytest.raises(TypeError, match="dense_output=True or events"):
+        fg.grad(lambda y: np.sum(si.solve_ivp(ivp_rhs, (0, 1), y, args=(A, B),
+                                              dense_output=True).y))(Y0)  # fmt: skip
+    with pytest.raises(NotImplementedError, match="second order"):
+        fg.hessian(lambda y: np.sum(si.solve_ivp(ivp_rhs, (0, 1), y, args=(A, B)).y))(Y0)

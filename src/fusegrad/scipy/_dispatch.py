@@ -237,9 +237,4 @@ def scipy_hint(frame: Any) -> str:
 
 
 # SciPy functions without a rule whose job a differentiable one does.
-INSTEAD = {
-    "scipy.integrate.solve_ivp": (
-        "use scipy.integrate.odeint(func, y0, t, args=params) (differentiable in y0 and params; "
-        "note its func(y, t, *params) argument order)"
-    ),
-}
+INSTEAD: dict[str, str] = {}

@@ -1,5 +1,5 @@
-"""``scipy.integrate.odeint`` for traced values: the adjoint method (reverse), forward
-sensitivities (forward).
+"""``scipy.integrate.odeint`` and ``solve_ivp`` for traced values: the adjoint method
+(reverse), forward sensitivities (forward).
 
 ``odeint(func, y0, t, args)`` is differentiable in ``y0`` and in the ``args`` (the parameters
 must be passed there, as SciPy allows, not read from a closure); ``t`` gets no derivative. The
@@ -11,6 +11,14 @@ calling ``odeint`` again with the same tolerances; ``aᵀ ∂f/∂y`` comes from
 Both are accurate to the solver's tolerances (JAX's ``odeint`` makes the same choice). The
 rules' own solves are not traced, so derivatives of second order are not available: ``hvp``/
 ``hessian`` of an ``odeint`` raise.
+
+``solve_ivp(fun, t_span, y0, method, t_eval, args=...)`` works the same way, with SciPy's own
+``solve_ivp`` (same ``method``, ``rtol``, ``atol``, ``max_step``) solving the adjoint system
+backwards between the returned times; it is differentiable in ``y0``, the ``args``, the ends of
+``t_span`` and ``t_eval`` (``∂y(tᵢ)/∂tᵢ = f(tᵢ, y(tᵢ))``, ``∂L/∂t₀ = -a(t₀)ᵀ f(t₀, y₀)``). The
+result is SciPy's ``OdeResult``; its ``.y`` (and ``.t`` when ``t_eval`` is traced) carry the
+derivative. Without ``t_eval`` the times are the solver's steps: the last one is ``t_span[1]``,
+the others are held constant. ``dense_output=True`` and ``events`` are refused on traced values.
 
 Example::
 
@@ -28,13 +36,16 @@ from typing import Any
 
 import numpy as np
 import scipy.integrate as _si
+from scipy.integrate._ivp.ivp import OdeResult
 
 from ..rules import registry
+from ..rules.common import value
 from ..rules.registry import register_frule, register_rrule
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from . import _dispatch
 
 _odeint = _dispatch.original(_si.odeint)
+_solve_ivp = _dispatch.original(_si.solve_ivp)
 
 
 def _solve(func: Any, y0: Any, t: Any, *params: Any, **opts: Any) -> Any:
@@ -151,9 +162,177 @@ def odeint(func: Any, y0: Any, t: Any, args: tuple = (), **kwargs: Any) -> Any:
     return registry._trace_dispatch[0](_solve, (func, y0, t, *args), kwargs)
 
 
+# --------------------------------------------------------------------------------------------------
+# solve_ivp
+# --------------------------------------------------------------------------------------------------
+
+# Options that describe the user's fun only (its Jacobian): the augmented systems have none.
+_FUN_ONLY = ("jac", "jac_sparsity", "lband", "uband", "vectorized")
+
+
+def _ivp(fun: Any, t0: Any, t1: Any, y0: Any, t_eval: Any, *params: Any, **opts: Any) -> Any:
+    """The solution of ``solve_ivp`` stacked as one array: row 0 the times, rows 1.. ``y``."""
+    sol = _solve_ivp(fun, (t0, t1), y0, t_eval=t_eval, args=params or None, **opts)
+    if not sol.success:
+        raise RuntimeError(f"scipy.integrate.solve_ivp failed: {sol.message}")
+    return np.concatenate([sol.t[None, :], sol.y])
+
+
+def _aug_options(opts: dict) -> dict:
+    return {k: v for k, v in opts.items() if k not in _FUN_ONLY}
+
+
+def _f(fun: Any, t: float, y: np.ndarray, params: tuple) -> np.ndarray:
+    return np.ravel(np.asarray(fun(t, y, *params), dtype=float))
+
+
+@register_rrule(_ivp)
+def _ivp_rule(fun, t0, t1, y0, t_eval, *params, **opts):
+    """Adjoint: integrate (y, a, p̄) backwards between the returned times, adding ȳ(tᵢ) to a."""
+    from .. import api
+
+    _first_order_only((t0, t1, y0, t_eval, *params))
+    out = _ivp(fun, t0, t1, y0, t_eval, *params, **opts)
+    ts, ys = out[0], out[1:]
+    n, m = ys.shape
+    aopts = _aug_options(opts)
+    y0v = np.ravel(np.asarray(y0, dtype=float))
+
+    def aug(tt, s):
+        y, a = s[:n], s[n : 2 * n]
+        fy, f_vjp = api.vjp(lambda y_, *p_: fun(tt, y_, *p_), y, *params)
+        cts = f_vjp(a)
+        dp = [np.zeros(np.shape(p)) if isinstance(c, AbstractZero) else c for p, c in
+              zip(params, cts[1:])]  # fmt: skip
+        dy = np.zeros(n) if isinstance(cts[0], AbstractZero) else cts[0]
+        return np.concatenate([np.ravel(fy), -np.ravel(dy), -_flat(dp)])
+
+    def pullback(g):
+        g = unthunk(g)
+        _first_order_only((t0, t1, y0, t_eval, *params, g))
+        g = np.asarray(g, dtype=float)
+        gt, gy = g[0], g[1:]
+        # the times the adjoint steps through: the returned ones, and t0 if it is not the first
+        points, cts, states = list(ts), list(gy.T), list(ys.T)
+        if ts[0] != t0:
+            points, cts, states = [float(t0), *points], [np.zeros(n), *cts], [y0v, *states]
+        adj, adj_p = cts[-1].copy(), np.zeros(sum(_sizes(params)))
+        for i in range(len(points) - 1, 0, -1):
+            state = np.concatenate([states[i], adj, adj_p])
+            sol = _solve_ivp(aug, (points[i], points[i - 1]), state, **aopts)
+            if not sol.success:
+                raise RuntimeError(f"the adjoint solve of solve_ivp failed: {sol.message}")
+            s = sol.y[:, -1]
+            adj, adj_p = s[n : 2 * n] + cts[i - 1], s[2 * n :]
+        # an output time moves its value along the flow: ∂y(tᵢ)/∂tᵢ = f(tᵢ, y(tᵢ))
+        dts = gt + np.array([gy[:, j] @ _f(fun, ts[j], ys[:, j], params) for j in range(m)])
+        dt0 = -adj @ _f(fun, float(t0), y0v, params)
+        dt_eval: Any = NoTangent() if t_eval is None else np.reshape(dts, np.shape(t_eval))
+        dt1: Any = dts[-1] if t_eval is None else ZeroTangent()
+        return (
+            NoTangent(),
+            dt0,
+            dt1,
+            np.reshape(adj, np.shape(y0)),
+            dt_eval,
+            *_unflat(adj_p, params),
+        )
+
+    return out, pullback
+
+
+def _tangent(t: Any, like: Any) -> np.ndarray:
+    if t is None or isinstance(t, AbstractZero):
+        return np.zeros(np.shape(like))
+    return np.asarray(unthunk(t), dtype=float)
+
+
+@register_frule(_ivp)
+def _ivp_frule(tangents, fun, t0, t1, y0, t_eval, *params, **opts):
+    """Forward sensitivities: v̇ = ∂f/∂y v + ∂f/∂p ṗ, v(t₀) = ẏ₀ - f(t₀, y₀) ṫ₀; the output
+    ẏ(tᵢ) = v(tᵢ) + f(tᵢ, y(tᵢ)) ṫᵢ."""
+    from .. import api
+
+    _first_order_only((t0, t1, y0, t_eval, *params, *tangents))
+    out = _ivp(fun, t0, t1, y0, t_eval, *params, **opts)
+    ts, ys = out[0], out[1:]
+    n, m = ys.shape
+    tps = [_tangent(tp, p) for p, tp in zip(params, tangents[5:])]
+    y0v = np.ravel(np.asarray(y0, dtype=float))
+    dt0, dt1 = float(_tangent(tangents[1], 0.0)), float(_tangent(tangents[2], 0.0))
+    v0 = np.ravel(_tangent(tangents[3], y0)) - _f(fun, float(t0), y0v, params) * dt0
+
+    def aug(tt, s):
+        y, v = s[:n], s[n:]
+        fy, dfy = api.jvp(lambda y_, *p_: fun(tt, y_, *p_), (y, *params), (v, *tps))
+        dfy = np.zeros(n) if isinstance(dfy, AbstractZero) else dfy
+        return np.concatenate([np.ravel(fy), np.ravel(dfy)])
+
+    sol = _solve_ivp(aug, (t0, t1), np.concatenate([y0v, v0]), t_eval=ts, **_aug_options(opts))
+    if not sol.success:
+        raise RuntimeError(f"the sensitivity solve of solve_ivp failed: {sol.message}")
+    vs = sol.y[n:]
+    if t_eval is None:
+        dts = np.zeros(m)
+        dts[-1] = dt1
+    else:
+        dts = np.ravel(_tangent(tangents[4], t_eval))
+    flows = np.stack([_f(fun, ts[j], ys[:, j], params) for j in range(m)], axis=1)
+    return out, np.concatenate([dts[None, :], vs + flows * dts[None, :]])
+
+
+_ivp_frule.lazy = False  # type: ignore[attr-defined]
+
+
+def solve_ivp(
+    fun: Any,
+    t_span: Any,
+    y0: Any,
+    method: Any = "RK45",
+    t_eval: Any = None,
+    dense_output: bool = False,
+    events: Any = None,
+    vectorized: bool = False,
+    args: Any = None,
+    **options: Any,
+) -> Any:
+    """``scipy.integrate.solve_ivp``: differentiable in ``y0``, ``args``, ``t_span`` and
+    ``t_eval`` by the adjoint method (see the module).
+
+    >>> round(float(solve_ivp(lambda t, y: -y, (0.0, 1.0), [1.0], rtol=1e-10).y[0, -1]), 5)
+    0.36788
+    """
+    params = () if args is None else tuple(args) if isinstance(args, tuple | list) else (args,)
+    t0, t1 = t_span
+    if not _dispatch.traced((t0, t1, y0, t_eval, *params), {}):
+        return _solve_ivp(fun, t_span, y0, method=method, t_eval=t_eval,
+                          dense_output=dense_output, events=events, vectorized=vectorized,
+                          args=args, **options)  # fmt: skip
+    if dense_output or events is not None:
+        raise TypeError(
+            "scipy.integrate.solve_ivp(dense_output=True or events=...) on traced values: "
+            "fusegrad differentiates the solution at the returned times only; pass the times "
+            "you need as t_eval instead"
+        )
+    if np.iscomplexobj(value(y0)):
+        raise TypeError("scipy.integrate.solve_ivp on traced values: y0 must be real")
+    if _ivp not in registry.RRULES:  # a test restored saved rule tables
+        register_rrule(_ivp)(_ivp_rule)
+        register_frule(_ivp)(_ivp_frule)
+    if t_eval is not None and not _dispatch.traced((t_eval,), {}):
+        t_eval = np.asarray(t_eval, dtype=float)
+    opts = {"method": method, "vectorized": vectorized, **options}
+    out = registry._trace_dispatch[0](_ivp, (fun, t0, t1, y0, t_eval, *params), opts)
+    t = out[0] if _dispatch.traced((t0, t1, t_eval), {}) else value(out[0])
+    return OdeResult(t=t, y=out[1:], sol=None, t_events=None, y_events=None, nfev=0, njev=0,
+                     nlu=0, status=0, message="The solver successfully reached the end of the "
+                     "integration interval.", success=True)  # fmt: skip
+
+
 def _patch(module: Any) -> None:
-    """Install the wrapper in ``scipy.integrate`` (called by ``fusegrad.scipy``)."""
+    """Install the wrappers in ``scipy.integrate`` (called by ``fusegrad.scipy``)."""
     _dispatch.patch_attr(module, "odeint", odeint)
+    _dispatch.patch_attr(module, "solve_ivp", solve_ivp)
 
 
 _dispatch.loaded(__name__)
