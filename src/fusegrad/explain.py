@@ -148,7 +148,7 @@ def _output(out: tuple) -> str:
     return f"{kind} over axes {tuple(axes)} -> {_shape(shape)} {dtype}"
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

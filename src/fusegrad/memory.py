@@ -97,7 +97,7 @@ _STACK: list[_Frame] = []
 
 
 def _numpy_traces(snapshot: tracemalloc.Snapshot) -> list[tracemalloc.Trace]:
-    return snapshot.filter_traces([tracemalloc.DomainFilter(True, NUMPY_DOMAIN)]).traces
+    return list(snapshot.filter_traces([tracemalloc.DomainFilter(True, NUMPY_DOMAIN)]).traces)
 
 
 def _key(trace: tracemalloc.Trace) -> tuple:

@@ -263,7 +263,7 @@ def _fd_gradient(loss: Callable[[list[Any]], float], leaves: list[Any], k: int) 
         h = _EPS5 * max(1.0, abs(complex(arr[idx])))
         units = (1.0, 1j) if arr.dtype.kind == "c" else (1.0,)
         for unit in units:
-            e = np.zeros(arr.shape, out.dtype)
+            e: Any = np.zeros(arr.shape, out.dtype)
             e[idx] = unit
             if isinstance(x, float | complex):
                 e = e.item()
@@ -506,7 +506,7 @@ def _move(args: list[Any], tangents: list[Any], t: float) -> list[Any]:
     return moved
 
 
-def _fd_jvp(fun: Callable, args: list[Any], tangents: list[Any]) -> list[np.ndarray]:
+def _fd_jvp(fun: Callable, args: list[Any], tangents: list[Any]) -> list[np.ndarray | None]:
     """Finite-difference directional derivative of every output leaf of ``fun``."""
     scale = max(
         [1.0]

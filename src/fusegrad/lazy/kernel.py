@@ -101,7 +101,8 @@ class Kernel:
         Two kernels with equal signatures can share generated code; the domain's sizes are not
         part of it, only which input axes broadcast.
         """
-        if self._sig is None:
+        sig = self._sig
+        if sig is None:
             inputs = tuple(
                 (a.dtype.str, tuple(s == 1 and d != 1 for s, d in zip(a.shape, self.domain)))
                 for a in self.inputs
@@ -109,8 +110,9 @@ class Kernel:
             consts = tuple(_const_kind(c) for c in self.constants)
             prog = tuple((i.op, i.args, i.dtype.str) for i in self.program)
             outs = tuple((o.value, o.reduce, o.axes, o.dtype.str, o.mirror) for o in self.outputs)
-            object.__setattr__(self, "_sig", (len(self.domain), inputs, consts, prog, outs))
-        return self._sig
+            sig = (len(self.domain), inputs, consts, prog, outs)
+            object.__setattr__(self, "_sig", sig)
+        return sig
 
 
 def _const_kind(c: object) -> str:

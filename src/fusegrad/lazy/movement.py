@@ -106,6 +106,7 @@ def _move(
     done = memo.get(id(node))
     if done is not None and done[0] is node:
         return done[1]
+    out: LazyArray
     if node.cached is not None:
         out = leaf(view(node.cached), OWNED)
     elif isinstance(node, Leaf):
@@ -118,7 +119,7 @@ def _move(
                     shape = node.shape
                     a = yield _move(
                         a,
-                        lambda v, s=shape: np.broadcast_to(v, s),
+                        _broadcaster(shape),
                         shape,
                         False,
                         wide.setdefault(shape, {}),
@@ -130,7 +131,7 @@ def _move(
     elif isinstance(node, Reduce) and reshape_only:
         assert _strip_ones(new_shape) == _strip_ones(node.shape)
         out = make_reduce(node.kind, node.arg, node.axes, tuple(new_shape))
-    else:
+    elif isinstance(node, Reduce):
         sub = _inline(node)  # a short reduction moves as its elementwise form, still lazy
         if sub is not None:
             out = yield _move(sub, view, new_shape, reshape_only, memo, wide)
@@ -138,8 +139,14 @@ def _move(
             with replay.sanctioned(always=True):
                 value = _materialize(node)
             out = leaf(view(value), OWNED)
+    else:
+        raise TypeError(f"cannot move {node!r}: a lazy node is a Leaf, a Map or a Reduce")
     memo[id(node)] = (node, out)
     return out
+
+
+def _broadcaster(shape: tuple[int, ...]) -> View:
+    return lambda v: np.broadcast_to(v, shape)
 
 
 def broadcast_to(node: LazyArray, shape: tuple[int, ...]) -> LazyArray:

@@ -257,10 +257,10 @@ BY_UFUNC: dict[np.ufunc, Op] = {
 REDUCING_UFUNCS = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
 
 
-def op_for(ufunc: object) -> Op | None:
+def op_for(ufunc: np.ufunc) -> Op | None:
     """The table entry for a ufunc, or None when it is not fusable.
 
     >>> op_for(np.exp).name
     'exp'
     """
-    return BY_UFUNC.get(ufunc)  # type: ignore[arg-type]
+    return BY_UFUNC.get(ufunc)

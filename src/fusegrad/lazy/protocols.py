@@ -219,7 +219,7 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kw: A
         lo = None if a_min is None else vals[1]
         hi = None if a_max is None else vals[-1]
         return small.wrap(np.clip(vals[0], lo, hi))
-    x = asarray(a)
+    x: Any = asarray(a)  # Any: NumPy's stubs do not see the __array_ufunc__ that _install attaches
     if a_min is not None:
         x = np.maximum(x, a_min)
     if a_max is not None:
@@ -361,7 +361,7 @@ def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
     >>> v.flags.writeable, np.array(asarray(np.ones(3)) * 2).flags.writeable
     (False, True)
     """
-    out = materialize(self)
+    out: np.ndarray = materialize(self)
     if dtype is not None and out.dtype != dtype:
         return out.astype(dtype)
     if copy:
@@ -387,7 +387,7 @@ def astype(self: LazyArray, dtype: Any, copy: bool = True) -> LazyArray:
 _FAST_POWERS = {2: np.square, 0.5: np.sqrt, -1: np.reciprocal, 1: np.positive}
 
 
-def _power(self: LazyArray, other: Any) -> Any:
+def _power(self: Any, other: Any) -> Any:  # self: a LazyArray, typed Any as in _clip
     vals = small.values_if_small((self, other))
     if vals is not None:
         return small.wrap(vals[0] ** vals[1])  # ndarray.__pow__'s own choice of ufunc
@@ -459,7 +459,7 @@ def _lazy_methods(names: str) -> None:
 
 def _install() -> None:
     """Attach the protocol methods and operators to ``LazyArray``."""
-    cls = LazyArray
+    cls: Any = LazyArray  # attributes set at run time, which a type checker cannot follow
     cls.__array_ufunc__ = ufunc
     cls.__array_function__ = array_function
     cls.__array__ = array

@@ -41,7 +41,12 @@ def _result_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple[int, ...]:
 
 
 # What np.sum/prod/max/min call for an ndarray, without their Python wrappers (~0.7 us each).
-REDUCE_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+REDUCE_UFUNC: dict[str, np.ufunc] = {
+    "sum": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
 
 
 def reduce(kind: str, x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:

@@ -216,7 +216,8 @@ def _fits(dest: np.ndarray, x: Any) -> bool:
     # In place only if neither the shape nor the dtype of the sum differs from dest's.
     try:
         shape = np.broadcast_shapes(dest.shape, np.shape(x))
-        dtype = np.result_type(dest, x if isinstance(x, numbers.Number) else x.dtype)
+        other: Any = x if isinstance(x, numbers.Number) else x.dtype
+        dtype = np.result_type(dest, other)
     except (ValueError, TypeError, AttributeError):
         return False
     return shape == dest.shape and dtype == dest.dtype

@@ -44,6 +44,9 @@ class BroadcastThunk(AbstractThunk):
 
     __slots__ = ("node",)
     keeps_lazy = True
+    # A LazyArray. Any, because lazy/protocols.py attaches its NumPy protocols and operators at
+    # import, where NumPy's stubs cannot see them: np.add(node, x) is typed by what it returns.
+    node: Any
 
     def __init__(self, node: Any) -> None:
         self.node = asarray(node)

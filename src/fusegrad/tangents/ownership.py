@@ -14,6 +14,7 @@ gradients it returns to the user. ``ownership_scope()`` does the latter for a wh
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,7 +40,7 @@ def mark_owned(arr: Any) -> Any:
     """
     if type(arr) is np.ndarray:
         key = id(arr)
-        ref = weakref.ref(arr, lambda r, key=key: _forget(key, r))
+        ref = weakref.ref(arr, functools.partial(_forget, key))
         _OWNED[key] = ref
         if _SCOPES:
             _SCOPES[-1].append(ref)

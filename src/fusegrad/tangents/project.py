@@ -117,7 +117,7 @@ class ProjectTo:
         shape = tuple(shape)
         if shape == self.shape:
             return False
-        if _squeezed(shape) == _squeezed(self.shape):
+        if self.shape is not None and _squeezed(shape) == _squeezed(self.shape):
             return True
         raise ValueError(
             f"cannot project a cotangent of shape {shape} onto a primal of shape {self.shape}: "
@@ -152,7 +152,9 @@ class ProjectTo:
                 f"cannot project a {type(dx).__name__} onto a primal of shape {self.shape} and "
                 f"dtype {self.dtype}: its cotangent must be a number or an array"
             )
-        real_target = not np.issubdtype(self.dtype, np.complexfloating)
+        dtype = self.dtype
+        assert dtype is not None  # the numeric kinds (array, npscalar, pyscalar) all have one
+        real_target = not np.issubdtype(dtype, np.complexfloating)
         lazy = not isinstance(dx, np.ndarray | np.generic | numbers.Number)
         if lazy:
             return self._lazy(dx, real_target)
@@ -161,10 +163,10 @@ class ProjectTo:
         if self.kind == "pyscalar":
             self.needs_reshape(np.shape(dx))
             value = np.asarray(dx).reshape(())
-            return complex(value) if self.dtype.kind == "c" else float(value)
+            return complex(value) if dtype.kind == "c" else float(value)
         if self.kind == "npscalar":
             self.needs_reshape(np.shape(dx))
-            return self.dtype.type(np.asarray(dx).reshape(()))
+            return dtype.type(np.asarray(dx).reshape(()))
         arr = np.asarray(dx)
         if self.needs_reshape(arr.shape):
             arr = arr.reshape(self.shape)

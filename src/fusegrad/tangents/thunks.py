@@ -31,8 +31,9 @@ class AbstractThunk:
 
     __slots__ = ()
     keeps_lazy = False
-    # NumPy must defer to our reflected operators instead of building object arrays.
-    __array_ufunc__ = None
+    # NumPy must defer to our reflected operators instead of building object arrays (a lazy
+    # subclass, BroadcastThunk, takes part in NumPy's dispatch with a method instead).
+    __array_ufunc__: Any = None
 
     def unthunk(self) -> Any:
         raise NotImplementedError
@@ -73,6 +74,9 @@ class Thunk(AbstractThunk):
 
     __slots__ = ("fn", "_value", "_done")
 
+    fn: Callable[[], Any] | None
+    _value: Any
+
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
         self._done = False
@@ -80,7 +84,7 @@ class Thunk(AbstractThunk):
 
     def unthunk(self) -> Any:
         if not self._done:
-            self._value = self.fn()
+            self._value = self.fn()  # type: ignore[misc]  # fn is set until _done
             self._done = True
             self.fn = None  # drop the closure (and what it holds) once computed
         return self._value

@@ -71,6 +71,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -258,7 +259,7 @@ class Plan:
     mirrored: bool = False  # outputs are mirrored sums: the tiled nest of numba_pairs
 
 
-def _weak_rep(kind: str) -> object:
+def _weak_rep(kind: str) -> int | float | bool:
     return {"int": 0, "float": 0.0, "bool": False}[kind]
 
 
@@ -362,7 +363,7 @@ def _suffix_start(axes, ndim: int) -> int:
     return s
 
 
-def identity(reduce: str, dt: np.dtype) -> object:
+def identity(reduce: str, dt: np.dtype) -> Any:
     """The identity element of a reduction for a dtype (``max`` of float64 -> ``-inf``).
 
     >>> float(identity("max", np.dtype("f8")))
@@ -589,7 +590,7 @@ def program_source(plan: Plan) -> tuple[dict[int, list[str]], list[str]]:
             names.append(f"a{k}")
     names += [f"c{j}" for j in range(ncon)]
     reps = [
-        dt if dt is not None else _weak_rep(kind)
+        dt if dt is not None or kind is None else _weak_rep(kind)
         for dt, kind in zip(dts, [None] * nin + list(plan.const_kinds) + [None] * len(plan.program))
     ]
     for j, ins in enumerate(plan.program):

@@ -59,8 +59,10 @@ wanted: it would break the error-free transformations. Kernels import the module
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from llvmlite import ir
+from llvmlite import ir  # type: ignore[import-untyped]  # llvmlite ships no type information
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -161,7 +163,7 @@ _ishl = _int32_op("_ishl", lambda b, x, y: b.shl(x, y))
 _isra = _int32_op("_isra", lambda b, x, y: b.ashr(x, y))
 
 
-_JIT = {"cache": True, "error_model": "numpy", "forceinline": True}
+_JIT: dict[str, Any] = {"cache": True, "error_model": "numpy", "forceinline": True}
 
 _INF = float("inf")
 _NAN = float("nan")

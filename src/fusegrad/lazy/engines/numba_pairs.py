@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -116,10 +117,10 @@ def take_strips(specs: list[tuple[tuple, np.dtype]]) -> list[np.ndarray]:
     ((256,), False)
     >>> give_back(s)
     """
-    mine = getattr(_LOCAL, "strips", None)
+    mine: dict[tuple, list[Any]] | None = getattr(_LOCAL, "strips", None)
     if mine is None:
         mine = _LOCAL.strips = {}
-    out = []
+    out: list[np.ndarray] = []
     for k, (shape, dt) in enumerate(specs):
         key = (shape, dt.str, k)
         entry = mine.get(key)
