@@ -16,9 +16,9 @@ Forward rules sit beside the reverse rules in ``rules/``; those of elementwise w
 the tangent is a lazy expression over the same nodes as the primal, so the value and the tangent
 of a reduction are computed by one fused kernel.
 
-``JVPTracer`` subclasses the reverse ``Tracer``: it inherits the operators, properties and error
-messages of ``tracer.py``, the dispatcher sees its level, and NumPy (which calls a subclass's
-protocol before its base class's) always routes a call with a ``JVPTracer`` argument here.
+``JVPTracer`` subclasses the reverse ``Tracer``: it inherits NumPy's protocols, the operators,
+properties and error messages of ``tracer.py``, which hand every call to the one dispatcher, and
+the dispatcher sends it here when its innermost trace is a forward one.
 
 Example::
 
@@ -29,17 +29,13 @@ Example::
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..lazy import LazyArray, materialize_many, small
-from ..rules.common import primal_tree
-from ..rules.elementwise import astype
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
-from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from . import core
 from . import tracer as _tracer
@@ -196,54 +192,9 @@ def _box(y: Any, ydot: Any, trace: JVPTrace) -> Any:
     return y
 
 
-# --------------------------------------------------------------------------------------------------
-# NumPy protocols (the rest is inherited from Tracer, see tracer.py)
-# --------------------------------------------------------------------------------------------------
-
-
-def _array_ufunc(self: JVPTracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-    if _tracer._has_out(kwargs):
-        raise TypeError(
-            f"np.{ufunc.__name__}(..., out=...) writes into an array in place, which fusegrad "
-            "cannot differentiate: drop out= and use the returned value"
-        )
-    kwargs.pop("out", None)
-    if method == "__call__":
-        return apply(ufunc, inputs, kwargs)
-    if method == "reduce" and ufunc in UFUNC_REDUCE:
-        kwargs.setdefault("axis", 0)
-        return apply(UFUNC_REDUCE[ufunc], inputs, kwargs)
-    if method == "accumulate" and ufunc in UFUNC_ACCUMULATE:
-        kwargs.setdefault("axis", 0)
-        return apply(UFUNC_ACCUMULATE[ufunc], inputs, kwargs)
-    if method == "outer" and len(inputs) == 2:
-        a, b = inputs
-        nb = np.ndim(_tracer._primal(b))
-        return apply(ufunc, (np.reshape(a, np.shape(_tracer._primal(a)) + (1,) * nb), b), kwargs)
-    raise TypeError(
-        f"np.{ufunc.__name__}.{method} on a traced value is not differentiable by fusegrad; "
-        f"write it with np.{ufunc.__name__}(...) calls or register a rule for a function doing it"
-    )
-
-
-def _array_function(self: JVPTracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
-    structural = STRUCTURAL.get(func)
-    if structural is not None:
-        return structural(*args, **kwargs)
-    if func in NONDIFF:
-        args = tuple(primal_tree(a) for a in args)
-        return func(*args, **{k: primal_tree(v) for k, v in kwargs.items()})
-    composite = COMPOSITES.get(func)
-    if composite is not None:
-        return composite(*args, **kwargs)
-    return apply(func, args, kwargs)
-
-
-JVPTracer.__array_ufunc__ = _array_ufunc
-JVPTracer.__array_function__ = _array_function
-JVPTracer.__getitem__ = lambda self, index: apply(operator.getitem, (self, index), {})
-JVPTracer.astype = lambda self, dtype, **k: apply(astype, (self, np.dtype(dtype)), {})
-JVPTracer.__repr__ = lambda self: (
+# NumPy's protocols, operators and methods are Tracer's (tracer.py): they call the one dispatcher,
+# which sends a call whose innermost trace is a JVPTrace here.
+JVPTracer.__repr__ = lambda self: (  # type: ignore[method-assign, assignment]
     f"JVPTracer({self.value!r}, tangent={self.tangent!r}, level={self.trace.level})"
 )
 
