@@ -1,5 +1,6 @@
 """The dask engine: tiles of a kernel on Dask workers, partials combined by a tree of tasks."""
 
+import math
 import os
 import threading
 import time
@@ -95,6 +96,36 @@ def test_mirrored_sums_per_tile(small_tiles):
     )
     got, want = dask_engine.run(k)[0], numpy_blocked.run(k)[0]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_tiles_cut_finer_to_keep_every_worker_thread_busy(monkeypatch):
+    monkeypatch.setattr(dask_engine, "worker_threads", lambda: 2)
+    k = Kernel((12000, 12000), (), (), (), ())  # 4.3 tiles of 2^25 points: too few for 2 threads
+    assert dask_engine.balanced_points(k) == -(-(12000**2) // 16)
+    assert math.prod(len(b) for b in dask_engine.grid(k)) >= 16
+    big = Kernel((100_000, 100_000), (), (), (), ())  # 298 tiles: plenty
+    assert dask_engine.balanced_points(big) == 1 << 25
+    small_k = Kernel((3000, 3000), (), (), (), ())  # one tile: runs locally, not cut
+    assert dask_engine.balanced_points(small_k) == 1 << 25
+    monkeypatch.setattr(dask_engine, "worker_threads", lambda: 1000)
+    assert dask_engine.balanced_points(k) == dask_engine.MIN_TILE
+
+
+def test_the_tile_engine_from_the_environment(monkeypatch, small_tiles):
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE_ENGINE", "numpy")
+    calls = []
+    monkeypatch.setattr(
+        dask_engine.numpy_blocked,
+        "run",
+        lambda k, r=numpy_blocked.run: (calls.append(k.domain), r(k))[1],
+    )
+    k = _pairwise_kernel(97, 130, OUTPUT_SETS["all three"])
+    for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert len(calls) > 4  # every tile, then the reference
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE_ENGINE", "gpu")
+    with pytest.raises(ValueError, match="FUSEGRAD_DASK_TILE_ENGINE='gpu' is not one of"):
+        dask_engine.tile_engine()
 
 
 def test_a_one_tile_kernel_runs_locally(monkeypatch):
@@ -348,6 +379,41 @@ def test_dask_inputs_on_a_local_cluster(cluster, monkeypatch):
     assert isinstance(got[0], da.Array) and got[0].chunks == xd.chunks
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12)
+
+
+def _kernel_stats():
+    from fusegrad.lazy.engines import numba_engine
+
+    return dict(numba_engine.STATS)
+
+
+@pytest.mark.slow
+def test_workers_load_kernels_from_the_disk_cache(cluster, monkeypatch):
+    _, client = cluster
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE", str(1 << 18))
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE_ENGINE", "numba")
+    rng = np.random.default_rng(10)
+    x, y = rng.random(1100), rng.random(1300)
+
+    def f(x, y):  # a kernel no other test compiles
+        return np.sum(np.exp(-np.abs(x[:, None] - y[None, :]) * 0.37) * x[:, None])
+
+    # the same tiles on the threaded scheduler: compiled here, into the shared disk cache
+    with dask.config.set(scheduler="threads"), fg.use_engine("dask"):
+        want = fg.grad(f, argnums=(0, 1))(x, y)
+    before = client.run(_kernel_stats)
+    with fg.use_engine("dask"):
+        got = fg.grad(f, argnums=(0, 1))(x, y)
+        again = fg.grad(f, argnums=(0, 1))(x, y)
+    after = client.run(_kernel_stats)
+    for a, b, c in zip(got, again, want):
+        np.testing.assert_allclose(a, c, rtol=1e-12)
+        np.testing.assert_array_equal(a, b)
+    for w in after:
+        assert after[w]["compiled"] == before[w]["compiled"]  # nothing compiled on a worker
+    loads = sum(after[w]["cache_hits"] - before[w]["cache_hits"] for w in after)
+    assert loads >= 1  # the tiles' kernel came from the disk cache, once per worker that ran one
+    assert loads <= len(after)
 
 
 @pytest.mark.slow

@@ -96,9 +96,42 @@ def blocks(n: int, parts: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(edges[:-1], edges[1:])] if n else [(0, 0)]
 
 
+# The smallest tile worth a task (a few ms of work) when tiles are cut finer for balance
+MIN_TILE = 1 << 20
+# Tiles per worker thread at least, so that the last round of tasks does not leave workers idle
+TILES_PER_THREAD = 8
+
+
+def worker_threads() -> int:
+    """The threads tiles run on: the active ``dask.distributed`` client's workers', else this
+    machine's cores (Dask's threaded scheduler)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is not None:
+        try:
+            client = distributed.default_client()
+        except ValueError:
+            pass
+        else:
+            info = client.scheduler_info().get("workers", {})
+            return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
+    return os.cpu_count() or 1
+
+
+def balanced_points(kernel: Kernel) -> int:
+    """Points per tile for ``kernel``: ``tile_points()``, or fewer when that gives a kernel
+    larger than one tile too few tiles to keep every worker thread busy to the end (at least
+    ``TILES_PER_THREAD`` per thread, none under ``MIN_TILE`` points)."""
+    points = tile_points()
+    total = math.prod(kernel.domain)
+    if total <= points:
+        return points
+    return min(points, max(MIN_TILE, -(-total // (TILES_PER_THREAD * worker_threads()))))
+
+
 def grid(kernel: Kernel, points: int | None = None) -> list[list[tuple[int, int]]]:
     """The blocks of each domain axis: axes 0 and 1 are cut (by one grid when a mirrored output
-    needs them alike), the others kept whole.
+    needs them alike), the others kept whole. ``points`` per tile default to
+    ``balanced_points(kernel)``.
 
     >>> k = Kernel((1000, 1000), (), (), (), ())
     >>> [len(b) for b in grid(k, points=250_000)]  # a row fits a tile: blocks of rows
@@ -106,7 +139,7 @@ def grid(kernel: Kernel, points: int | None = None) -> list[list[tuple[int, int]
     >>> [len(b) for b in grid(k, points=200)]
     [71, 71]
     """
-    points = tile_points() if points is None else points
+    points = balanced_points(kernel) if points is None else points
     domain = kernel.domain
     axes = [[(0, n)] for n in domain]
     if not domain or math.prod(domain) <= points:
@@ -160,22 +193,35 @@ def run_tile(meta: tuple, bounds: tuple, *inputs: np.ndarray) -> list[np.ndarray
     return local_run(Kernel(domain, views, constants, program, outputs))
 
 
-def local_run(kernel: Kernel) -> list[np.ndarray]:
-    """A kernel on this process's engines: numba when it supports and suits the kernel (the
-    ``auto`` rule), else numpy_blocked."""
-    from . import numpy_blocked
+def tile_engine() -> str:
+    """The engine tiles run on: ``FUSEGRAD_DASK_TILE_ENGINE`` (``auto``, the default: numba when
+    it supports and suits the kernel, else numpy; ``numba``: numba whenever it supports the
+    kernel; ``numpy``: numpy_blocked only, so that workers never load numba and LLVM, ~125 MB)."""
+    name = os.environ.get("FUSEGRAD_DASK_TILE_ENGINE", "auto").strip().lower() or "auto"
+    if name not in ("auto", "numba", "numpy"):
+        raise ValueError(
+            f"FUSEGRAD_DASK_TILE_ENGINE={name!r} is not one of auto, numba, numpy (the engine "
+            "each tile of the dask engine runs on)"
+        )
+    return name
 
-    try:
+
+def local_run(kernel: Kernel) -> list[np.ndarray]:
+    """A kernel on this process's engines, as ``tile_engine()`` says."""
+    choice = tile_engine()
+    if choice != "numpy":
         from . import numba_engine
-    except ImportError:  # pragma: no cover - numba is a dependency
-        numba_engine = None  # type: ignore[assignment]
-    if (
-        numba_engine is not None
-        and numba_engine.available()
-        and numba_engine.supports(kernel)
-        and (numba_engine.prefers(kernel) or numba_engine.is_compiled(kernel))
-    ):
-        return numba_engine.run(kernel)
+
+        if (
+            numba_engine.available()
+            and numba_engine.supports(kernel)
+            and (
+                choice == "numba"
+                or numba_engine.prefers(kernel)
+                or numba_engine.is_compiled(kernel)
+            )
+        ):
+            return numba_engine.run(kernel)
     return numpy_blocked.run(kernel)
 
 
@@ -248,6 +294,7 @@ def run(kernel: Kernel) -> list[np.ndarray]:
 
 __all__ = [
     "available",
+    "balanced_points",
     "blocks",
     "cost",
     "grid",
@@ -257,6 +304,8 @@ __all__ = [
     "run",
     "run_tile",
     "supports",
+    "tile_engine",
+    "worker_threads",
 ]
 
 register(sys.modules[__name__])
