@@ -88,6 +88,7 @@ class LazyArray:
     shape: tuple[int, ...]
     dtype: np.dtype
     cached: np.ndarray | None
+    _varying: tuple[bool, ...] | None
 
     @property
     def ndim(self) -> int:
@@ -117,6 +118,8 @@ class Leaf(LazyArray):
     """A concrete array (any strides, possibly a broadcast view) entering the lazy world."""
 
     __slots__ = ("array", "scope")
+    array: np.ndarray
+    scope: int | None
 
     def __repr__(self) -> str:
         return f"Leaf({self.shape}, {self.dtype})"
@@ -129,6 +132,8 @@ class Map(LazyArray):
     """
 
     __slots__ = ("op", "args")
+    op: str
+    args: tuple[Any, ...]  # nodes and scalar constants
 
     def __repr__(self) -> str:
         return f"Map({self.op}, {self.shape}, {self.dtype})"
@@ -139,6 +144,9 @@ class Reduce(LazyArray):
     keepdims result that only adds or removes size-1 axes."""
 
     __slots__ = ("kind", "arg", "axes")
+    kind: str
+    arg: LazyArray
+    axes: tuple[int, ...]
 
     def __repr__(self) -> str:
         return f"Reduce({self.kind}, axes={self.axes}, {self.arg.shape}->{self.shape})"
