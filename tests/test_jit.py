@@ -744,3 +744,52 @@ def test_each_number_is_checked_by_a_change_of_its_own():
     x = np.ones(2)
     for a, b in ((1.0, 4.0), (2.0, 4.0), (3.0, 4.0), (3.0, 9.0), (5.0, 16.0)):
         np.testing.assert_array_equal(g(x, a, b), x * a + math.sqrt(b))
+
+
+def _map_kernel(op: str, n: int):
+    from fusegrad.lazy.kernel import Instr, Kernel, Output
+
+    f8 = np.dtype("f8")
+    x = np.linspace(0.1, 0.9, n)
+    return Kernel((n,), (x,), (), (Instr(op, (0,), f8),), (Output(1, None, (), f8),))
+
+
+def test_a_replay_runs_hot_sized_kernels_where_auto_runs_hot_ones():
+    from fusegrad.lazy import engines
+    from fusegrad.lazy.engines import numba_engine, registry
+
+    hot = _map_kernel("square", registry.HOT_MIN)
+    want = "numba" if numba_engine.available() else "numpy"
+    with fg.use_engine("auto"):
+        assert engines.choose_hot(hot, "numpy") == want
+        # a scalar libm call per point stays on NumPy's ufuncs; small kernels too
+        assert engines.choose_hot(_map_kernel("sin", registry.HOT_MIN), "numpy") == "numpy"
+        assert engines.choose_hot(_map_kernel("square", 100), "numpy") == "numpy"
+    with fg.use_engine("numpy"):  # a named engine is kept
+        assert engines.choose_hot(hot, "numpy") == "numpy"
+
+
+def test_replayed_small_kernels_take_numpy_blocked_s_planned_path():
+    from fusegrad.lazy.engines import numpy_blocked
+
+    calls = []
+    real = numpy_blocked.run
+
+    def counting(kernel):
+        calls.append(kernel)
+        return real(kernel)
+
+    x = np.linspace(0.0, 1.0, 300)
+    with fg.use_engine("numpy"):
+        f = fg.jit(fg.grad(lambda v, s: np.sum(np.tanh(v * s) ** 2)))
+        f(x, 0.5)
+        f(x, 0.75)  # a number changed: recorded once more, to check that it is an input
+        numpy_blocked.run = counting
+        try:
+            got = f(x + 1.0, 0.25)
+        finally:
+            numpy_blocked.run = real
+    t = np.tanh((x + 1.0) * 0.25)
+    np.testing.assert_allclose(got, 2 * t * (1 - t**2) * 0.25, rtol=1e-12)
+    assert f.cache_info().hits == 1
+    assert calls == []  # the replay calls the replayer made when the program was recorded

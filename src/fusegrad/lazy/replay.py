@@ -200,6 +200,8 @@ def _collect(x: Any, prepare: Callable, items: list) -> None:
     elif t is tuple or t is list:
         for v in x:
             _collect(v, prepare, items)
+    elif t is types.FunctionType or t is functools.partial:
+        items.append(x)  # a rule's pullback: nothing to make concrete
     else:
         _seal(x, prepare, items, None, [])
 
@@ -217,6 +219,28 @@ def _decode(e: tuple, slots: list, numbers: Sequence[Any]) -> Any:
     if tag == "dict":
         return dict(zip(e[1], (_decode(v, slots, numbers) for v in e[2])))
     return e[1]
+
+
+def _decoder(e: tuple) -> Callable[[list, Sequence[Any]], Any]:
+    """``_decode`` of one encoded operand, worked out once: a function of the slots and numbers.
+
+    >>> _decoder(("seq", tuple, [("slot", 0), ("const", 2.0)]))(["x"], ())
+    ('x', 2.0)
+    """
+    tag = e[0]
+    if tag == "slot":
+        i = e[1]
+        return lambda slots, numbers: slots[i]
+    if tag == "view":
+        i, rest = e[1], e[2:]
+        return lambda slots, numbers: _view(slots[i], *rest)
+    if tag == "seq":
+        make, parts = e[1], [_decoder(v) for v in e[2]]
+        return lambda slots, numbers: make(p(slots, numbers) for p in parts)
+    if tag in ("number", "dict"):
+        return lambda slots, numbers: _decode(e, slots, numbers)
+    value = e[1]
+    return lambda slots, numbers: value
 
 
 def note_literal(array: np.ndarray) -> None:
@@ -715,18 +739,53 @@ def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dtype: np.
     return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
 
 
+def _kernel_runner(engine: str, template: Kernel) -> Callable[[tuple, tuple], list[np.ndarray]]:
+    """A function of a replay's inputs and constants running ``template``'s kernel on
+    ``engine`` (under ``auto``, on the engine for a hot kernel): the engine's own
+    ``replayer(template)`` when it has one (what depends only on the signature and domain is
+    worked out once), else a new ``Kernel`` for its ``run`` each time."""
+    from . import engines
+
+    # a recorded program is replayed many times: under auto its kernels go where hot ones do
+    e = engines.get(engines.choose_hot(template, engine))
+    make = getattr(e, "replayer", None)
+    fast = make(template) if make is not None else None
+    if fast is not None:
+        return fast
+    run = e.run
+
+    def run_kernel(inputs: tuple, constants: tuple) -> list[np.ndarray]:
+        k = Kernel(
+            template.domain,
+            inputs,
+            constants,
+            template.program,
+            template.outputs,
+            template._sig,
+        )
+        return run(k)
+
+    return run_kernel
+
+
 class Program:
     """The kernels of a recorded call and how its results come from them; ``run(arrays)``."""
 
     __slots__ = ("steps", "n_inputs", "recipes", "runners")
 
     def __init__(self, steps: list[tuple], n_inputs: int, recipes: list[tuple]) -> None:
-        from . import engines
 
         self.steps = steps
         self.n_inputs = n_inputs
         self.recipes = recipes
-        self.runners = [None if s[0] in ("fold", "call") else engines.runner(s[0]) for s in steps]
+        self.runners: list[Any] = [
+            (_decoder(s[2][0]), _decoder(s[2][1]))
+            if s[0] == "call"
+            else None
+            if s[0] == "fold" or s[1] is None
+            else _kernel_runner(s[0], s[1])
+            for s in steps
+        ]
 
     @property
     def kernels(self) -> int:
@@ -739,9 +798,8 @@ class Program:
         slots = list(arrays)
         for (kind, template, sources, _first, dynamic), run in zip(self.steps, self.runners):
             if kind == "call":  # an eager step: its function on the new operands
-                raw = template(
-                    *_decode(sources[0], slots, numbers), **_decode(sources[1], slots, numbers)
-                )
+                args, kwargs = run
+                raw = template(*args(slots, numbers), **kwargs(slots, numbers))
                 items: list = []
                 _collect(raw, dynamic[0], items)
                 if len(items) != len(dynamic[1]) or any(
@@ -760,21 +818,12 @@ class Program:
                 for j, recipe in dynamic:
                     constants[j] = evaluate(recipe, numbers)
                 constants = tuple(constants)
-            inputs = []
-            for s in sources:
-                if s[0] == "const":
-                    inputs.append(s[1])
-                else:
-                    inputs.append(_view(slots[s[0]], *s[1:]))
-            k = Kernel(
-                template.domain,
-                tuple(inputs),
-                constants,
-                template.program,
-                template.outputs,
-                template._sig,
+            slots.extend(
+                run(
+                    tuple(s[1] if s[0] == "const" else _view(slots[s[0]], *s[1:]) for s in sources),
+                    constants,
+                )
             )
-            slots.extend(run(k))
         return [self._build(r, slots, numbers) for r in self.recipes]
 
     def same_as(self, other: Program) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "Engine",
     "UnsupportedKernel",
     "choose",
+    "choose_hot",
     "current",
     "get",
     "names",
@@ -112,7 +113,7 @@ def use_engine(name: str) -> Iterator[None]:
 _available: dict[int, bool] = {}  # id(engine) -> available(), asked once per process by auto
 
 
-def _cheapest(kernel: Kernel) -> Engine:
+def _cheapest(kernel: Kernel, hot: bool = False) -> Engine:
     # Cost first, then supports only of an engine that would win: numba's supports() is the
     # dearer call, and most small kernels never need it.
     best: Engine | None = None
@@ -126,7 +127,8 @@ def _cheapest(kernel: Kernel) -> Engine:
             ok = _available[id(e)] = bool(e.available())
         if not ok:
             continue
-        c = e.cost(kernel)
+        hot_cost = getattr(e, "hot_cost", None) if hot else None
+        c = e.cost(kernel) if hot_cost is None else hot_cost(kernel)
         if (best is None or c < best_cost) and e.supports(kernel):
             best, best_cost = e, c
     if best is None:
@@ -161,6 +163,21 @@ def choose(kernel: Kernel) -> str:
     if not e.available() or not e.supports(kernel):
         return REFERENCE
     return name
+
+
+def choose_hot(kernel: Kernel, recorded: str) -> str:
+    """The engine for a kernel that will run many times (a step of ``jit``'s replays) and ran on
+    ``recorded`` when it was recorded: under ``auto``, the cheapest engine for a hot kernel (an
+    engine's ``hot_cost``, if it has one, instead of its ``cost``); a named engine stays.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> with use_engine("numpy"):
+    ...     choose_hot(Kernel((3,), (), (), (), ()), "numpy")
+    'numpy'
+    """
+    if current() != "auto":
+        return recorded
+    return _cheapest(kernel, hot=True).name
 
 
 def runner(name: str) -> Callable[[Kernel], list[np.ndarray]]:

@@ -376,6 +376,22 @@ def _preferred(kernel, count: bool = False) -> bool:
     return n >= _registry.HOT_CALLS
 
 
+def hot_cost(kernel) -> float:
+    """``cost`` for a kernel known to run many times (a step of ``jit``'s replays): as if its
+    signature had run ``HOT_CALLS`` times already.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> hot_cost(Kernel((), (), (), (), ())) > 1
+    True
+    """
+    if inner_expensive(kernel) > 0:
+        return COST_SCALAR_LIBM
+    size = kernel.size
+    if size >= AUTO_MIN_SIZE or (size >= _registry.HOT_MIN and size >= _registry.NUMBA_MIN):
+        return COST_PREFERRED
+    return cost(kernel)
+
+
 # signature -> runs auto has asked about in this process (of kernels from HOT_MIN points)
 _RUNS: dict[tuple, int] = {}
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -218,17 +219,18 @@ def _run_whole(kernel: Kernel, outs: list[np.ndarray]) -> None:
     Fresh temporaries of a few hundred KiB cost a page fault per 4 KiB when touched
     (``benchmarks/bench_crossover.py``); reused ones do not. The plan is cached per signature and
     domain: a kernel run again (a loop, a training step) costs its ufunc calls and little else."""
-    shapes, homes, direct = _whole_plan(kernel)
-    vals: list[Any] = list(kernel.inputs)
-    vals += kernel.constants
+    _exec_whole(kernel, _whole_plan(kernel), [*kernel.inputs, *kernel.constants], outs)
+
+
+def _exec_whole(kernel: Kernel, plan: tuple, vals: list, outs: list[np.ndarray]) -> None:
+    shapes, homes, direct = plan
     buffers: dict[int, np.ndarray] = {}
     for instr, shape, home in zip(kernel.program, shapes, homes):
         if home < 0:
             buf = outs[-1 - home]
         else:
-            buf = buffers.get(home)
-            if buf is None:
-                buf = buffers[home] = np.empty(shape, instr.dtype)
+            b = buffers.get(home)
+            buf = buffers[home] = np.empty(shape, instr.dtype) if b is None else b
         vals.append(_apply(instr, [vals[i] for i in instr.args], buf))
     for o, arr, d in zip(kernel.outputs, outs, direct):
         if d:
@@ -237,6 +239,33 @@ def _run_whole(kernel: Kernel, outs: list[np.ndarray]) -> None:
             np.copyto(arr, vals[o.value], casting="unsafe")
         else:
             arr[...] = _reduce_value(o, vals[o.value], kernel.domain)
+
+
+def replayer(kernel: Kernel) -> Callable[[tuple, tuple], list[np.ndarray]] | None:
+    """For ``jit``'s replays: a function of new inputs and constants (same shapes and dtypes as
+    ``kernel``'s) giving what ``run`` would, with everything that depends only on the kernel's
+    signature and domain worked out once; None when ``run`` must be called (blocked kernels,
+    mirrored sums, empty domains: their time is not in the planning).
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8 = np.dtype("f8")
+    >>> k = Kernel((2,), (np.ones(2),), (3.0,), (Instr("multiply", (0, 1), f8),),
+    ...            (Output(2, None, (), f8),))
+    >>> replayer(k)((np.arange(2.0),), (2.0,))
+    [array([0., 2.])]
+    """
+    if kernel.size > SMALL or kernel.size == 0 or any(o.mirror is not None for o in kernel.outputs):
+        return None
+    plan = _whole_plan(kernel)
+    specs = [(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
+    empty = np.empty
+
+    def run_whole(inputs: tuple, constants: tuple) -> list[np.ndarray]:
+        outs = [empty(shape, dtype) for shape, dtype in specs]
+        _exec_whole(kernel, plan, [*inputs, *constants], outs)
+        return outs
+
+    return run_whole
 
 
 # (signature, domain) -> (instruction shapes, buffer per instruction (-1 - k: output k's
