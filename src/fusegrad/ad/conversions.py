@@ -49,7 +49,7 @@ def _holds_tracer(x: Any) -> bool:
 def _traced_array(values: Any, dtype: Any, ndmin: int = 0) -> Any:
     from ..numpy import array  # fusegrad.numpy sits above this module
 
-    out = values if isinstance(values, Tracer) else array(values)
+    out: Any = values if isinstance(values, Tracer) else array(values)
     if dtype is not None and np.dtype(dtype) != out.dtype:
         out = out.astype(dtype)
     if ndmin > out.ndim:
@@ -94,7 +94,8 @@ def _wrap_full(name: str) -> Callable:
             shape = kwargs["shape"]
         if dtype is None and name == "full_like":
             dtype = getattr(first, "dtype", None)
-        out = np.broadcast_to(fill_value, (shape,) if isinstance(shape, int) else tuple(shape))
+        fill: Any = fill_value  # a Tracer, which speaks NumPy's protocols
+        out = np.broadcast_to(fill, (shape,) if isinstance(shape, int) else tuple(shape))
         return out if dtype is None or np.dtype(dtype) == out.dtype else out.astype(dtype)
 
     full.__module__ = "numpy"

@@ -85,7 +85,8 @@ class Tracer:
     __array_priority__ = 200.0
     __fusegrad_traced__ = True
 
-    def __init__(self, value: Any, trace: Trace, node: Any, index: int | None) -> None:
+    def __init__(self, value: Any, trace: Any, node: Any, index: int | None) -> None:
+        # trace: a Trace, or a forward.JVPTrace (anything with a level and an apply)
         self.value = value
         self.trace = trace
         self.node = node

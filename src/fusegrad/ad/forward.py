@@ -77,6 +77,9 @@ class JVPTracer(Tracer):
     def primal(self) -> Any:
         return self.value
 
+    def __repr__(self) -> str:
+        return f"JVPTracer({self.value!r}, tangent={self.tangent!r}, level={self.trace.level})"
+
 
 # --------------------------------------------------------------------------------------------------
 # Dispatch
@@ -194,9 +197,6 @@ def _box(y: Any, ydot: Any, trace: JVPTrace) -> Any:
 
 # NumPy's protocols, operators and methods are Tracer's (tracer.py): they call the one dispatcher,
 # which sends a call whose innermost trace is a JVPTrace here.
-JVPTracer.__repr__ = lambda self: (  # type: ignore[method-assign, assignment]
-    f"JVPTracer({self.value!r}, tangent={self.tangent!r}, level={self.trace.level})"
-)
 
 
 # --------------------------------------------------------------------------------------------------

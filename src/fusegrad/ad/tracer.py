@@ -126,7 +126,9 @@ def _power(self: Any, other: Any) -> Any:
 
 
 def _install() -> None:
-    cls = Tracer
+    # Typed as Any: these attributes are set on the class at import (core.Tracer is defined
+    # without them), which a static checker cannot follow.
+    cls: Any = Tracer
     cls.__array_ufunc__ = _array_ufunc
     cls.__array_function__ = _array_function
     cls.__array__ = _no_array

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..lazy import LazyArray
 from ..tangents import (
     AbstractThunk,
     AbstractZero,
@@ -158,11 +159,6 @@ def add_tangents(a: Any, b: Any) -> Any:
     return a + b
 
 
-try:  # the lazy IR may be absent while it is being written; then nothing is lazy
-    from ..lazy import LazyArray as _LAZY_TYPES
-except ImportError:  # pragma: no cover - depends on the checkout
-    _LAZY_TYPES = ()
-
 # --------------------------------------------------------------------------------------------------
 # Index normalisation
 # --------------------------------------------------------------------------------------------------
@@ -210,7 +206,7 @@ def materialize(v: Any) -> Any:
     """A thunk unthunked and a fusegrad lazy array materialised; anything else (ndarrays,
     scalars, tracers of a higher-order pass) is returned as is."""
     v = unthunk(v)
-    if isinstance(v, _LAZY_TYPES):
+    if isinstance(v, LazyArray):
         return np.asarray(v)
     return v
 
@@ -407,7 +403,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
 
         def pullback(dy: Any) -> tuple:
             d = operand(dy)
-            grads = []
+            grads: list[Any] = []
             for a, partial in zip(args, partials):
                 if not is_differentiable(a):
                     grads.append(NoTangent())

@@ -25,7 +25,7 @@ def as_lazy(x: Any, scalars: bool = False) -> Any:
     """Arrays as lazy leaves; lazy values and tracers as they are. Numbers stay weak constants
     unless ``scalars`` (then they become 0-d leaves, so that broadcasting them costs nothing)."""
     if scalars and isinstance(x, np.generic | float | int):
-        node = asarray(x)
+        node: Any = asarray(x)  # a Leaf: it has the array it wraps
         replay.note_literal(node.array)  # made here from a number: a replay may fold it
         return node
     return asarray(x) if isinstance(x, np.ndarray) else x

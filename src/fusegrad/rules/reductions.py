@@ -186,7 +186,8 @@ def moment(fn: Callable, la: Any, **kwargs: Any) -> Any:
     if not isinstance(la, LazyArray) or np.dtype(dtype).kind != "c":
         return fn(la, **kwargs)
     kwargs.pop("dtype", None)
-    v = np.var(np.real(la), **kwargs) + np.var(np.imag(la), **kwargs)
+    lz: Any = la  # np.real/np.imag of a lazy value are its ops real and imag
+    v = np.var(np.real(lz), **kwargs) + np.var(np.imag(lz), **kwargs)
     return v if fn is np.var else np.sqrt(v)
 
 
@@ -268,8 +269,8 @@ def _extremum_jvp(fn: Callable) -> Callable:
     return rule
 
 
-for _f in (np.max, np.min, np.amax, np.amin):
-    lazy_frule(_f)(_extremum_jvp(_f))
+for _extreme in (np.max, np.min, np.amax, np.amin):
+    lazy_frule(_extreme)(_extremum_jvp(_extreme))
 
 
 @lazy_frule(np.prod)
@@ -316,5 +317,5 @@ def _moment_jvp(fn: Callable) -> Callable:
     return rule
 
 
-for _f in (np.var, np.std):
-    lazy_frule(_f)(_moment_jvp(_f))
+for _moment in (np.var, np.std):
+    lazy_frule(_moment)(_moment_jvp(_moment))

@@ -259,10 +259,10 @@ def _split_jvp(fn):
     return rule
 
 
-for _f in (np.concatenate, np.hstack, np.vstack, np.stack):
-    eager_frule(_f)(_sequence_jvp(_f))
-for _f in (np.split, np.array_split):
-    eager_frule(_f)(_split_jvp(_f))
+for _join in (np.concatenate, np.hstack, np.vstack, np.stack):
+    eager_frule(_join)(_sequence_jvp(_join))
+for _split in (np.split, np.array_split):
+    eager_frule(_split)(_split_jvp(_split))
 
 
 # --------------------------------------------------------------------------------------------------
