@@ -276,3 +276,100 @@ def test_dispatch_goes_to_the_innermost_trace_whatever_its_mode():
     np.testing.assert_allclose(g, np.cos(x), rtol=1e-14)
     np.testing.assert_allclose(t, np.cos(x), rtol=1e-14)
     assert registry.dispatch(np.sin, (x,), {}) is not None  # untraced: NumPy's own call
+
+
+# --------------------------------------------------------------------------------------------------
+# Declarators: linear, bilinear, nondiff (rules/common.py)
+# --------------------------------------------------------------------------------------------------
+
+
+def _fd(f, x, eps=1e-6):
+    return np.array(
+        [
+            (f(x + eps * e) - f(x - eps * e)) / (2 * eps)
+            for e in np.eye(x.size).reshape(-1, *x.shape)
+        ]
+    )
+
+
+def test_linear_declares_both_directions_from_its_transpose():
+    import fusegrad as fg
+    from fusegrad.rules.common import linear
+
+    @fg.primitive
+    def cumdiff(x, k):  # y_i = x_i - x_{i-k} (zero-padded): linear in x
+        pad = np.concatenate([np.zeros(k), x[:-k]])
+        return x - pad
+
+    def cumdiff_t(g, x, k):
+        return g - np.concatenate([g[k:], np.zeros(k)])
+
+    linear(cumdiff, cumdiff_t)
+    x = np.array([0.4, -1.2, 2.0, 0.7, 1.5])
+    w = np.array([1.0, -2.0, 0.5, 3.0, 1.0])
+
+    def loss(x):
+        return np.sum(w * np.sin(cumdiff(x, 2)))
+
+    def plain(x):
+        return np.sum(w * np.sin(x - np.concatenate([np.zeros(2), x[:-2]])))
+
+    fd = _fd(plain, x)
+    np.testing.assert_allclose(fg.grad(loss)(x), fd, rtol=1e-7, atol=1e-9)
+    v = np.array([1.0, 0.0, -1.0, 2.0, 0.5])
+    np.testing.assert_allclose(fg.jvp(loss, (x,), (v,))[1], fd @ v, rtol=1e-7)
+    hv = (_fd(plain, x + 1e-4 * v, 1e-5) - _fd(plain, x - 1e-4 * v, 1e-5)) / 2e-4
+    np.testing.assert_allclose(fg.hvp(loss, (x,), (v,)), hv, rtol=1e-4, atol=1e-6)
+    y, pb = rrule(cumdiff, x, 2)
+    assert pb(np.ones(5))[1] == NoTangent()  # the static argument has no cotangent
+
+
+def test_linear_without_transpose_needs_a_reverse_rule():
+    from fusegrad.rules.common import linear
+
+    def undeclared(x):
+        return 2 * x
+
+    with pytest.raises(ValueError, match=r"linear\(undeclared\) without transpose="):
+        linear(undeclared)
+
+
+def test_bilinear_gives_the_product_rule_both_ways():
+    import fusegrad as fg
+    from fusegrad.rules.common import bilinear
+
+    @fg.primitive
+    def wdot(a, b):  # Σ_ij a_i M_ij b_j, bilinear in (a, b)
+        return a @ M @ b
+
+    M = np.array([[1.0, 2.0, 0.0], [0.5, -1.0, 3.0]])
+    bilinear(wdot, lambda g, a, b: g * (M @ b), lambda g, a, b: g * (a @ M))
+    a, b = np.array([0.3, -0.8]), np.array([1.0, 2.0, -0.5])
+    ga, gb = fg.grad(lambda a, b: wdot(a, b) ** 2, argnums=(0, 1))(a, b)
+    y = a @ M @ b
+    np.testing.assert_allclose(ga, 2 * y * (M @ b), rtol=1e-13)
+    np.testing.assert_allclose(gb, 2 * y * (a @ M), rtol=1e-13)
+    da, db = np.array([1.0, 0.5]), np.array([0.0, -1.0, 2.0])
+    _, t = fg.jvp(wdot, (a, b), (da, db))
+    np.testing.assert_allclose(t, da @ M @ b + a @ M @ db, rtol=1e-13)
+    # a constant operand's cotangent is a Thunk that is never computed
+    _, pb = rrule(wdot, a, b)
+    assert all(isinstance(c, Thunk) for c in pb(1.0))
+
+
+def test_nondiff_is_zero_in_both_directions():
+    import fusegrad as fg
+    from fusegrad.rules.common import nondiff
+
+    @fg.primitive
+    def bucket(x, width):
+        return np.floor(x / width) * width
+
+    nondiff(bucket)
+    x = np.array([0.3, 1.7, -2.2])
+    np.testing.assert_array_equal(fg.grad(lambda x: np.sum(bucket(x, 0.5) + x**2))(x), 2 * x)
+    y, t = fg.jvp(lambda x: bucket(x, 0.5) + x, (x,), (np.ones(3),))
+    np.testing.assert_array_equal(y, np.floor(x / 0.5) * 0.5 + x)
+    np.testing.assert_array_equal(t, np.ones(3))
+    _, pb = rrule(bucket, x, 0.5)
+    assert pb(np.ones(3)) == (ZeroTangent(), ZeroTangent())
