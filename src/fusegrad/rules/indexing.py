@@ -1,4 +1,5 @@
-"""Reverse rules for indexing and gathers: ``x[index]``, take, take_along_axis, diag, diagonal.
+"""Rules for indexing and gathers: ``x[index]``, take, take_along_axis, diag, diagonal. Forward:
+``ẏ = ẋ[index]`` (lazy for basic indexes), and the gathers are ``linear``.
 
 A gather's pullback is a scatter-add of ``dy`` into zeros of the argument's shape. The scatter is
 its own differentiable primitive, ``scatter_add(dy, index, shape)``: the only place where an

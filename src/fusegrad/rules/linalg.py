@@ -1,4 +1,7 @@
-"""Reverse rules for linear algebra: matmul, dot, einsum, tensordot, solve, inv, det, eigh, ...
+"""Rules for linear algebra: matmul, dot, einsum, tensordot, solve, inv, det, eigh, ...
+
+The products are ``bilinear`` (``ẏ = f(ȧ, b) + f(a, ḃ)``), ``trace`` is ``linear``; the forward
+rules of ``einsum`` and of the solvers and decompositions follow their reverse rules.
 
 Complex inputs follow JAX's convention: each pullback is the transpose of the forward rule for
 the pairing ``Re(Σ u·v)`` (no conjugate), so holomorphic functions (matmul, solve, inv, det, ...)

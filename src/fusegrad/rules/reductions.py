@@ -1,4 +1,7 @@
-"""Reduction rules: ``sum``, ``mean``, ``prod``, ``max``, ``min``, ``var``, ``std``.
+"""Reduction rules: ``sum``, ``mean``, ``prod``, ``max``, ``min``, ``var``, ``std``, reverse and
+forward (the forward rules, lazy too, at the end: ``sum``/``mean`` by ``linear``, ``ẏ`` of
+``max``/``min`` ``sum(ẋ · mask / count)``, of ``prod`` ``sum(ẋ · ∏_{j≠i} x_j)``, of ``var``
+``2 sum((x - mean) ẋ) / (n - ddof)``).
 
 Every pullback is lazy: the cotangent of a reduction is ``ȳ`` broadcast back over the reduced
 axes (a stride-0 view inside a ``BroadcastThunk``), so it fuses into the next consumer and the

@@ -1,5 +1,6 @@
-"""Reverse rules for scans, sorts and norm-like reductions: cumsum, cumprod, sort, diff,
-scipy.special.logsumexp, linalg.norm.
+"""Rules for scans, sorts and norm-like reductions: cumsum, cumprod, sort, diff,
+scipy.special.logsumexp, linalg.norm. Each forward rule sits below its reverse rule (``cumsum``
+and ``diff`` are ``linear``).
 
 | function | pullback |
 |---|---|

@@ -1,6 +1,8 @@
-"""Reverse rules for shape and movement functions: reshape, transpose, concatenate, tile, pad, ...
+"""Rules for shape and movement functions: reshape, transpose, concatenate, tile, pad, ...
 
-Every rule maps the cotangent back through the *inverse* movement:
+Most of them are linear in the array and declared with ``linear(f, transpose)``: the forward
+rule is ``ẏ = f(ẋ, ...)`` and the reverse rule maps the cotangent back through the *inverse*
+movement (the transpose):
 
 | NumPy function | pullback |
 |---|---|
@@ -21,13 +23,15 @@ Every rule maps the cotangent back through the *inverse* movement:
 | ``np.triu`` / ``np.tril`` | ``da = triu(dy, k)`` / ``tril(dy, k)`` |
 
 The movement rules (``reshape``, ``ravel``, ``transpose``, ``moveaxis``, ``swapaxes``, ``squeeze``,
-``expand_dims``, ``broadcast_to``, ``flip``) are registered with ``lazy=True``: they receive lazy
-arrays and lazy cotangents and keep them lazy — they call only NumPy movement functions and read
-only ``.shape`` of their inputs. The others receive NumPy arrays (the engine materialises first).
+``expand_dims``, ``broadcast_to``, ``flip``) are declared ``lazy=True``: they receive lazy
+arrays, lazy tangents and lazy cotangents and keep them lazy — they call only NumPy movement
+functions and read only ``.shape`` of their inputs. The others receive NumPy arrays (the engine
+materialises first). ``concatenate``/``stack``/``split`` and ``pad`` have rules written by hand,
+their forward rules below their reverse rules (``pad``'s forward rule also takes the modes
+linear in the array: edge, reflect, symmetric, wrap).
 
 Pullbacks use only differentiable ``np.*`` functions (no in-place updates), so higher-order AD can
-trace through them. ``unbroadcast_to`` (the sum back to an argument's shape) and ``project`` (the
-cast back to an argument's dtype) are shared with the other rule files.
+trace through them. The helpers come from ``rules/common.py``.
 """
 
 from __future__ import annotations

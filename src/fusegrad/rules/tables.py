@@ -7,8 +7,8 @@
   few below).
 - ``UFUNC_REDUCE`` / ``UFUNC_ACCUMULATE``: ufunc methods that are other functions in disguise.
 
-``fusegrad.ad.tracer`` (reverse) and ``fusegrad.ad.forward`` (forward) read these; adding a
-function to a table is all it takes for both directions.
+``fusegrad.ad.tracer`` reads these (its protocols serve reverse and forward tracers alike);
+adding a function to a table is all it takes for both directions.
 
 Example::
 
