@@ -49,6 +49,7 @@ def test_plain_inputs_get_scipys_own_results():
         np.testing.assert_array_equal(ss.correlate(a, b, mode), fss.correlate(a, b, mode))
 
 
+@pytest.mark.slow  # JAX compiles each function on first use: seconds
 def test_against_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)

@@ -148,6 +148,7 @@ def test_plain_inputs_get_scipys_own_results():
     np.testing.assert_array_equal(st.norm.logpdf(xs, 0.1, 2.0), orig(st.norm, xs, 0.1, 2.0))
 
 
+@pytest.mark.slow  # JAX compiles each function on first use: seconds
 def test_against_jax():
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)

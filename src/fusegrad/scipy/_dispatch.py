@@ -1,17 +1,22 @@
-"""How plain SciPy calls reach ``fusegrad.scipy``: wrappers installed once, and error hints.
+"""How plain SciPy calls reach ``fusegrad.scipy``: SciPy's functions redirected once, and
+error hints.
 
 SciPy's Python functions call ``np.asarray`` on their arguments, so NumPy's protocols never see
-a traced value. fusegrad therefore replaces, once, the public SciPy attributes it has a mirror
-for (``scipy.special.logsumexp``, ``scipy.stats.rv_continuous.logpdf``, ``scipy.linalg.solve``,
-...) by wrappers: with no traced argument a wrapper calls SciPy's own function (one type check
-per argument); with one it calls the ``fusegrad.scipy`` mirror. A SciPy module already imported
-when fusegrad is imported is patched at once; the others when they are first imported (a
-``sys.meta_path`` finder runs the patch right after the module's own code), so importing
-fusegrad never imports ``scipy.stats`` (seconds) for a program that does not use it.
+a traced value. fusegrad therefore redirects, once, the public SciPy functions it has a mirror
+for (``scipy.special.logsumexp``, ``scipy.linalg.solve``, ``scipy.integrate.solve_ivp``, ...,
+and the methods ``scipy.stats.rv_continuous.logpdf``, ...): with no traced argument SciPy's own
+code runs (one type check per argument); with one, the ``fusegrad.scipy`` mirror. A module
+function is redirected *in place* (:func:`retarget`: the function object keeps its identity,
+name, signature and docstring, and its code becomes a trampoline to SciPy's code or the mirror),
+so a name bound before fusegrad was imported (``from scipy.special import logsumexp``) and
+SciPy's own internal calls see it too. A method is replaced on its class (instances look it up
+there). A SciPy module already imported when fusegrad is imported is patched at once; the others
+when they are first imported (a ``sys.meta_path`` finder runs the patch right after the module's
+own code), so importing fusegrad never imports ``scipy.stats`` (seconds) for a program that does
+not use it.
 
-A name bound before fusegrad was imported (``from scipy.special import logsumexp``) keeps SciPy's
-function; when such a function (or any SciPy function without a mirror) converts a traced value
-to an array, ``Tracer.__array__`` asks :func:`scipy_hint` to name it and its replacement.
+When a SciPy function without a mirror converts a traced value to an array,
+``Tracer.__array__`` asks :func:`scipy_hint` to name it (and a replacement when there is one).
 
 Example::
 
@@ -24,7 +29,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
+import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -56,6 +64,14 @@ def _is_traced(a: Any) -> bool:
     return False
 
 
+def _tracer_ids(a: Any) -> list[int]:
+    if isinstance(a, Tracer):
+        return [id(a)]
+    if type(a) is tuple or type(a) is list:
+        return [i for v in a for i in _tracer_ids(v)]
+    return []
+
+
 def traced(args: tuple, kwargs: dict) -> bool:
     """Whether any argument (or an element of a list/tuple argument) is a traced value.
 
@@ -74,6 +90,17 @@ def traced(args: tuple, kwargs: dict) -> bool:
 def original(f: Any) -> Any:
     """SciPy's own function behind a fusegrad wrapper (``f`` itself when not wrapped)."""
     return getattr(f, "__fusegrad_original__", f)
+
+
+def scipy_code(f: Any) -> Any:
+    """A function running SciPy's own code for ``f``, never a mirror (the copy kept by
+    :func:`retarget`, the original behind a :func:`wrap` wrapper, else ``f``).
+
+    >>> import scipy.special
+    >>> scipy_code(scipy.special.logsumexp) is not scipy.special.logsumexp
+    True
+    """
+    return getattr(f, "__fusegrad_scipy_code__", None) or original(f)
 
 
 def wrap(orig: Callable, mirror: Callable) -> Callable:
@@ -100,10 +127,85 @@ def wrap(orig: Callable, mirror: Callable) -> Callable:
     return wrapper
 
 
+_TRAMPOLINES = "__fusegrad_trampolines__"  # the table a trampoline reads, in SciPy's globals
+_active = threading.local()  # per thread: key -> the traced arguments its mirror is running on
+
+
+def _trampoline_code(f: types.FunctionType, key: str) -> types.CodeType:
+    """Code for ``f``: ``return <its module's trampoline table>[key](args, kwargs)``, with as
+    many free variables as ``f`` has closure cells (CPython requires it), never read."""
+    n = len(f.__code__.co_freevars)
+    cells = "".join(f"    _c{i} = None\n" for i in range(n))
+    refs = (
+        f"        if False:\n            ({', '.join(f'_c{i}' for i in range(n))},)\n" if n else ""
+    )
+    src = (
+        f"def _outer():\n{cells}    def _trampoline(*args, **kwargs):\n{refs}"
+        f"        return {_TRAMPOLINES}[{key!r}](args, kwargs)\n    return _trampoline\n"
+    )
+    scope: dict[str, Any] = {}
+    exec(compile(src, __file__, "exec"), scope)  # noqa: S102 - our own fixed source
+    code = scope["_outer"]().__code__
+    code = code.replace(co_name=f.__code__.co_name)
+    if hasattr(code, "co_qualname"):  # Python >= 3.11
+        code = code.replace(co_qualname=f.__code__.co_qualname)
+    return code
+
+
+def retarget(f: Any, mirror: Callable) -> bool:
+    """Redirect the Python function ``f`` in place: afterwards ``f(...)`` runs SciPy's original
+    code (kept in a copy) on plain arguments and ``mirror`` on traced ones. False (nothing
+    done) when ``f`` is not a plain Python function.
+
+    >>> def twice(x):
+    ...     return 2 * x
+    >>> retarget(twice, lambda x: "traced"), twice(3), twice.__name__
+    (True, 6, 'twice')
+    """
+    if type(f) is not types.FunctionType:
+        return False
+    copy = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+    copy.__kwdefaults__ = f.__kwdefaults__
+    copy.__qualname__, copy.__doc__, copy.__module__ = f.__qualname__, f.__doc__, f.__module__
+    copy.__dict__.update(f.__dict__)
+    try:
+        signature: inspect.Signature | None = inspect.signature(f)
+    except (TypeError, ValueError):  # pragma: no cover - every SciPy function has one
+        signature = None
+    key = f"{f.__qualname__}@{id(f)}"
+
+    def dispatch(args: tuple, kwargs: dict) -> Any:
+        if traced(args, kwargs):
+            # A mirror may call SciPy's function again on values traced one level out (a rule's
+            # primal under grad of grad): that is the mirror again. The very same traced values
+            # coming back would be a loop: SciPy's own code runs (and its conversion error).
+            ids = frozenset(_tracer_ids((args, tuple(kwargs.values()))))
+            running = _active.__dict__.setdefault(key, [])
+            if ids not in running:
+                running.append(ids)
+                try:
+                    return mirror(*args, **kwargs)
+                finally:
+                    running.remove(ids)
+        return copy(*args, **kwargs)
+
+    f.__globals__.setdefault(_TRAMPOLINES, {})[key] = dispatch
+    f.__code__ = _trampoline_code(f, key)
+    if signature is not None:
+        f.__signature__ = signature  # type: ignore[attr-defined]
+    # f stays SciPy's function to the rule tables and to original(): its rules are keyed by it
+    f.__fusegrad_scipy_code__ = copy  # type: ignore[attr-defined]
+    return True
+
+
 def patch_attr(owner: Any, name: str, mirror: Callable) -> None:
-    """Replace ``owner.name`` (a module function or a class's method) by ``wrap(it, mirror)``."""
+    """Make ``owner.name`` (a module function or a class's method) call ``mirror`` on traced
+    values: a module's Python function is redirected in place (:func:`retarget`), a method or
+    any other callable is replaced by ``wrap(it, mirror)``."""
     current = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-    if hasattr(current, "__fusegrad_original__"):
+    if hasattr(current, "__fusegrad_original__") or hasattr(current, "__fusegrad_scipy_code__"):
+        return
+    if not isinstance(owner, type) and retarget(current, mirror):
         return
     setattr(owner, name, wrap(current, mirror))
 
