@@ -159,16 +159,24 @@ def _check_scalar_output(out: Any, holomorphic: bool, who: str) -> None:
         )
 
 
-def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list]:
+def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list, Callable, list[bool]]:
+    """``tree`` with its differentiable leaves boxed as inputs of ``trace``; the new tracers;
+    and how to rebuild a tree of gradients (``rebuild``, which leaves were boxed)."""
     leaves, rebuild = flatten(tree)
     boxed = []
+    tracers = []
+    mask = []
     for leaf in leaves:
         _check_array_type(leaf, "an input")
         if isinstance(leaf, Tracer) or is_differentiable(leaf):
-            boxed.append(trace.input(leaf))
+            t = trace.input(leaf)
+            boxed.append(t)
+            tracers.append(t)
+            mask.append(True)
         else:
             boxed.append(leaf)
-    return rebuild(boxed), [b for b in boxed if isinstance(b, Tracer) and b.trace is trace]
+            mask.append(False)
+    return rebuild(boxed), tracers, rebuild, mask
 
 
 def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, list]:
@@ -192,12 +200,14 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
 def _finish(grads: list, inputs: list) -> list:
     """Project cotangents on their inputs and materialise them together, in one planning step."""
     projected = []
+    projectors = []
     for g, x in zip(grads, inputs):
         primal = _concrete_primal(x.value)
         if isinstance(g, AbstractZero):
             zeros = functools.partial(_zeros, np.shape(primal), _float_dtype(primal))
             g = replay.note_derived(zeros(None), None, zeros)
         project = ProjectTo(primal)
+        projectors.append(project)
         if isinstance(g, BroadcastThunk) and project.kind in ("pyscalar", "npscalar"):
             projected.append(g)  # projected once materialised, together with the others
         else:
@@ -209,10 +219,10 @@ def _finish(grads: list, inputs: list) -> list:
     with replay.sanctioned():
         values = materialize_many(nodes)
     out = []
-    for v, g, x, new in zip(values, projected, inputs, fresh):
+    for v, g, project, new in zip(values, projected, projectors, fresh):
         if isinstance(g, BroadcastThunk):
             # never hand out a view or a value the tape shares
-            post = functools.partial(_copy_project, ProjectTo(_concrete_primal(x.value)), new)
+            post = functools.partial(_copy_project, project, new)
             r = post(v)
             out.append(replay.note_derived(r, v, post) if r is not v else r)
         else:
@@ -293,7 +303,9 @@ def _traced_vjp(
         primals = tuple(own(p) for p in primals)
     trace = Trace()
     scope = current_scope()  # the pullback adds its nodes to the forward's (shared leaves)
-    boxed, inputs_per_arg = zip(*(_box_tree(p, trace) for p in primals)) if primals else ((), ())
+    boxes = [_box_tree(p, trace) for p in primals]
+    boxed = [b[0] for b in boxes]
+    inputs_per_arg = [b[1] for b in boxes]
     with constants_copied(snapshot):
         result = fun(*boxed)
     aux = None
@@ -331,19 +343,13 @@ def _traced_vjp(
         with ownership_scope():
             grads = _finish(backward(seeds, all_inputs), all_inputs)
         it = iter(grads)
-        result = []
-        for p in primals:
-            leaves, rebuild = flatten(p)
-            result.append(rebuild([next(it) if _boxable(x) else None for x in leaves]))
-        return tuple(result)
+        return tuple(
+            rebuild([next(it) if m else None for m in mask]) for _, _, rebuild, mask in boxes
+        )
 
     if has_aux:
         return out, vjp_fn, aux
     return out, vjp_fn
-
-
-def _boxable(x: Any) -> bool:
-    return isinstance(x, Tracer) or is_differentiable(x)
 
 
 def value_and_grad(
@@ -371,8 +377,12 @@ def _value_and_grad(
         with replay.api_call(), conversions.tracing():
             return _call(args, kwargs)
 
+    checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> argnums normalised
+
     def _call(args: tuple, kwargs: dict) -> Any:
-        nums = _normalize_argnums(argnums, len(args))
+        nums = checked.get(len(args))
+        if nums is None:
+            nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
         name = getattr(fun, "__name__", "fun")
         for n in nums:
             leaves, _ = flatten(args[n])
@@ -449,8 +459,12 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
         with conversions.tracing():
             return _call(args, kwargs)
 
+    checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> argnums normalised
+
     def _call(args: tuple, kwargs: dict) -> Any:
-        nums = _normalize_argnums(argnums, len(args))
+        nums = checked.get(len(args))
+        if nums is None:
+            nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
 
         partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
@@ -480,8 +494,12 @@ def jacobian(
         with conversions.tracing():
             return _call(args, kwargs)
 
+    checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> argnums normalised
+
     def _call(args: tuple, kwargs: dict) -> Any:
-        nums = _normalize_argnums(argnums, len(args))
+        nums = checked.get(len(args))
+        if nums is None:
+            nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
         name = getattr(fun, "__name__", "fun")
         for n in nums:
             _check_differentiable(flatten(args[n])[0], f"argument {n} of {name}", holomorphic)

@@ -58,11 +58,16 @@ def active() -> Recorder | None:
     return stack[-1] if stack else None
 
 
+# outside recordings (every plain grad call) the blocks below are this: no generator to run
+_NULL = contextlib.nullcontext()
+
+
+def _raised(rec: Recorder | None, counter: str) -> contextlib.AbstractContextManager:
+    return _NULL if rec is None else _raising(rec, counter)
+
+
 @contextlib.contextmanager
-def _raised(rec: Recorder | None, counter: str) -> Iterator[None]:
-    if rec is None:
-        yield
-        return
+def _raising(rec: Recorder, counter: str) -> Iterator[None]:
     setattr(rec, counter, getattr(rec, counter) + 1)
     try:
         yield
