@@ -109,78 +109,65 @@ def _normalize_tensordot_axes(axes: Any, nda: int, ndb: int) -> tuple[list[int],
     return [i % nda for i in ax_a], [i % ndb for i in ax_b]
 
 
-def _tensordot_pullback(a: Any, b: Any, ax_a: list[int], ax_b: list[int]):
-    """Cotangents of ``tensordot(a, b, (ax_a, ax_b))``, as tensordots of ``dy`` (then transposed
-    back to each argument's axis order)."""
-    nda, ndb = np.ndim(a), np.ndim(b)
-    free_a = [i for i in range(nda) if i not in ax_a]
-    free_b = [i for i in range(ndb) if i not in ax_b]
-    nfa = len(free_a)
-
-    def pullback(dy):
-        ndy = np.ndim(dy)
-        # da: contract dy's free-b axes with b's free axes -> (free_a..., b's contracted axes in
-        # increasing order), mapped to a's axes.
-        ga = np.tensordot(dy, b, axes=(list(range(nfa, ndy)), free_b))
-        order_a = free_a + [ax_a[ax_b.index(j)] for j in sorted(ax_b)]
-        da = np.transpose(ga, np.argsort(order_a)) if nda else ga
-        gb = np.tensordot(a, dy, axes=(free_a, list(range(nfa))))
-        order_b = [ax_b[ax_a.index(i)] for i in sorted(ax_a)] + free_b
-        db = np.transpose(gb, np.argsort(order_b)) if ndb else gb
-        return project(da, a), project(db, b)
-
-    return pullback
+def _free(nd: int, contracted: list[int]) -> list[int]:
+    return [i for i in range(nd) if i not in contracted]
 
 
-@register_rrule(np.tensordot)
-def _tensordot(a, b, *args, **kwargs):
-    """np.tensordot: dA = tensordot(dY, B, free axes of B), transposed to A's order; dB alike."""
+def _contraction_ta(dy: Any, a: Any, b: Any, ax_a: list[int], ax_b: list[int]) -> Any:
+    """The cotangent of ``a`` in ``tensordot(a, b, (ax_a, ax_b))``: dy's free-b axes contracted
+    with b's free axes, giving (free_a..., b's contracted axes in increasing order), mapped back
+    to a's axis order."""
+    nda = np.ndim(a)
+    free_a, free_b = _free(nda, ax_a), _free(np.ndim(b), ax_b)
+    ga = np.tensordot(dy, b, axes=(list(range(len(free_a), np.ndim(dy))), free_b))
+    order_a = free_a + [ax_a[ax_b.index(j)] for j in sorted(ax_b)]
+    return project(np.transpose(ga, np.argsort(order_a)) if nda else ga, a)
+
+
+def _contraction_tb(dy: Any, a: Any, b: Any, ax_a: list[int], ax_b: list[int]) -> Any:
+    """The cotangent of ``b`` in ``tensordot(a, b, (ax_a, ax_b))``, likewise."""
+    ndb = np.ndim(b)
+    free_a, free_b = _free(np.ndim(a), ax_a), _free(ndb, ax_b)
+    gb = np.tensordot(a, dy, axes=(free_a, list(range(len(free_a)))))
+    order_b = [ax_b[ax_a.index(i)] for i in sorted(ax_a)] + free_b
+    return project(np.transpose(gb, np.argsort(order_b)) if ndb else gb, b)
+
+
+def _tensordot_axes(a: Any, b: Any, args: tuple, kwargs: dict) -> tuple[list[int], list[int]]:
     axes = params(args, kwargs, axes=2)["axes"]
-    ax_a, ax_b = _normalize_tensordot_axes(axes, np.ndim(a), np.ndim(b))
-    inner = _tensordot_pullback(a, b, ax_a, ax_b)
-
-    def pullback(dy):
-        return (*inner(dy), *no_tangents(len(args)))
-
-    return np.tensordot(a, b, *args, **kwargs), pullback
+    return _normalize_tensordot_axes(axes, np.ndim(a), np.ndim(b))
 
 
-def _scalar_product_pullback(a: Any, b: Any):
-    """Cotangents of ``a * b`` where one of them is 0-d (``dot``/``inner`` with a scalar)."""
-
-    def pullback(dy):
-        da = unbroadcast_to(dy * b, np.shape(a))
-        db = unbroadcast_to(dy * a, np.shape(b))
-        return project(da, a), project(db, b)
-
-    return pullback
+def _tensordot_ta(dy, a, b, *args, **kwargs):
+    """dA = tensordot(dY, B, free axes of B), transposed to A's order."""
+    return _contraction_ta(dy, a, b, *_tensordot_axes(a, b, args, kwargs))
 
 
-@register_rrule(np.dot)
-def _dot(a, b, *args, **kwargs):
-    """np.dot: a tensordot over (a's last axis, b's second-to-last axis, or its only axis);
-    a 0-d operand makes it a product."""
+def _tensordot_tb(dy, a, b, *args, **kwargs):
+    """dB = tensordot(A, dY, free axes of A), transposed to B's order."""
+    return _contraction_tb(dy, a, b, *_tensordot_axes(a, b, args, kwargs))
+
+
+def _product_axes(a: Any, b: Any, fn: Any) -> tuple[list[int], list[int]] | None:
+    """The contraction ``np.dot`` / ``np.inner`` make, or None when an operand is 0-d (a
+    product): dot contracts a's last axis with b's second-to-last (or only) axis, inner the last
+    axes of both."""
     nda, ndb = np.ndim(a), np.ndim(b)
     if nda == 0 or ndb == 0:
-        inner = _scalar_product_pullback(a, b)
-    else:
-        inner = _tensordot_pullback(a, b, [nda - 1], [max(ndb - 2, 0)])
-
-    def pullback(dy):
-        return (*inner(dy), *no_tangents(len(args)))
-
-    return np.dot(a, b, *args, **kwargs), pullback
+        return None
+    return [nda - 1], [max(ndb - 2, 0) if fn is np.dot else ndb - 1]
 
 
-@register_rrule(np.inner)
-def _inner(a, b):
-    """np.inner: tensordot over the last axes of both; a 0-d operand makes it a product."""
-    nda, ndb = np.ndim(a), np.ndim(b)
-    if nda == 0 or ndb == 0:
-        pullback = _scalar_product_pullback(a, b)
-    else:
-        pullback = _tensordot_pullback(a, b, [nda - 1], [ndb - 1])
-    return np.inner(a, b), pullback
+def _product_t(fn: Any, side: int):
+    def transpose(dy, a, b, *args, **kwargs):
+        axes = _product_axes(a, b, fn)
+        if axes is None:  # a 0-d operand: a * b
+            x, other = (a, b) if side == 0 else (b, a)
+            return project(unbroadcast_to(dy * other, np.shape(x)), x)
+        return (_contraction_ta if side == 0 else _contraction_tb)(dy, a, b, *axes)
+
+    transpose.__doc__ = f"the {'first' if side == 0 else 'second'} operand's contraction with dy"
+    return transpose
 
 
 def _vdot_ta(dy, a, b):
@@ -207,9 +194,9 @@ def _outer_tb(dy, a, b, *args, **kwargs):
 bilinear(np.matmul,    _matmul_ta, _matmul_tb)
 bilinear(np.vdot,      _vdot_ta,   _vdot_tb)
 bilinear(np.outer,     _outer_ta,  _outer_tb)
-bilinear(np.tensordot)  # the reverse rules of these three are above (one shared contraction)
-bilinear(np.dot)
-bilinear(np.inner)
+bilinear(np.tensordot, _tensordot_ta, _tensordot_tb)
+bilinear(np.dot,       _product_t(np.dot, 0),   _product_t(np.dot, 1))
+bilinear(np.inner,     _product_t(np.inner, 0), _product_t(np.inner, 1))
 # fmt: on
 
 
