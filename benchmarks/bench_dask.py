@@ -8,8 +8,10 @@ first at a small size that has the same kernels (compiled, or loaded from the di
 timed once at the full size (``--repeat`` for a median). It prints the times, their ratio, the
 largest difference relative to the gradient's scale (W2T's gradient cancels to rounding noise:
 its scale is the size of the sums that cancel), and per worker: its RSS after the warm-up (the
-runtime: Python, distributed, numba and LLVM) and its peak RSS during the timed call
-(``VmHWM``, reset just before the call).
+runtime: Python, distributed, numba and LLVM), its peak RSS during the timed call (``VmHWM``,
+reset just before the call) and that peak less the shared libraries' pages (``RssFile``): the
+worker's private memory. Last, the warm-up's time on the dask engine (the workers' first use:
+loading numba and the kernels) and what each worker compiled or loaded from the disk cache.
 
     python benchmarks/bench_dask.py                      # W3 1e5, LJ 5e4, W2T 1e5 (minutes)
     python benchmarks/bench_dask.py --inputs dask        # inputs as Dask arrays on the workers
@@ -98,8 +100,12 @@ def clear_peak() -> int:
     return _status("VmRSS")
 
 
-def peak() -> int:
-    return _status("VmHWM")
+def peak() -> tuple[int, int]:
+    """On a worker: the peak RSS since ``clear_peak``, and that peak less the pages of mapped
+    files (shared libraries: LLVM's alone is ~50 MB, shared by the workers of a machine), i.e.
+    about the worker's private memory at its peak."""
+    hwm = _status("VmHWM")
+    return hwm, hwm - _status("RssFile")
 
 
 def _status(field: str) -> int:
@@ -153,7 +159,10 @@ def run_case(client, name, n, repeat, inputs):
     s1 = client.run(stats)
     got = tuple(np.asarray(g) for g in got) if isinstance(got, tuple) else np.asarray(got)
     rel = rel_diff(name, fargs, got, want)
-    mem = ", ".join(f"{floor[w] / 2**20:.0f} / {high[w] / 2**20:.0f}" for w in sorted(high))
+    mem = ", ".join(
+        f"{floor[w] / 2**20:.0f} / {high[w][0] / 2**20:.0f} ({high[w][1] / 2**20:.0f})"
+        for w in sorted(high)
+    )
     first = "; ".join(
         f"{s1[w]['compiled'] - s0[w]['compiled']} compiled, "
         f"{s1[w]['cache_hits'] - s0[w]['cache_hits']} from disk"
@@ -198,7 +207,8 @@ def main() -> None:
     )
     print(
         "| case | numba, 1 process | dask, 2 workers | ratio | rel. diff "
-        "| per worker: RSS after warm-up / peak in the call | warm-up at small N (kernels) |"
+        "| per worker: RSS after warm-up / peak in the call (private) "
+        "| warm-up at small N (kernels) |"
     )
     print("|---|---:|---:|---:|---:|---|---|")
     defaults = {"W3": 100_000, "LJ": 50_000, "W2T": 100_000}

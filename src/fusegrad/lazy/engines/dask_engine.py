@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
 import math
@@ -227,8 +228,9 @@ def local_run(kernel: Kernel) -> list[np.ndarray]:
 
 def _tree(dask: Any, op: Any, parts: list) -> Any:
     """Parts combined pairwise by ``op`` as a tree of Dask tasks."""
+    combine = dask.delayed(op, pure=False)
     while len(parts) > 1:
-        pairs = [dask.delayed(op, pure=False)(a, b) for a, b in zip(parts[::2], parts[1::2])]
+        pairs = [combine(a, b) for a, b in zip(parts[::2], parts[1::2])]
         parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
     return parts[0]
 
@@ -251,6 +253,8 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     tile_outs = _tile_outputs(kernel.outputs)
     meta = (kernel.domain, kernel.constants, kernel.program, tile_outs, remote)
     whole = [None if r else dask.delayed(a, pure=False) for a, r in zip(kernel.inputs, remote)]
+    # the kernel's description bound once: passed as an argument, Dask would walk it per tile
+    tile = dask.delayed(functools.partial(run_tile, meta), pure=False, nout=len(tile_outs))
     tiles = {}
     for index in itertools.product(*(range(len(b)) for b in axes)):
         bounds = tuple(axes[d][i] for d, i in enumerate(index))
@@ -258,9 +262,7 @@ def run(kernel: Kernel) -> list[np.ndarray]:
             dask_leaves.dask_view(_slice(a, kernel.domain, bounds)) if r else w
             for a, r, w in zip(kernel.inputs, remote, whole)
         ]
-        tiles[index] = dask.delayed(run_tile, pure=False, nout=len(tile_outs))(
-            meta, bounds, *inputs
-        )
+        tiles[index] = tile(bounds, *inputs)
     # per output: (slot of the result, partial) pairs, combined per slot by a tree
     plans = []
     j = 0
