@@ -17,8 +17,14 @@ Each tile stays one pass: a multi-output kernel is a multi-output kernel per til
 task is O(inputs + tile outputs). The task graph goes to the active ``dask.distributed`` client
 when there is one (``dask.compute`` picks it up), else to Dask's local threaded scheduler. Tasks
 are pure functions of their inputs, so when a worker dies Dask recomputes the lost tiles and the
-result is the same. Kernels compile once per worker process; the numba disk cache is shared by
-workers on one machine (a worker on a new machine compiles each kernel once, ~0.3-0.5 s).
+result is the same. Inputs that are Dask arrays (``dask_leaves``) are read by each tile from
+their chunks, where they live; the client never gathers them.
+
+Tiles run on numba (``FUSEGRAD_DASK_TILE_ENGINE``, see ``tile_engine``). A kernel compiles once
+per machine: the numba disk cache is shared by the workers of one machine, so a worker loads
+what any process there compiled. A worker's first tile costs it loading numba and LLVM (1-2 s,
+~125 MB of RSS of which about half is shared library pages), then per kernel a load from the
+disk cache (a fraction of a second) or, first on a machine, a compile (a few seconds).
 
 Example::
 
