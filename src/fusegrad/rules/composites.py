@@ -190,7 +190,7 @@ def _delete(arr: Any, obj: Any, axis: int | None = None) -> Any:
     return _gather_codes(arr, keep)
 
 
-def _partition(a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order=None):
+def _partition(a: Any, kth: Any, axis: int | None = -1, kind: Any = "introselect", order=None):
     if order is not None:
         raise TypeError("np.partition(order=...) sorts structured arrays, which have no gradient")
     if axis is None:
@@ -278,7 +278,12 @@ def _pairs(v: Any, ndim: int, name: str) -> list[tuple[Any, Any]]:
 
 
 _PAD_GATHER = ("edge", "wrap", "reflect", "symmetric", "empty")
-_PAD_STAT = {"maximum": np.max, "minimum": np.min, "mean": np.mean, "median": np.median}
+_PAD_STAT: dict[str, Any] = {
+    "maximum": np.max,
+    "minimum": np.min,
+    "mean": np.mean,
+    "median": np.median,
+}
 
 
 def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
@@ -322,7 +327,7 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
         ccodes = -1 - _codes((ndim, 2))
         codes = _codes(shape)
         for ax in range(ndim):
-            w = [(0, 0)] * ndim
+            w: list[Any] = [(0, 0)] * ndim
             w[ax] = tuple(int(v) for v in widths[ax])
             codes = np.pad(
                 codes, w, mode="constant", constant_values=(ccodes[ax, 0], ccodes[ax, 1])
@@ -343,7 +348,7 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
     return out
 
 
-def _pad_axis(x: Any, ax: int, b: int, a: int, mode: str, kwargs: dict, ndim: int) -> Any:
+def _pad_axis(x: Any, ax: int, b: int, a: int, mode: Any, kwargs: dict, ndim: int) -> Any:
     n = np.shape(x)[ax]
     x_last = np.moveaxis(x, ax, -1)
     if mode in _PAD_STAT:

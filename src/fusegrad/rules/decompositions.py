@@ -97,7 +97,7 @@ def _svd_vjp_herm(u, s, vh, m, n, gu, gs, gvh, dtype_complex: bool) -> Any:
     k = np.shape(s)[-1]
     s_safe = np.where(np.equal(s, 0), 1.0, s)
     s_inv = np.where(np.equal(s, 0), 0.0, 1.0 / s_safe)
-    gv = ZeroTangent() if _zero(gvh) else _H(gvh)
+    gv: Any = ZeroTangent() if _zero(gvh) else _H(gvh)
     pbar: Any = 0.0
     if not _zero(gs):  # s is real: only the real part of its cotangent pairs with ṡ
         pbar = np.expand_dims(np.real(gs), -1) * np.eye(k)
@@ -369,7 +369,7 @@ def _eigvals(a: Any) -> Any:
     return dispatch(np.linalg.eig, (a,))[0]
 
 
-def _eigvalsh(a: Any, UPLO: str = "L") -> Any:  # noqa: N803 - NumPy's name
+def _eigvalsh(a: Any, UPLO: Any = "L") -> Any:  # noqa: N803 - NumPy's name
     return np.linalg.eigh(a, UPLO)[0]
 
 

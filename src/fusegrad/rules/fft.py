@@ -37,7 +37,7 @@ from .registry import register_frule, register_rrule
 _DUAL = {None: "forward", "backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
-def _plan(fn_kind: str, x: Any, p: dict) -> tuple[list[int], list[int]]:
+def _plan(fn_kind: str, x: Any, p: dict) -> tuple[list[int | None], list[int]]:
     """The transform's ``(sizes, axes)`` (normalised, one size per axis), as NumPy reads them."""
     ndim = np.ndim(x)
     if fn_kind == "1d":

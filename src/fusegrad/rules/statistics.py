@@ -128,7 +128,7 @@ def _ptp(a, axis=None, out=None, keepdims=False):
 # --------------------------------------------------------------------------------------------------
 
 
-def _positions(n: int, q: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _positions(n: int, q: np.ndarray, method: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(lo, hi, g)`` with the quantile ``s[lo] + g (s[hi] - s[lo])`` of ``n`` sorted values:
     NumPy's quantile of ``arange(n)`` (the interpolated position) under ``method``."""
     if n == 0:

@@ -148,7 +148,7 @@ def _trampoline_code(f: types.FunctionType, key: str) -> types.CodeType:
     code = scope["_outer"]().__code__
     code = code.replace(co_name=f.__code__.co_name)
     if hasattr(code, "co_qualname"):  # Python >= 3.11
-        code = code.replace(co_qualname=f.__code__.co_qualname)
+        code = code.replace(**{"co_qualname": getattr(f.__code__, "co_qualname")})  # noqa: B009
     return code
 
 
@@ -241,7 +241,7 @@ class _PatchOnImport:
                 break
         else:
             return None
-        loader = spec.loader
+        loader: Any = spec.loader
         run = getattr(loader, "exec_module", None)
         if run is None:  # pragma: no cover - SciPy's modules have standard loaders
             return spec

@@ -128,6 +128,16 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         inner = self._logsf(_safe(ok, z, self._mid(*shapes)), *shapes)
         return self._edge(z, ok, inner, 0.0, -np.inf)
 
+    # Each distribution defines these on the standardised variable z (SciPy's own split).
+    def _logpdf(self, z: Any, *shapes: Any) -> Any:
+        raise NotImplementedError(f"{self.name} has no _logpdf")
+
+    def _cdf(self, z: Any, *shapes: Any) -> Any:
+        raise NotImplementedError(f"{self.name} has no _cdf")
+
+    def _sf(self, z: Any, *shapes: Any) -> Any:
+        raise NotImplementedError(f"{self.name} has no _sf")
+
     def _logcdf(self, z: Any, *shapes: Any) -> Any:
         return _log(self._cdf(z, *shapes))
 
@@ -338,6 +348,9 @@ class rv_discrete(rv_continuous):  # noqa: N801
     def _mid(self, *shapes: Any) -> float:
         return 0.0
 
+    def _logpmf(self, k: Any, *shapes: Any) -> Any:
+        raise NotImplementedError(f"{self.name} has no _logpmf")
+
     def logpmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """Log of the probability mass at ``k`` (-inf off the integers of the support)."""
         shapes, loc, _ = self._parse(args, kwds)
@@ -492,7 +505,7 @@ _MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, l
 
 def _method(method: str) -> Any:
     def traced_call(self: Any, *args: Any, **kwds: Any) -> Any:
-        mirror = _MIRRORED.get(getattr(self, "name", None))
+        mirror = _MIRRORED.get(str(getattr(self, "name", "")))
         fn = getattr(mirror, method, None) if mirror is not None else None
         if fn is None:
             raise TypeError(
