@@ -274,10 +274,28 @@ def test_no_module_sets_the_trace_dispatcher():
     # assigns a dispatcher into the registry at import, which made results depend on import order.
     bad = []
     for path in ROOT.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            for t in targets:
-                text = ast.unparse(t)
-                if "_trace_dispatch" in text or text.endswith("registry.dispatch"):
-                    bad.append((str(path.relative_to(ROOT)), node.lineno, text))
+        text = path.read_text(encoding="utf-8")
+        if "_trace_dispatch" not in text and "registry.dispatch" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            for t in node.targets if isinstance(node, ast.Assign) else []:
+                target = ast.unparse(t)
+                if "_trace_dispatch" in target or target.endswith("registry.dispatch"):
+                    bad.append((str(path.relative_to(ROOT)), node.lineno, target))
     assert not bad, f"modules set the trace dispatcher: {bad}"
+
+
+def test_core_rule_families_import_no_other_family():
+    # Each function's rules sit in its family file; what two families share is in rules/common.py.
+    shared = {"fusegrad.rules.common", "fusegrad.rules.registry", "fusegrad.rules.lazy_values"}
+    for family in ("elementwise", "reductions", "shapes", "indexing", "scans", "linalg"):
+        module = f"fusegrad.rules.{family}"
+        path = MODULES[module]
+        others = {
+            t
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for t in _targets(module, path, node)
+            if t.startswith("fusegrad.rules.")
+        }
+        assert others <= shared, f"{module} imports other families: {sorted(others - shared)}"
