@@ -318,6 +318,8 @@ COVERAGE = [
     ("special.xlogy", lambda xp, sc, a, b: sc.special.xlogy(a, b), two(positive=True)),
     ("special.gammaln", lambda xp, sc, x: sc.special.gammaln(x), pos()),
     ("special.digamma", lambda xp, sc, x: sc.special.digamma(x), pos()),
+    ("special.gammainc_a", lambda xp, sc, a: sc.special.gammainc(a, xp.asarray(XP) + 2.5), pos(6)),
+    ("special.gammaincc_a", lambda xp, sc, a, x: sc.special.gammaincc(a, x), two(positive=True)),
 ]
 
 # ---------------------------------------------------------------- checks
