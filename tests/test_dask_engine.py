@@ -172,6 +172,13 @@ def lj(P):
 
 
 @pytest.fixture
+def numpy_tiles(monkeypatch):
+    """Tiles on numpy_blocked: what these tests check is where tiles read, not numba (no
+    compiling)."""
+    monkeypatch.setenv("FUSEGRAD_DASK_TILE_ENGINE", "numpy")
+
+
+@pytest.fixture
 def never_gathered(monkeypatch):
     """Dask inputs are never computed on the client, and no local engine sees a placeholder."""
 
@@ -210,7 +217,9 @@ def test_dask_inputs_as_leaves(small_tiles, never_gathered):
         np.testing.assert_allclose(_np(a), b, rtol=1e-12)
 
 
-def test_a_dask_input_beside_numpy_inputs_and_mirrored_sums(small_tiles, never_gathered):
+def test_a_dask_input_beside_numpy_inputs_and_mirrored_sums(
+    small_tiles, never_gathered, numpy_tiles
+):
     v = np.random.default_rng(6).standard_normal(200)
     with fg.use_engine("numpy"):
         want = fg.grad(w2t)(v)
@@ -227,7 +236,7 @@ def test_a_dask_input_beside_numpy_inputs_and_mirrored_sums(small_tiles, never_g
     np.testing.assert_allclose(gy, want_vg[1][1], rtol=1e-12)
 
 
-def test_lennard_jones_forces_from_a_chunked_dask_array(small_tiles, never_gathered):
+def test_lennard_jones_forces_from_a_chunked_dask_array(small_tiles, never_gathered, numpy_tiles):
     rng = np.random.default_rng(7)
     P = np.stack(np.meshgrid(*[np.arange(5.0)] * 3), -1).reshape(-1, 3)[:100] * 1.2
     P = P + 0.05 * rng.standard_normal(P.shape)
@@ -318,6 +327,28 @@ def test_dask_view_reads_the_same_elements(shape, ops):
     got = dask_leaves.dask_view(view)
     assert got.shape == want.shape
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), OPS, st.integers(1, 4))
+def test_tiles_assemble_views_from_the_chunks_they_need(shape, ops, chunk):
+    full = np.arange(float(np.prod(shape))).reshape(shape)
+    src = da.from_array(full, chunks=chunk)
+    view = _apply(dask_leaves.as_leaf(src).array, ops)
+    want = _apply(full, ops)
+    if want.size == 0:
+        return
+    recipe, blocks = dask_leaves.chunk_plan(view)
+    assert len(blocks) == len(set(blocks))
+    chunks = src.to_delayed()
+    got = dask_leaves.assemble(recipe, *dask.compute(*[chunks[b] for b in blocks]))
+    np.testing.assert_array_equal(got, want)
+    # the chunks holding an element of the view (full's values are flat indices), and the
+    # block grid they span: nothing more
+    needed = {tuple(i // chunk for i in np.unravel_index(int(v), shape)) for v in want.flat}
+    assert needed <= set(blocks)
+    for d in range(len(shape)):
+        span = {b[d] for b in needed}
+        assert {b[d] for b in blocks} == set(range(min(span), max(span) + 1))
 
 
 def test_a_reshape_merging_axes_is_named():

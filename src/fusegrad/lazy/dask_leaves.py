@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import mmap
 import sys
@@ -154,24 +155,17 @@ def reads_dask(inputs: tuple) -> bool:
     return bool(_SOURCES) and any(source(a) is not None for a in inputs)
 
 
-def dask_view(a: np.ndarray) -> Any:
-    """The Dask expression of view ``a`` of a placeholder: the same elements, read from the Dask
-    array's chunks (slices, a transpose, new and broadcast axes, as movement makes them)."""
-    src = source(a)
-    if src is None:
-        raise ValueError("dask_view needs a view of a Dask input's placeholder")
-    import dask.array as da
-
-    if a.size == 0:
-        return np.empty(a.shape, a.dtype)
-    shape = tuple(int(n) for n in src.shape)
+def _decompose(a: np.ndarray, shape: tuple[int, ...]) -> tuple[list[Any], list[int | None]]:
+    """View ``a`` of a C-ordered array of ``shape`` as ``base[index]`` (an int or a slice per
+    axis of the base), then new or broadcast axes: ``index``, and per axis of ``a`` the base
+    axis it walks (None: a new or broadcast axis)."""
     item = a.dtype.itemsize
     root = _root(a)
     offset = (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // item
     start = np.unravel_index(offset, shape) if shape else ()
     c = [math.prod(shape[j + 1 :]) for j in range(len(shape))]
     index: list[Any] = [int(s) for s in start]
-    axes: list[int | None] = []  # per view axis: the source axis it walks, or None (broadcast)
+    axes: list[int | None] = []
     for n, stride in zip(a.shape, a.strides):
         s = stride // item
         if n == 1 or s == 0:
@@ -187,15 +181,79 @@ def dask_view(a: np.ndarray) -> Any:
         stop = last + (1 if step > 0 else -1)
         index[j] = slice(first, stop if stop >= 0 else None, step)
         axes.append(j)
-    d = src[tuple(index)]
+    return index, axes
+
+
+def _finish_view(d: Any, axes: list[int | None], shape: tuple[int, ...], broadcast: Any) -> Any:
+    """``d`` (the base, indexed) transposed to the view's order, with its new axes and
+    broadcasts."""
     walked = sorted(j for j in axes if j is not None)
     order = [walked.index(j) for j in axes if j is not None]
     if order != sorted(order):
         d = d.transpose(order)
     d = d[tuple(slice(None) if j is not None else None for j in axes)]
-    if d.shape != a.shape:
-        d = da.broadcast_to(d, a.shape)
-    return d
+    return d if d.shape == shape else broadcast(d, shape)
+
+
+def dask_view(a: np.ndarray) -> Any:
+    """The Dask expression of view ``a`` of a placeholder: the same elements, read from the Dask
+    array's chunks (slices, a transpose, new and broadcast axes, as movement makes them)."""
+    src = source(a)
+    if src is None:
+        raise ValueError("dask_view needs a view of a Dask input's placeholder")
+    import dask.array as da
+
+    if a.size == 0:
+        return np.empty(a.shape, a.dtype)
+    index, axes = _decompose(a, tuple(int(n) for n in src.shape))
+    return _finish_view(src[tuple(index)], axes, a.shape, da.broadcast_to)
+
+
+def chunk_plan(a: np.ndarray) -> tuple[tuple, list[tuple[int, ...]]]:
+    """How a task reads view ``a`` of a placeholder from the Dask array's chunks: a recipe for
+    ``assemble`` and the block indices of the chunks it needs (C order over the block grid they
+    span). Passing a task those chunks' keys is far cheaper than a Dask expression per task."""
+    src = source(a)
+    if src is None or a.size == 0:
+        raise ValueError("chunk_plan needs a non-empty view of a Dask input's placeholder")
+    index, axes = _decompose(a, tuple(int(n) for n in src.shape))
+    ranges: list[range] = []
+    local: list[Any] = []
+    for j, ix in enumerate(index):
+        edges = np.cumsum((0,) + tuple(src.chunks[j]))
+        if isinstance(ix, int):
+            lo, hi = ix, ix
+        else:
+            last = ix.start + ix.step * (len(range(*ix.indices(int(edges[-1])))) - 1)
+            lo, hi = min(ix.start, last), max(ix.start, last)
+        c0 = int(np.searchsorted(edges, lo, "right")) - 1
+        c1 = int(np.searchsorted(edges, hi, "right")) - 1
+        off = int(edges[c0])
+        ranges.append(range(c0, c1 + 1))
+        if isinstance(ix, int):
+            local.append(ix - off)
+        else:
+            stop = None if ix.stop is None or ix.stop - off < 0 else ix.stop - off
+            local.append(slice(ix.start - off, stop, ix.step))
+    grid = tuple(len(r) for r in ranges)
+    blocks = [tuple(b) for b in itertools.product(*ranges)]
+    return (grid, tuple(local), tuple(axes), a.shape), blocks
+
+
+def assemble(recipe: tuple, *chunks: np.ndarray) -> np.ndarray:
+    """The view a ``chunk_plan`` describes, from the chunks it named (in its order)."""
+    grid, local, axes, shape = recipe
+    arrays = [np.asarray(c) for c in chunks]
+    base = arrays[0] if len(arrays) == 1 else np.block(_nest(arrays, grid))
+    return _finish_view(base[local], list(axes), shape, np.broadcast_to)
+
+
+def _nest(items: list, grid: tuple[int, ...]) -> Any:
+    """A flat C-ordered list as nested lists of ``grid``'s shape (what ``np.block`` takes)."""
+    if len(grid) <= 1:
+        return items
+    step = len(items) // grid[0]
+    return [_nest(items[i * step : (i + 1) * step], grid[1:]) for i in range(grid[0])]
 
 
 def _unmappable(a: np.ndarray) -> NotImplementedError:
@@ -258,6 +316,8 @@ __all__ = [
     "DaskInputError",
     "Placeholder",
     "as_leaf",
+    "assemble",
+    "chunk_plan",
     "dask_view",
     "is_dask_array",
     "placeholder",

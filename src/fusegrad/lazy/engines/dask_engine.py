@@ -189,15 +189,27 @@ def _tile_outputs(outputs: tuple[Output, ...]) -> tuple[Output, ...]:
     return tuple(out)
 
 
-def run_tile(meta: tuple, bounds: tuple, *inputs: np.ndarray) -> list[np.ndarray]:
-    """Run one tile of a kernel with a local engine (a Dask task: a pure function). An input
-    read from a Dask array comes as the tile's part already; any other whole."""
-    full, constants, program, outputs, parts = meta
+def run_tile(meta: tuple, bounds: tuple, recipes: tuple, *args: np.ndarray) -> list[np.ndarray]:
+    """Run one tile of a kernel with a local engine (a Dask task: a pure function). Per input,
+    ``recipes`` holds None (the input comes whole, as one argument), ``()`` (the tile's part
+    comes as it is: an empty one), or how to assemble the
+    tile's part of a Dask input from the chunks that follow (``dask_leaves.assemble``)."""
+    full, constants, program, outputs = meta
     domain = tuple(b - a for a, b in bounds)
-    views = tuple(
-        np.asarray(a) if part else _slice(a, full, bounds) for a, part in zip(inputs, parts)
-    )
-    return local_run(Kernel(domain, views, constants, program, outputs))
+    views = []
+    i = 0
+    for recipe in recipes:
+        if recipe is None:
+            views.append(_slice(args[i], full, bounds))
+            i += 1
+        elif not recipe:  # the tile's part already (empty)
+            views.append(args[i])
+            i += 1
+        else:
+            n = math.prod(recipe[0])
+            views.append(dask_leaves.assemble(recipe, *args[i : i + n]))
+            i += n
+    return local_run(Kernel(domain, tuple(views), constants, program, outputs))
 
 
 def tile_engine() -> str:
@@ -257,18 +269,31 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     import dask
 
     tile_outs = _tile_outputs(kernel.outputs)
-    meta = (kernel.domain, kernel.constants, kernel.program, tile_outs, remote)
+    meta = (kernel.domain, kernel.constants, kernel.program, tile_outs)
     whole = [None if r else dask.delayed(a, pure=False) for a, r in zip(kernel.inputs, remote)]
+    chunks = {}  # id(Dask input) -> its chunks as Delayed objects
+    for a, r in zip(kernel.inputs, remote):
+        src = dask_leaves.source(a) if r else None
+        if src is not None and id(src) not in chunks:
+            chunks[id(src)] = src.to_delayed()
     # the kernel's description bound once: passed as an argument, Dask would walk it per tile
     tile = dask.delayed(functools.partial(run_tile, meta), pure=False, nout=len(tile_outs))
     tiles = {}
     for index in itertools.product(*(range(len(b)) for b in axes)):
         bounds = tuple(axes[d][i] for d, i in enumerate(index))
-        inputs = [
-            dask_leaves.dask_view(_slice(a, kernel.domain, bounds)) if r else w
-            for a, r, w in zip(kernel.inputs, remote, whole)
-        ]
-        tiles[index] = tile(bounds, *inputs)
+        recipes: list[tuple | None] = []
+        args: list[Any] = []
+        for a, r, w in zip(kernel.inputs, remote, whole):
+            view = _slice(a, kernel.domain, bounds) if r else None
+            if view is None or view.size == 0:
+                recipes.append(None if view is None else ())
+                args.append(w if view is None else np.empty(view.shape, view.dtype))
+                continue
+            recipe, blocks = dask_leaves.chunk_plan(view)
+            src_chunks = chunks[id(dask_leaves.source(a))]
+            recipes.append(recipe)
+            args.extend(src_chunks[b] for b in blocks)
+        tiles[index] = tile(bounds, tuple(recipes), *args)
     # per output: (slot of the result, partial) pairs, combined per slot by a tree
     plans = []
     j = 0
