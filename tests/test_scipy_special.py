@@ -28,7 +28,8 @@ UNIT = np.array([0.15, 0.5, 0.8])  # (0, 1)
 REAL = np.array([-1.2, 0.3, 1.7])
 
 UNARY = [
-    (sp.gammaln, POS), (sp.digamma, POS), (sp.psi, POS), (sp.gamma, POS), (sp.rgamma, POS),
+    (sp.gammaln, POS), (sp.loggamma, POS), (sp.digamma, POS), (sp.psi, POS), (sp.gamma, POS),
+    (sp.rgamma, POS),
     (sp.erfinv, UNIT - 0.3), (sp.erfcinv, UNIT + 0.4), (sp.erfcx, REAL), (sp.ndtr, REAL),
     (sp.ndtri, UNIT), (sp.log_ndtr, REAL), (sp.entr, POS), (sp.j0, POS), (sp.j1, POS),
     (sp.y0, POS), (sp.y1, POS), (sp.i0, REAL), (sp.i0e, REAL), (sp.i1, REAL), (sp.i1e, REAL),
@@ -326,3 +327,23 @@ def test_gamma_cdf_is_differentiable_in_its_shape():
     np.testing.assert_allclose(fg.grad(lambda m: st.poisson.cdf(3, m))(2.2),
                                _richardson(lambda m: st.poisson.cdf(3, m), 2.2, 1e-2),
                                rtol=1e-8)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "f", [sp.gamma, sp.loggamma, sp.digamma, sp.erf, lambda v: sp.jv(1.5, v), sp.logsumexp]
+)
+def test_complex_inputs_match_finite_differences(f):
+    """grad of a real loss of complex z: ∂L/∂x - i ∂L/∂y (JAX's convention)."""
+    z = np.array([1.2 + 0.3j, 0.7 - 0.4j])
+
+    def loss(v):
+        return np.sum(np.abs(f(v)) ** 2)
+
+    h, fd = 1e-6, np.zeros(2, complex)
+    for i in range(2):
+        e = np.zeros(2, complex)
+        e[i] = h
+        fd[i] = (loss(z + e) - loss(z - e)) / (2 * h) - 1j * (
+            loss(z + 1j * e) - loss(z - 1j * e)
+        ) / (2 * h)
+    np.testing.assert_allclose(fg.grad(loss)(z), fd, rtol=1e-6, atol=1e-8)

@@ -5,7 +5,8 @@ lazy and fused and its forward rule is derived from the same partials.
 
 | ufunc | partial(s) |
 |---|---|
-| ``gammaln``, ``gamma``, ``rgamma`` | ``ψ(x)``, ``y ψ(x)``, ``-y ψ(x)``; ``gammasgn``: 0 |
+| ``gammaln``, ``loggamma`` (complex), ``gamma``, ``rgamma`` | ``ψ(x)``, ``y ψ(x)``, ``-y ψ(x)`` |
+| ``gammasgn`` | 0 |
 | ``digamma``/``psi`` | ``ψ'(x) = ζ(2, x)`` (Hurwitz zeta) |
 | ``_zeta(s, q)`` (``zeta``'s ufunc) | ``∂q = -s ζ(s+1, q)``; ``∂s``: not implemented (error) |
 | ``beta``, ``betaln`` | ``y (ψ(a) - ψ(a+b))``, ``ψ(a) - ψ(a+b)`` (and in b) |
@@ -318,6 +319,7 @@ def _declare() -> None:
 
     # fmt: off
     scalar_rule(sp.gammaln,   lambda x, y: sp.digamma(x))
+    scalar_rule(sp.loggamma,  lambda x, y: sp.digamma(x))  # holomorphic off the branch cut
     scalar_rule(sp.digamma,   lambda x, y: _trigamma(x))
     scalar_rule(_zeta,        None, lambda s, q, y: -s * _zeta(s + 1, q))
     scalar_rule(sp.gamma,     lambda x, y: y * sp.digamma(x))
