@@ -1,11 +1,13 @@
 """The tracer core: trace levels, boxing, the tape and the backward pass.
 
 A ``Tracer`` boxes a value (an array, a number or a lazy node) during one trace. Every NumPy call
-on a tracer comes here through NumPy's protocols (``tracer.py``) as ``apply(f, args, kwargs)``:
-the arguments of the innermost trace are unboxed, ``f``'s reverse rule runs on them, and the
-result is boxed with a tape node holding the pullback. Nested traces (``grad(grad(f))``) carry
-levels: the highest level is unboxed first, and the rule's own NumPy calls on lower-level tracers
-are recorded on the lower tapes, which keeps perturbations apart.
+on a tracer goes through NumPy's protocols (``tracer.py``) to ``apply(f, args, kwargs)``, the one
+dispatcher of both modes (``rules.registry.dispatch``), which calls the innermost trace's
+``apply``; for a reverse ``Trace`` that is ``record``: the arguments of that trace are unboxed,
+``f``'s reverse rule runs on them, and the result is boxed with a tape node holding the pullback.
+Nested traces (``grad(grad(f))``) carry levels: the highest level is unboxed first, and the
+rule's own NumPy calls on lower-level tracers are recorded on the lower tapes, which keeps
+perturbations apart.
 
 ``backward`` walks the tape in reverse topological order, accumulates cotangents with
 ``add``/``iadd`` (lazy thunks stay lazy) and frees each cotangent once consumed.
