@@ -49,6 +49,7 @@ def _normalize_argnums(argnums: Any, nargs: int) -> tuple[int, ...]:
     >>> _normalize_argnums(np.int64(-1), 3)
     (2,)
     """
+    nums: tuple[int, ...]
     try:
         nums = (operator.index(argnums),)
     except TypeError:
@@ -183,7 +184,8 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
     """The output's value (lazy parts materialised together, when ``evaluate``) and its tracers
     of ``trace``."""
     leaves, rebuild = flatten(out)
-    tracers, values = [], []
+    tracers: list[Tracer | None] = []
+    values = []
     for leaf in leaves:
         if isinstance(leaf, Tracer) and leaf.trace is trace:
             tracers.append(leaf)

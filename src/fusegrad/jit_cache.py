@@ -280,7 +280,7 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
         other = _Entry(entry.key)
         out = record(other, *how)  # if it raises, nothing changes
         if other.numbers == "inputs" and other.program is not None:
-            if entry.program.same_as(other.program):
+            if entry.program is not None and entry.program.same_as(other.program):
                 entry.verified |= changed
                 entry.calls += 1
                 return out
@@ -340,8 +340,10 @@ def _replay(
         a if type(a) is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
         for a in arrays
     ]
+    program, rebuild = entry.program, entry.rebuild
+    assert program is not None and rebuild is not None  # only entries with a program replay
     try:
-        return entry.rebuild(entry.program.run(inputs, numbers))
+        return rebuild(program.run(inputs, numbers))
     except replay.StepMismatch as e:
         # shapes that depend on values: this signature cannot be replayed after all
         entry.program, entry.rebuild, entry.reason = None, None, str(e)
@@ -369,7 +371,8 @@ def _recording_inputs(arrays: list, copy: bool) -> list[np.ndarray]:
         if not copy and type(a) is np.ndarray and a.flags.c_contiguous and a.size:
             if not any(np.may_share_memory(a, b) for b in out):
                 try:
-                    fresh = np.frombuffer(memoryview(a).cast("B"), a.dtype).reshape(a.shape)
+                    raw = memoryview(a).cast("B")  # type: ignore[arg-type]  # ndarray is a Buffer
+                    fresh = np.frombuffer(raw, a.dtype).reshape(a.shape)
                 except (TypeError, ValueError):  # a dtype the buffer protocol lacks (datetime)
                     fresh = None
         out.append(np.array(a, order="C", copy=True) if fresh is None else fresh)

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         timeout_s=mode["timeout_s"],
         budget_s=mode["budget_s"],
-        min_samples=mode["min_samples"],
+        min_samples=int(mode["min_samples"]),
         case_limit_s=mode["case_limit_s"],
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )

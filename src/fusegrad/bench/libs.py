@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class Lib:
 
 
 _JAX_ENV = {"JAX_ENABLE_X64": "1", "JAX_PLATFORMS": "cpu"}
-_JAX = {"peer": True, "env": _JAX_ENV, "numpy_arrays": False}
+_JAX: dict[str, Any] = {"peer": True, "env": _JAX_ENV, "numpy_arrays": False}
 
 LIBS: dict[str, Lib] = {
     lib.name: lib
@@ -144,7 +145,7 @@ def _build_fusegrad(wl: Workload, jit: bool = False):
 
         # fusing(): the small-array path would compute this at once, without numba
         with fl.use_engine("numba"), small.fusing():
-            fl.materialize(fl.asarray(np.ones(4)) * 2.0)
+            fl.materialize(fl.asarray(np.ones(4)) * 2.0)  # type: ignore[operator]  # operators set at import
 
     g = fg.grad(lambda *a: wl.fun(np, *a), argnums=wl.argnums)
     if not jit:

@@ -73,7 +73,7 @@ def ratios(combined: list[dict], what: str) -> tuple[list[str], dict]:
 
     out: dict = {}
     for p in peers:
-        vals = []
+        vals: list[tuple[float, bool] | None] = []
         for w, n in cases:
             me, peer = at("fusegrad", w, n), at(p, w, n)
             if not (me and peer and me["status"] == "ok" and peer["status"] == "ok"):
@@ -117,7 +117,7 @@ def _panels(plt, names: list[str]):
 def _curve_figure(plt, data: dict, idx: int, title: str, quick: bool):
     names = [w for w in WORKLOADS if w in data]
     fig, axes = _panels(plt, names)
-    handles = {}
+    handles: dict = {}
     for ax, w in zip(axes, names, strict=False):
         wl = WORKLOADS[w]
         if idx == 2:

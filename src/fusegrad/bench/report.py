@@ -14,6 +14,7 @@ import platform
 import subprocess
 import sys
 from importlib import metadata
+from typing import TypeGuard
 
 from .libs import LIBS
 from .workloads import WORKLOADS
@@ -96,7 +97,7 @@ def combine_thp(results: list[dict]) -> list[dict]:
     return out
 
 
-def _ok(r: dict | None) -> bool:
+def _ok(r: dict | None) -> TypeGuard[dict]:
     return r is not None and r["status"] == "ok"
 
 
@@ -626,7 +627,7 @@ def machine_info(threads: int | None) -> dict:
             thp = f.read().strip()
     except OSError:
         pass
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in VERSIONED:
         try:
             versions[pkg] = metadata.version(pkg)

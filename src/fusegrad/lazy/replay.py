@@ -430,7 +430,7 @@ def _number_class(base: type) -> type:
     for name, what in _READS.items():
         if hasattr(base, name):
             namespace[name] = _reading(name, what)
-    namespace["conjugate"] = _unary(base.conjugate)
+    namespace["conjugate"] = _unary(base.conjugate)  # type: ignore[attr-defined]  # float or complex
     namespace["real"] = property(_unary(lambda v: v.real))
     namespace["imag"] = property(_unary(lambda v: v.imag))
     namespace["__array_ufunc__"] = _array_ufunc
@@ -744,6 +744,22 @@ def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dtype: np.
     return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
 
 
+def _probe(template: Kernel) -> Kernel:
+    """``template`` (a recorded kernel without its inputs) with stand-in inputs of the recorded
+    dtypes and broadcast axes (zero-strided zeros: no memory), for what needs their shapes."""
+    sig = template.signature()
+    inputs = tuple(
+        np.broadcast_to(
+            np.zeros((), dtype),
+            tuple(1 if b or d == 1 else d for b, d in zip(flags, template.domain)),
+        )
+        for dtype, flags in sig[1]
+    )
+    return Kernel(
+        template.domain, inputs, template.constants, template.program, template.outputs, sig
+    )
+
+
 def _kernel_runner(engine: str, template: Kernel) -> Callable[[tuple, tuple], list[np.ndarray]]:
     """A function of a replay's inputs and constants running ``template``'s kernel on
     ``engine`` (under ``auto``, on the engine for a hot kernel): the engine's own
@@ -751,10 +767,17 @@ def _kernel_runner(engine: str, template: Kernel) -> Callable[[tuple, tuple], li
     worked out once), else a new ``Kernel`` for its ``run`` each time."""
     from . import engines
 
-    # a recorded program is replayed many times: under auto its kernels go where hot ones do
-    e = engines.get(engines.choose_hot(template, engine))
+    probe = _probe(template)
+    if all(i.dtype.kind == "f" for i in template.program) and all(
+        a.dtype.kind == "f" for a in probe.inputs
+    ):
+        # a recorded program is replayed many times: under auto its kernels go where hot ones
+        # do (float kernels only: an engine's supports() may read integer data, which a probe
+        # does not have)
+        engine = engines.choose_hot(probe, engine)
+    e = engines.get(engine)
     make = getattr(e, "replayer", None)
-    fast = make(template) if make is not None else None
+    fast = make(probe) if make is not None else None
     if fast is not None:
         return fast
     run = e.run

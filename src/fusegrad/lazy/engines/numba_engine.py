@@ -524,6 +524,7 @@ def _exec(text: str, path: str | None, modname: str):
     else:
         spec = importlib.util.spec_from_file_location(modname, path)
         filename = path
+    assert spec is not None  # both calls above make one for any name and path
     mod = importlib.util.module_from_spec(spec)
     sys.modules[modname] = mod  # before exec: numba's cache and pickling look it up there
     try:
@@ -685,9 +686,10 @@ def _cache_files_in(exc: BaseException) -> list[str] | None:
     was raised inside numba's cache loader, or None when it was not raised there."""
     found: list[str] | None = None
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        tb = exc.__traceback__
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        tb = cur.__traceback__
         while tb is not None:
             code = tb.tb_frame.f_code
             if code.co_filename.endswith(os.path.join("numba", "core", "caching.py")):
@@ -699,7 +701,7 @@ def _cache_files_in(exc: BaseException) -> list[str] | None:
                 if code.co_name == "_load_index" and isinstance(index, str):
                     found.append(index)
             tb = tb.tb_next
-        exc = exc.__cause__ or exc.__context__
+        cur = cur.__cause__ or cur.__context__
     return found
 
 

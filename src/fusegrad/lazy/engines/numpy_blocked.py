@@ -168,6 +168,7 @@ def _reduce_value(out: Output, val: Any, block_shape: tuple) -> np.ndarray:
     val = np.asarray(val)
     if val.shape != block_shape:
         val = np.broadcast_to(val, block_shape)
+    assert out.reduce is not None  # only reductions come here
     return _REDUCER[out.reduce].reduce(val, axis=out.axes, keepdims=True, dtype=out.dtype)
 
 
@@ -423,6 +424,7 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
         stacks: list[list[tuple[int, np.ndarray]]] = [[] for _ in kernel.outputs]
         for o, arr, acc in zip(kernel.outputs, outs, accumulate):
             if acc:
+                assert o.reduce is not None  # accumulate is set for reductions only
                 p = np.empty_like(arr) if n_threads > 1 else arr
                 p.fill(identity(o.reduce, o.dtype))
                 partials.append(p)
@@ -452,22 +454,24 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
             block_shape = tuple(
                 s.stop - s.start if s != slice(None) else n for s, n in zip(sl, domain)
             )
-            for k, (o, arr, p) in enumerate(zip(kernel.outputs, outs, partials)):
+            for k, (o, arr, pk) in enumerate(zip(kernel.outputs, outs, partials)):
                 val = vals[o.value]
                 if o.reduce is None:
                     np.copyto(arr[sl], val, casting="unsafe")
                     continue
                 region = tuple(slice(None) if a in o.axes else s for a, s in enumerate(sl))
                 part = _reduce_value(o, val, block_shape)
-                if p is None:
+                if pk is None:
                     arr[region] = part
                 elif cascade[k]:
                     _push_pairwise(stacks[k], part)
                 else:
-                    _REDUCER[o.reduce](p[region], part, out=p[region])
-        for k, p in enumerate(partials):
+                    _REDUCER[o.reduce](pk[region], part, out=pk[region])
+        for k, pk in enumerate(partials):
+            if pk is None:  # (no stack either)
+                continue
             for _, part in reversed(stacks[k]):
-                np.add(p, part, out=p)
+                np.add(pk, part, out=pk)
         return partials
 
     if n_threads == 1:
@@ -478,7 +482,9 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
         if accumulate[k]:
             arr[...] = results[0][k]
             for r in results[1:]:
-                _REDUCER[o.reduce](arr, r[k], out=arr)
+                part = r[k]
+                assert part is not None  # each thread keeps a partial of an accumulated output
+                _REDUCER[str(o.reduce)](arr, part, out=arr)
 
 
 register(sys.modules[__name__])
