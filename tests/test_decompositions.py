@@ -265,6 +265,7 @@ def test_matrix_norm_hand_derived():
     np.testing.assert_allclose(g, [[0.0, 0.0], [0.0, 1.0]])
 
 
+@pytest.mark.slow  # JAX compiles each function on first use: tens of seconds
 def test_against_jax():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")

@@ -131,11 +131,35 @@ def test_shifts_match_numpy_and_have_gradients():
         check_grads(lambda v, f=f: f(v) * np.arange(5.0), modes=("rev", "fwd"))(X[:, :5])
 
 
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize(
+    "f,a,kw",
+    [(np.fft.hfft, C[0], {}), (np.fft.hfft, C[0], {"n": 5}), (np.fft.ihfft, X[0], {}),
+     (np.fft.ihfft, X[0], {"n": 4})],
+)  # fmt: skip
+def test_hermitian_transforms_are_composites(f, a, kw, norm):
+    y, vjp = fg.vjp(lambda v: f(v, norm=norm, **kw), a)
+    np.testing.assert_allclose(y, f(a, norm=norm, **kw), rtol=1e-12, atol=1e-12)
+    ct = _random_ct(y, np.random.default_rng(1))
+    (got,) = vjp(ct)
+    if np.iscomplexobj(a):
+        want = jax_fd_vjp(lambda v: f(v, norm=norm, **kw), a, ct)
+    else:  # ihfft takes real input: the derivative along the real axis only
+
+        def loss(v):
+            return float(np.real(np.sum(ct * f(v, norm=norm, **kw))))
+
+        h = 1e-6
+        want = np.array([(loss(a + h * e) - loss(a - h * e)) / (2 * h) for e in np.eye(a.size)])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 def test_every_transform_has_both_rules():
     for f in {c[0] for c in CASES}:
         assert f in RRULES and f in FRULES
 
 
+@pytest.mark.slow  # JAX compiles each function on first use: tens of seconds
 def test_against_jax():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")

@@ -12,7 +12,8 @@ rule the transpose (JAX's convention: the pairing ``Re(u·v)``, no conjugation):
 and each is then cropped or zero-padded back to the input's length where ``n``/``s`` changed it
 (the transpose of NumPy's own crop/pad). ``dual`` swaps ``"backward"`` and ``"forward"`` and
 keeps ``"ortho"``. A real input gets the real part (the transpose of its embedding in ℂ).
-``fftshift``/``ifftshift`` are composites (``np.roll``). Pullbacks call ``np.fft`` functions,
+``fftshift``/``ifftshift`` (``np.roll``) and ``hfft``/``ihfft`` (``irfft``/``rfft`` of the
+conjugate, as NumPy defines them) are composites. Pullbacks call ``np.fft`` functions,
 which have these rules themselves, so higher orders work.
 
 Example::
@@ -196,9 +197,28 @@ def _shift(sign: int) -> Callable:
 
 
 # Composites (merged into the tracer's table by rules.composites).
+_DUAL_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _hfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
+    """NumPy's definition: ``irfft(conj(a), n, axis)`` under the dual normalisation."""
+    if out is not None:
+        raise TypeError("np.fft.hfft(..., out=...) writes in place: drop out=")
+    return np.fft.irfft(np.conj(a), n, axis, norm=_DUAL_NORM[norm])
+
+
+def _ihfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
+    """NumPy's definition: ``conj(rfft(a, n, axis))`` under the dual normalisation."""
+    if out is not None:
+        raise TypeError("np.fft.ihfft(..., out=...) writes in place: drop out=")
+    return np.conj(np.fft.rfft(a, n, axis, norm=_DUAL_NORM[norm]))
+
+
 FFT_COMPOSITES: dict[Any, Callable] = {
     np.fft.fftshift: _shift(1),
     np.fft.ifftshift: _shift(-1),
+    np.fft.hfft: _hfft,
+    np.fft.ihfft: _ihfft,
 }
 
 __all__ = ["FFT", "FFT_COMPOSITES"]
