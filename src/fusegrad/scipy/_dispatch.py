@@ -144,7 +144,9 @@ def _trampoline_code(f: types.FunctionType, key: str) -> types.CodeType:
         f"        return {_TRAMPOLINES}[{key!r}](args, kwargs)\n    return _trampoline\n"
     )
     scope: dict[str, Any] = {}
-    exec(compile(src, __file__, "exec"), scope)  # noqa: S102 - our own fixed source
+    # The file name a traceback shows for the trampoline's frame.
+    where = "<fusegrad.scipy: SciPy's function redirected on traced values>"
+    exec(compile(src, where, "exec"), scope)  # noqa: S102 - our own fixed source
     code = scope["_outer"]().__code__
     code = code.replace(co_name=f.__code__.co_name)
     if hasattr(code, "co_qualname"):  # Python >= 3.11
