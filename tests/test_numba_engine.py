@@ -457,3 +457,33 @@ def test_random_programs_on_the_worker_pool(k):
             check(k)
     finally:
         ne.PARALLEL_MIN_NS = old
+
+
+# numba: ~2.5 s of compilation (the chunked nest with an inlined exp), so in the slow tier
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("numba", marks=pytest.mark.slow)])
+def test_gaussian_kernel_gradient_one_pass_accurate_and_lean(engine):
+    """W3's gradient, ``sum(exp(-(x[:, None] - y[None, :])**2 / (2 s^2)))`` w.r.t. x, y and s,
+    against its hand-derived sums to 1e-12 of the sum of |terms|, with rows longer than a chunk
+    (the chunked nest on numba), and on numba no temporary of the pairwise domain's size."""
+    import fusegrad as fg
+    from fusegrad.memory import track_allocations
+
+    rng = np.random.default_rng(7)
+    x, y, s = rng.standard_normal(150), rng.standard_normal(1100), np.float64(0.9)
+
+    def f(x, y, s):
+        return np.sum(np.exp(-((x[:, None] - y[None, :]) ** 2) / (2 * s**2)))
+
+    grad = fg.grad(f, argnums=(0, 1, 2))
+    with fg.use_engine(engine):
+        grad(x, y, s)  # compiles (numba) outside the tracked call
+        with track_allocations() as mem:
+            gx, gy, gs = grad(x, y, s)
+    d = x[:, None] - y[None, :]
+    e = np.exp(-(d**2) / (2 * s**2))
+    want = [(-e * d / s**2, 1), (e * d / s**2, 0), (e * d**2 / s**3, None)]
+    for got, (terms, axis) in zip((gx, gy, gs), want):
+        scale = np.abs(terms).sum(axis=axis)
+        np.testing.assert_array_less(np.abs(got - terms.sum(axis=axis)), 1e-12 * scale + 1e-300)
+    if engine == "numba":  # per-thread partials (3 rows of y's size each), not blocks of 2^16
+        assert mem.peak_bytes < d.nbytes / 8, mem.peak_bytes
