@@ -197,7 +197,12 @@ def _shift(sign: int) -> Callable:
 
 
 # Composites (merged into the tracer's table by rules.composites).
-_DUAL_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
+_DUAL_NORM: dict[Any, Any] = {
+    None: "forward",
+    "backward": "forward",
+    "ortho": "ortho",
+    "forward": "backward",
+}
 
 
 def _hfft(a: Any, n: Any = None, axis: int = -1, norm: Any = None, out: Any = None) -> Any:
