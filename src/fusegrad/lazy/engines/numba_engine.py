@@ -372,6 +372,8 @@ def _preferred(kernel, count: bool = False) -> bool:
     sig = kernel.signature()
     n = _RUNS.get(sig, 0)
     if count:
+        if len(_RUNS) >= 4096 and sig not in _RUNS:
+            _RUNS.clear()  # bounded: a program with that many kernels becomes hot again
         n = _RUNS[sig] = n + 1
     return n >= _registry.HOT_CALLS
 
