@@ -294,17 +294,28 @@ def _walk(
         stack.extend(n.args)
 
 
-# Long chains (an unrolled loop of 10^5 steps) are cut: a node CHAIN ops above the last cut is
-# stored, so no kernel is longer than that and planning and compiling stay linear in the
-# number of steps (a 10^4-op kernel would take numba minutes to compile). Graphs smaller than
-# CUT_FROM nodes are never looked at.
+# Long chains (an unrolled loop of 10^5 steps) are cut into layers of CHAIN ops: a node's layer
+# is its depth (the longest path of ops from computed values up to it) divided by CHAIN, each
+# layer's values that a higher layer reads are stored (computed together, a kernel per domain),
+# and no kernel is longer than CHAIN ops, so planning and compiling stay linear in the number of
+# steps (a 10^4-op kernel would take numba minutes to compile) and every value is computed once:
+# the gradient of a loop does what its forward does, a constant factor more, however long it
+# runs. Graphs smaller than CUT_FROM nodes are one kernel per domain, which also computes every
+# value once. A value larger than every leaf under it (a broadcast blow-up) and than the largest
+# output is not stored by choice: its readers recompute it, unless it tops a chain of CHAIN such
+# values (that one is stored, as a bound on kernel length).
 CHAIN = 128
 CUT_FROM = 1024
 
 
+def _kids(n: LazyArray) -> list[LazyArray]:
+    args = n.args if isinstance(n, Map) else (n.arg,) if isinstance(n, Reduce) else ()
+    return [a for a in args if isinstance(a, Map | Reduce) and a.cached is None]
+
+
 def _cut_long_chains(outputs: list[LazyArray]) -> None:
-    """Compute, bottom-up, the nodes that cut every chain under ``outputs`` into pieces of at
-    most ``CHAIN`` ops (each piece one kernel of its own)."""
+    """Compute, layer by layer, the values of a large graph under ``outputs`` that a higher
+    layer reads (see ``CHAIN``)."""
     count = 0
     stack: list[Any] = list(outputs)
     seen: set[int] = set()
@@ -314,38 +325,57 @@ def _cut_long_chains(outputs: list[LazyArray]) -> None:
             continue
         seen.add(id(n))
         count += 1
-        stack.extend(n.args if isinstance(n, Map) else (n.arg,))
+        stack.extend(_kids(n))
     if count < CUT_FROM:
         return
-    is_output = {id(o) for o in outputs}
     depth: dict[int, int] = {}
-    cuts: list[LazyArray] = []
+    chain: dict[int, int] = {}  # ops since the last storable value, along chains of blow-ups
+    forced: set[int] = set()
+    order: list[LazyArray] = []
+    limit = max(_SMALL, max(o.size for o in outputs))
+    memo: dict = {}
     stack = list(outputs)
     while stack:  # iterative post-order
         n = stack[-1]
         if id(n) in depth:
             stack.pop()
             continue
-        kids = [
-            a
-            for a in (n.args if isinstance(n, Map) else (n.arg,))
-            if isinstance(a, Map | Reduce) and a.cached is None
-        ]
+        kids = _kids(n)
         todo = [a for a in kids if id(a) not in depth]
         if todo:
             stack.extend(todo)
             continue
         stack.pop()
-        d = 1 + max((depth[id(a)] for a in kids), default=0)
-        if d >= CHAIN and id(n) not in is_output:
-            cuts.append(n)
-            d = 0
-        depth[id(n)] = d
-    for n in cuts:
-        if n.cached is None:
+        depth[id(n)] = 1 + max((depth[id(a)] for a in kids), default=0)
+        if isinstance(n, Reduce) or n.size <= limit or n.size <= _largest_leaf(n, memo):
+            chain[id(n)] = 0
+        else:
+            chain[id(n)] = 1 + max((chain[id(a)] for a in kids), default=0)
+            if chain[id(n)] >= CHAIN:
+                forced.add(id(n))
+                chain[id(n)] = 0
+        order.append(n)
+    is_output = {id(o) for o in outputs}
+    # Top-down: the layer each value is read at (its readers' own, or where they are
+    # recomputed); a value read above its layer is stored, unless a blow-up.
+    read_at: dict[int, int] = {}
+    layers: dict[int, list[LazyArray]] = {}
+    for n in reversed(order):
+        own = (depth[id(n)] - 1) // CHAIN
+        at = own if id(n) in is_output else read_at.get(id(n), own)
+        if at > own and id(n) not in is_output:
+            if chain[id(n)] == 0 or id(n) in forced:
+                layers.setdefault(own, []).append(n)
+                at = own
+        for a in _kids(n):
+            read_at[id(a)] = max(read_at.get(id(a), 0), at)
+    for k in sorted(layers):
+        todo = [n for n in layers[k] if n.cached is None]
+        for n in todo:
             _note(event="store", node=repr(n), shape=n.shape, dtype=str(n.dtype),
-                  reason=f"cuts a chain of more than {CHAIN} ops")  # fmt: skip
-            _compute([n])
+                  reason=f"cuts a chain: read above layer {k} of {CHAIN} ops")  # fmt: skip
+        if todo:
+            _compute(todo)
 
 
 # A sum of one-hot selections, ``where(rows == t, g_t, 0)`` summed over t (the cotangent of x
@@ -511,7 +541,7 @@ def _scatter_sums(outputs: list[LazyArray]) -> list[LazyArray]:
         if r is not None:
             np.add(buf, value(r), out=buf, casting="unsafe")
         for index, g in slices:
-            view = buf[index]
+            view = buf[(*index, Ellipsis)]  # a view even when every axis is selected
             np.add(view, value(g), out=view, casting="unsafe")
         n.cached = buf
     return [o for o in outputs if o.cached is None]
@@ -582,8 +612,126 @@ def _compute(outputs: list[LazyArray]) -> None:
     for n, stored in aliases:
         if n.cached is None:
             n.cached = stored.cached.reshape(n.shape)
-    for (domain, _), outs in groups.items():
-        _run_group(domain, [o for o in outs if o.cached is None])
+    for (domain, tiled), outs in groups.items():
+        outs = [o for o in outs if o.cached is None]
+        if tiled or len(outs) <= MAX_OUTPUTS:
+            _run_group(domain, outs + _spine(outs, domain))
+            continue
+        outs = _by_depth(outs)
+        for i in range(0, len(outs), MAX_OUTPUTS):
+            part = [o for o in outs[i : i + MAX_OUTPUTS] if o.cached is None]
+            later = [o for o in outs[i + MAX_OUTPUTS :] if o.cached is None]
+            shared = _shared(part, later, domain)
+            _run_group(domain, part + shared + _spine(part + shared, domain))
+
+
+# A kernel has at most MAX_OUTPUTS outputs: numba's compile time grows with a kernel's size (a
+# layer of an unrolled RNN storing 300 values took 95 s). More outputs of one domain run as
+# several kernels, shallowest first, so that each reads what the ones before it stored.
+MAX_OUTPUTS = 32
+
+
+def _by_depth(outs: list[LazyArray]) -> list[LazyArray]:
+    """``outs`` sorted by the longest chain of uncached ops under each."""
+    depth: dict[int, int] = {}
+    stack: list[Any] = list(outs)
+    while stack:  # iterative post-order
+        n = stack[-1]
+        if id(n) in depth:
+            stack.pop()
+            continue
+        kids = _kids(n)
+        todo = [a for a in kids if id(a) not in depth]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        depth[id(n)] = 1 + max((depth[id(a)] for a in kids), default=0)
+    return sorted(outs, key=lambda o: depth[id(o)])
+
+
+def _maps_under(roots: list, stop: set[int] | None = None) -> dict[int, Map]:
+    """The uncached maps under ``roots``; below a node in ``stop`` the walk does not go."""
+    found: dict[int, Map] = {}
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if type(n) is not Map or n.cached is not None or id(n) in found:
+            continue
+        found[id(n)] = n
+        if stop is None or id(n) not in stop:
+            stack.extend(n.args)
+    return found
+
+
+def _shared(part: list[LazyArray], later: list[LazyArray], domain: tuple) -> list[LazyArray]:
+    """The values over ``domain`` that the kernel of ``part`` computes and the later kernels of
+    ``later`` read: stored by the first (a subexpression of several kernels, computed once)."""
+    mine = _maps_under([b for o in part for b in _bodies(o)])
+    theirs = _maps_under([b for o in later for b in _bodies(o)], stop=set(mine))
+    taken = {id(o) for o in part}
+    limit = max(_SMALL, max(o.size for o in part + later))  # never larger than an output
+    return [
+        n
+        for nid, n in theirs.items()
+        if nid in mine
+        and nid not in taken
+        and n.shape == domain
+        and n.size <= limit
+        and not mirrored(n)
+    ]
+
+
+# A kernel whose elementwise output tops a long uncached chain (more than SPINE ops deep over
+# its domain) also stores every STRIDE-th value down the chain, at no recomputation. A loop
+# that materialises one step's value at a time (a movement of it, a matmul, a gather per step:
+# in the backward pass, often deepest first) then computes at most STRIDE ops per step from
+# the nearest stored value, instead of the whole chain again (quadratic in the steps). The
+# values stored have the kernel's domain, so none is larger than its output.
+SPINE = 32
+STRIDE = 8
+
+
+def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
+    """Values down the long chains under the elementwise ``outs`` to store with them (see
+    ``SPINE``)."""
+    extra: dict[int, LazyArray] = {}
+    taken = {id(o) for o in outs}
+
+    def kids(n: Map) -> list[Map]:
+        return [a for a in n.args if type(a) is Map and a.cached is None and a.shape == domain]
+
+    for o in outs:
+        if type(o) is not Map or o.shape != domain or mirrored(o):
+            continue
+        depth: dict[int, int] = {}
+        stack: list[Map] = [o]
+        while stack:  # iterative post-order over the maps of this domain
+            n = stack[-1]
+            if id(n) in depth:
+                stack.pop()
+                continue
+            todo = [a for a in kids(n) if id(a) not in depth]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            depth[id(n)] = 1 + max((depth[id(a)] for a in kids(n)), default=0)
+        if depth[id(o)] <= SPINE:
+            continue
+        n = o
+        while True:
+            below = kids(n)
+            if not below:
+                break
+            n = max(below, key=lambda a: depth[id(a)])
+            if depth[id(n)] % STRIDE == 0 and id(n) not in taken:
+                taken.add(id(n))
+                extra[id(n)] = n
+    if extra:
+        _note(event="store", node=f"{len(extra)} values", shape=domain, dtype=None,
+              reason=f"every {STRIDE}th value down a chain of {SPINE}+ ops")  # fmt: skip
+    return list(extra.values())
 
 
 def _reaches(root: Any, targets: set[int]) -> bool:
