@@ -20,7 +20,7 @@ import itertools
 import math
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -333,7 +333,13 @@ def reduce_dtype(kind: str, dtype: np.dtype) -> np.dtype:
     key = (kind, dtype.str)
     dt = _REDUCE_IDENTITY_DTYPE.get(key)
     if dt is None:
-        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[kind]
+        fns: dict[str, Callable[..., Any]] = {
+            "sum": np.sum,
+            "prod": np.prod,
+            "max": np.max,
+            "min": np.min,
+        }
+        fn = fns[kind]
         dt = np.asarray(fn(np.zeros((1,), dtype))).dtype
         _REDUCE_IDENTITY_DTYPE[key] = dt
     return dt
@@ -377,7 +383,9 @@ def varying(node: Any) -> tuple[bool, ...]:
                     continue
             stack.pop()
             n._varying = _own_varying(n)
-    return node._varying
+    out = node._varying
+    assert out is not None
+    return out
 
 
 def _own_varying(node: LazyArray) -> tuple[bool, ...]:
@@ -391,7 +399,7 @@ def _own_varying(node: LazyArray) -> tuple[bool, ...]:
         for arg in node.args:
             if not isinstance(arg, LazyArray):
                 continue
-            av = arg._varying
+            av = arg._varying or ()  # (set: the walk in ``varying`` went bottom-up)
             off = nd - len(av)
             for i, f in enumerate(av):
                 flags[off + i] = flags[off + i] or f

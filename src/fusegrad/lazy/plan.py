@@ -279,6 +279,7 @@ def _walk(
             prereqs[id(n)] = n  # computed first, in its own kernel, and read as an array
             continue
         # A blow-up (larger than every leaf under it) is never stored (DESIGN, policy rule 2).
+        assert isinstance(n, Map)
         if (
             all(n is not r for r in roots)
             and n.size < domain_size
@@ -519,10 +520,10 @@ def _scatter_sums(outputs: list[LazyArray]) -> list[LazyArray]:
                     g = movement.reshape(g, target)
                 if value(g) is None:
                     parts[id(g)] = g
-            index = [slice(None)] * nd
+            where: list[Any] = [slice(None)] * nd
             for a, i in key:
-                index[a] = i
-            slices.append((tuple(index), g))
+                where[a] = i
+            slices.append((tuple(where), g))
         r = _sum_terms(rest) if rest else None
         if isinstance(r, LazyArray) and value(r) is None:
             parts[id(r)] = r
@@ -541,7 +542,7 @@ def _scatter_sums(outputs: list[LazyArray]) -> list[LazyArray]:
         if r is not None:
             np.add(buf, value(r), out=buf, casting="unsafe")
         for index, g in slices:
-            view = buf[(*index, Ellipsis)]  # a view even when every axis is selected
+            view = buf[index + (Ellipsis,)]  # a view even when every axis is selected
             np.add(view, value(g), out=view, casting="unsafe")
         n.cached = buf
     return [o for o in outputs if o.cached is None]
@@ -610,7 +611,7 @@ def _compute(outputs: list[LazyArray]) -> None:
         ]
         _compute(list({id(n): n for n in pending + free}.values()))
     for n, stored in aliases:
-        if n.cached is None:
+        if n.cached is None and stored.cached is not None:
             n.cached = stored.cached.reshape(n.shape)
     for (domain, tiled), outs in groups.items():
         outs = [o for o in outs if o.cached is None]
@@ -844,6 +845,7 @@ def build_kernel(domain: tuple, outs: list[LazyArray]) -> Kernel:
                 constants.append(n)
             continue
         if expanded:
+            assert isinstance(n, Map)
             order.append(n)
             continue
         if id(n) in seen:
