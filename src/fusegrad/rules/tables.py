@@ -28,6 +28,7 @@ from .composites import COMPOSITES as _COMPOSITES
 from .decompositions import DECOMPOSITIONS
 from .fft import FFT_COMPOSITES
 from .statistics import STATISTICS
+from .surface import SURFACE
 
 # fmt: off
 STRUCTURAL: dict[Any, Callable] = {
@@ -61,6 +62,19 @@ NONDIFF: set[Any] = {
     np.array_equal,
     np.any,
     np.all,
+    # integer, boolean or index outputs (issue 15's surface sweep, tests/test_numpy_surface.py)
+    np.nanargmax,
+    np.nanargmin,
+    np.argpartition,
+    np.lexsort,
+    np.digitize,
+    np.isin,
+    np.array_equiv,
+    np.iscomplex,
+    np.isreal,
+    np.isneginf,
+    np.isposinf,
+    np.linalg.matrix_rank,
 }
 
 UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
@@ -81,6 +95,7 @@ COMPOSITES: dict[Any, Callable] = {
     **STATISTICS,
     **FFT_COMPOSITES,
     **DECOMPOSITIONS,
+    **SURFACE,
     np.clip: _clip,
     np.copy: lambda a, order="K", subok=False: a,
     np.amax: lambda a, axis=None, keepdims=False: np.max(a, axis=axis, keepdims=keepdims),
