@@ -26,6 +26,7 @@ import pytest
 from test_coverage import COVERAGE
 
 import fusegrad as fg
+from fusegrad.testing import check_frule, check_grads, check_rrule
 
 pytestmark = pytest.mark.filterwarnings("ignore:`row_stack` alias is deprecated:DeprecationWarning")
 
@@ -100,7 +101,7 @@ SURFACE: dict[str, tuple] = {
     "modf": G(lambda x: np.modf(3 * x)[0] + np.modf(3 * x)[1]),
     "frexp": G(lambda x: np.frexp(3 * x)[0]), "ldexp": G(lambda x: np.ldexp(x, np.arange(5))),
     "divmod": G(lambda x: np.divmod(3 * x, 0.65)[1]),
-    "spacing": Z(np.spacing), "nextafter": Z(lambda x: np.nextafter(x, 0.0)),
+    "spacing": Z(np.spacing), "nextafter": G(lambda x: np.nextafter(x, 0.0)),
     "heaviside": Z(lambda x: np.heaviside(x, 0.5)),
     "floor_divide": Z(lambda x: np.floor_divide(x, 0.3)),
     "signbit": Z(np.signbit), "isfinite": Z(np.isfinite), "isinf": Z(np.isinf),
@@ -384,3 +385,93 @@ def _is_traced(v):
     return getattr(type(v), "__fusegrad_traced__", False) or type(v).__module__.startswith(
         "fusegrad"
     )
+
+
+# ---------------------------------------------------------------- the rules written by hand
+
+X = np.array([0.3, -1.7, 2.45, 0.8, -0.35])
+Y = np.array([[0.5, -1.0, 2.0, 0.3, 1.1], [1.2, 0.4, -0.6, 0.9, -2.0]])
+CX = X + 1j * np.array([0.2, -0.5, 0.1, 1.0, -0.3])
+CM = np.outer(CX, CX[:3].conj()) + 1j
+
+
+@pytest.mark.parametrize(
+    "f,args",
+    [
+        (np.modf, (3 * X,)),
+        (np.frexp, (3 * X,)),
+        (np.ldexp, (X, np.array([0, 1, -2, 3, 1]))),
+        (np.divmod, (3 * X, np.array([0.65, 0.7, 1.1, 0.9, 0.6]))),
+        (np.vecdot, (Y, X)),
+        (np.vecdot, (CX, CX * 2j)),
+        (np.matvec, (np.outer(X, X[:3]), X[:3])),
+        (np.matvec, (CM, CX[:3])),
+        (np.vecmat, (X, np.outer(X, X[:3]))),
+        (np.vecmat, (CX, CM)),
+        (np.spacing, (X,)),
+        (np.nextafter, (X, np.zeros(5))),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_hand_written_rules(f, args):
+    check_rrule(f, *args)
+    check_frule(f, *args)
+
+
+@pytest.mark.parametrize(
+    "fun",
+    [
+        lambda x: np.sum(np.polyval(np.polyder(x, 1), 0.7) * np.polyint(x)),
+        lambda x: np.sum(np.i0(3 * x) ** 2),
+        lambda x: np.linalg.cond(M33 + np.diag(x[:3])),
+        lambda x: np.sum(np.modf(3 * x)[0] ** 2 + np.frexp(x)[0] ** 3),
+        lambda x: np.sum(np.vecdot(np.outer(x[:2], x), x**2) ** 2),
+        lambda x: np.sum(np.polydiv(x**2, x[:2] + 3)[1] ** 2),
+    ],
+    ids=["polyder_polyint", "i0", "cond", "modf_frexp", "vecdot", "polydiv"],
+)
+def test_second_order(fun):
+    check_grads(fun, modes=("rev", "fwd"), order=2)(X)
+
+
+def test_weights_differentiable_data_not():
+    data = np.array([0.1, 0.4, 0.45, 0.9, 0.2])
+    # d/dw of the weighted histogram: each weight lands in its sample's bin
+    g = fg.grad(lambda w: np.sum(np.histogram(data, 2, weights=w)[0] * np.array([1.0, 10.0])))(
+        np.ones(5)
+    )
+    np.testing.assert_array_equal(g, [1.0, 1.0, 1.0, 10.0, 1.0])
+    # counts of the data: no derivative; the edges move with min and max (bins a count)
+    g = fg.grad(lambda x: np.sum(np.histogram(x, 2)[1]))(data)
+    np.testing.assert_allclose(g, [1.5, 0, 0, 1.5, 0])
+    h, e = np.histogram(data, 2)
+    assert h.dtype.kind == "i" and e.shape == (3,)
+
+
+def test_integer_outputs_are_integers():
+    x = np.array([2.0, 1.0, 2.0, 3.0])
+
+    def f(x):
+        v, idx, inv, cnt = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+        assert all(np.asarray(a).dtype.kind == "i" for a in (idx, inv, cnt))
+        return np.sum(v * cnt)
+
+    np.testing.assert_allclose(fg.grad(f)(x), [2.0, 1.0, 0.0, 1.0])  # first index of each value
+    np.testing.assert_allclose(fg.grad(lambda x: np.frexp(x)[0].sum())(x), [0.25, 0.5, 0.25, 0.25])
+
+
+@pytest.mark.parametrize(
+    "f,match",
+    [
+        (lambda x: np.polyder(x, -1), "np.polyder"),
+        (lambda x: np.polyint(x, 3, k=[1.0, 2.0]), "np.polyint"),
+        (lambda x: np.vander(np.outer(x, x)), "np.vander"),
+        (lambda x: np.linalg.tensorinv(np.outer(x, x), 0), "np.linalg.tensorinv"),
+        (lambda x: np.linalg.tensorsolve(np.outer(x, x[:4]), x), "np.linalg.tensorsolve"),
+        (lambda x: np.i0(x * 1j), "np.i0"),
+        (lambda x: np.poly(np.ones((2, 3)) * x[0]), "np.poly"),
+    ],
+)
+def test_bad_input_names_the_function(f, match):
+    with pytest.raises((ValueError, TypeError, np.linalg.LinAlgError), match=match):
+        fg.grad(lambda x: np.sum(np.real(f(x))))(X)

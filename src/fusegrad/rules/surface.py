@@ -23,8 +23,9 @@
   (values gathered from the inputs).
 - by hand: ``modf`` (``frac̄ → x̄``; the integral part is piecewise constant), ``frexp``
   (``m̄ 2⁻ᵉ``; the exponent is an integer), ``divmod`` (the remainder's rule), ``ldexp``
-  (``2ᵉ``), the gufuncs ``vecdot``/``matvec``/``vecmat`` (bilinear), and ``spacing``,
-  ``nextafter``, ``fix`` without a derivative (piecewise constant, as JAX).
+  (``2ᵉ``), ``nextafter`` (``1`` in ``x``: one ulp away), the gufuncs ``vecdot``/``matvec``/
+  ``vecmat`` (bilinear, the first argument conjugated as NumPy does), and ``spacing``, ``fix``
+  without a derivative (piecewise constant, as in JAX).
 
 Example::
 
@@ -46,11 +47,13 @@ from ..tangents import NoTangent, ZeroTangent, unthunk
 from .common import (
     as_array,
     bilinear,
+    conj,
     eager_frule,
     is_complex_value,
     is_zero,
     nondiff,
     primal,
+    project,
     unbroadcast_to,
 )
 from .registry import _traced, register_rrule
@@ -752,29 +755,33 @@ def _divmod_jvp(tangents, a, b, **kwargs):
     return (q, r), (ZeroTangent(), dot)
 
 
+# The convention of rules/linalg.py: x̄ = ȳ ∂y/∂x for a holomorphic factor, conj(ȳ ∂y/∂x̄) for
+# a conjugated one (vecdot and vecmat conjugate their first argument).
 def _vecdot_ta(g: Any, a: Any, b: Any, **kw: Any) -> Any:
-    return unbroadcast_to(np.conj(np.expand_dims(g, -1) * np.conj(b)), np.shape(a))
+    return project(unbroadcast_to(conj(np.expand_dims(g, -1) * b), np.shape(a)), a)
 
 
 def _vecdot_tb(g: Any, a: Any, b: Any, **kw: Any) -> Any:
-    return unbroadcast_to(np.expand_dims(g, -1) * a, np.shape(b))
+    return project(unbroadcast_to(np.expand_dims(g, -1) * conj(a), np.shape(b)), b)
 
 
 def _matvec_ta(g: Any, a: Any, b: Any, **kw: Any) -> Any:
-    return unbroadcast_to(np.expand_dims(g, -1) * np.expand_dims(np.conj(b), -2), np.shape(a))
+    ct = np.expand_dims(g, -1) * np.expand_dims(b, -2)
+    return project(unbroadcast_to(ct, np.shape(a)), a)
 
 
 def _matvec_tb(g: Any, a: Any, b: Any, **kw: Any) -> Any:
-    return unbroadcast_to(np.sum(np.conj(a) * np.expand_dims(g, -1), axis=-2), np.shape(b))
+    return project(unbroadcast_to(np.sum(a * np.expand_dims(g, -1), axis=-2), np.shape(b)), b)
 
 
 def _vecmat_ta(g: Any, a: Any, b: Any, **kw: Any) -> Any:
-    # y_j = Σ_i conj(a_i) b_ij: ā_i = conj(Σ_j ȳ_j conj(b_ij))
-    return unbroadcast_to(np.conj(np.sum(np.expand_dims(g, -2) * np.conj(b), axis=-1)), np.shape(a))
+    ct = conj(np.sum(np.expand_dims(g, -2) * b, axis=-1))
+    return project(unbroadcast_to(ct, np.shape(a)), a)
 
 
 def _vecmat_tb(g: Any, a: Any, b: Any, **kw: Any) -> Any:
-    return unbroadcast_to(np.expand_dims(a, -1) * np.expand_dims(g, -2), np.shape(b))
+    ct = np.expand_dims(conj(a), -1) * np.expand_dims(g, -2)
+    return project(unbroadcast_to(ct, np.shape(b)), b)
 
 
 for _f, _ta, _tb in (
@@ -800,7 +807,23 @@ def _eager_nondiff(f: Any) -> None:
 
 
 _eager_nondiff(np.spacing)
-_eager_nondiff(np.nextafter)
+
+
+@register_rrule(np.nextafter)
+def _nextafter(x, y, **kwargs):
+    """np.nextafter(x, y): x moved by one ulp, x̄ = ȳ (the direction y has no derivative)."""
+    out = np.nextafter(x, y, **kwargs)
+    return out, lambda g: (unbroadcast_to(unthunk(g), np.shape(x)), ZeroTangent())
+
+
+@eager_frule(np.nextafter)
+def _nextafter_jvp(tangents, x, y, **kwargs):
+    """np.nextafter: ẏ = ẋ."""
+    out = np.nextafter(x, y, **kwargs)
+    t = tangents[0]
+    return out, ZeroTangent() if is_zero(t) else unthunk(t) + 0 * out
+
+
 nondiff(np.fix)
 
 
