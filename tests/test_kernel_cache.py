@@ -1,7 +1,8 @@
 """The numba engine's disk cache: reuse across processes, corruption, permissions, races.
 
 Each scenario runs in fresh subprocesses (clean counters, a cold numba) against a temporary
-``FUSEGRAD_CACHE_DIR``.
+``FUSEGRAD_CACHE_DIR``; each child pays numba's import and one compile (seconds), so the default run
+keeps reuse, privacy and the refusals of a writable folder or module, and ``-m slow`` has the rest.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def _corrupt_valid_checksum_bad_code(path):
     open(path, "w").write(f"# fusegrad-kernel v1 key={key} body-sha256={digest}\n" + body)
 
 
+@pytest.mark.slow
 def test_corrupt_file_is_rebuilt_with_a_warning(tmp_path):
     cache = str(tmp_path / "c")
     run_child(cache)
@@ -126,6 +128,7 @@ def test_corrupt_file_is_rebuilt_with_a_warning(tmp_path):
     assert again["stats"]["loaded_from_disk"] == 1 and not again["warnings"]
 
 
+@pytest.mark.slow
 def test_foreign_file_under_our_name_is_not_loaded(tmp_path):
     cache = str(tmp_path / "c")
     run_child(cache)
@@ -148,6 +151,7 @@ def test_foreign_file_under_our_name_is_not_loaded(tmp_path):
     assert res["ok"] and res["stats"]["rebuilt"] == 1 and len(res["warnings"]) == 1
 
 
+@pytest.mark.slow
 def test_two_processes_fill_the_cache_at_once(tmp_path):
     cache = str(tmp_path / "c")
     env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache)
@@ -179,6 +183,7 @@ def _empty(path):
     open(path, "wb").close()
 
 
+@pytest.mark.slow
 def test_broken_numba_cache_file_is_rebuilt_with_one_warning(tmp_path):
     cache = str(tmp_path / "c")
     run_child(cache)
@@ -225,6 +230,7 @@ def test_read_only_cache_folder_compiles_in_memory(tmp_path):
     assert not os.listdir(cache)
 
 
+@pytest.mark.slow
 def test_grad_runs_from_1e5_elements_without_a_cache_folder(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -264,7 +270,7 @@ def _plant(path: str, code: str) -> None:
 PLANTED = "import os\nos._exit(7)  # must never run\n"
 
 
-@pytest.mark.parametrize("mode", [0o777, 0o770])
+@pytest.mark.parametrize("mode", [0o777, pytest.param(0o770, marks=pytest.mark.slow)])
 def test_cache_folder_writable_by_others_is_refused(tmp_path, mode):
     good = str(tmp_path / "good")
     run_child(good)
@@ -288,6 +294,7 @@ def test_cache_folder_writable_by_others_is_refused(tmp_path, mode):
     assert run_child(str(shared), TMPDIR=str(tmp))["stats"]["loaded_from_disk"] == 1
 
 
+@pytest.mark.slow
 def test_unsafe_private_fallback_means_no_disk_cache(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -319,6 +326,7 @@ def test_module_writable_by_others_is_never_imported(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) & 0o077 == 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
 def test_module_owned_by_another_user_is_never_imported(tmp_path):
     cache = str(tmp_path / "c")
@@ -334,6 +342,7 @@ def test_module_owned_by_another_user_is_never_imported(tmp_path):
     assert os.stat(path).st_uid == os.getuid()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.getuid() != 0, reason="only root can give a folder to another user")
 def test_cache_folder_owned_by_another_user_is_refused(tmp_path):
     other = tmp_path / "other"
@@ -348,6 +357,7 @@ def test_cache_folder_owned_by_another_user_is_refused(tmp_path):
     assert not kernel_files(str(other))
 
 
+@pytest.mark.slow
 def test_numba_cache_file_writable_by_others_is_not_loaded(tmp_path):
     # numba's .nbi/.nbc files are pickles: loading one runs code, so they are checked too
     cache = str(tmp_path / "c")
