@@ -366,6 +366,10 @@ def test_differentiable_against_finite_differences(name, f, make):
         want = np.array([(loss(x + h * e) - loss(x - h * e)) / (2 * h) for e in np.eye(x.size)])
     assert np.shape(g) == np.shape(x)
     np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6, err_msg=name)
+    v = np.cos(np.arange(x.size) * 1.3)  # forward mode: the directional derivative g · v
+    with np.errstate(all="ignore"):
+        _, dot = fg.jvp(loss, (x,), (v,))
+    np.testing.assert_allclose(dot, want @ v, rtol=1e-5, atol=1e-6, err_msg=f"{name} (jvp)")
 
 
 @pytest.mark.parametrize("name,f,make", _cases("zero"))
