@@ -224,22 +224,31 @@ def _run_whole(kernel: Kernel, outs: list[np.ndarray]) -> None:
 
 
 def _exec_whole(kernel: Kernel, plan: tuple, vals: list, outs: list[np.ndarray]) -> None:
-    shapes, homes, direct = plan
+    steps, direct = plan[3], plan[2]
     buffers: dict[int, np.ndarray] = {}
-    for instr, shape, home in zip(kernel.program, shapes, homes):
+    for ufunc, args, home, shape, instr in steps:
         if home < 0:
             buf = outs[-1 - home]
         else:
             b = buffers.get(home)
             buf = buffers[home] = np.empty(shape, instr.dtype) if b is None else b
-        vals.append(_apply(instr, [vals[i] for i in instr.args], buf))
+        if ufunc is None:  # cast, where
+            vals.append(_apply(instr, [vals[i] for i in args], buf))
+        elif len(args) == 2:
+            vals.append(ufunc(vals[args[0]], vals[args[1]], out=buf))
+        else:
+            vals.append(ufunc(*[vals[i] for i in args], out=buf))
+    domain = kernel.domain
     for o, arr, d in zip(kernel.outputs, outs, direct):
         if d:
             continue
+        val = vals[o.value]
         if o.reduce is None:
-            np.copyto(arr, vals[o.value], casting="unsafe")
+            np.copyto(arr, val, casting="unsafe")
+        elif type(val) is np.ndarray and val.shape == domain and val.dtype == o.dtype:
+            _REDUCER[o.reduce].reduce(val, axis=o.axes, keepdims=True, out=arr)
         else:
-            arr[...] = _reduce_value(o, vals[o.value], kernel.domain)
+            arr[...] = _reduce_value(o, val, domain)
 
 
 def replayer(kernel: Kernel) -> Callable[[tuple, tuple], list[np.ndarray]] | None:
@@ -270,11 +279,12 @@ def replayer(kernel: Kernel) -> Callable[[tuple, tuple], list[np.ndarray]] | Non
 
 
 # (signature, domain) -> (instruction shapes, buffer per instruction (-1 - k: output k's
-# array), whether each output was written in place); bounded, cleared when full
-_WHOLE_PLANS: dict[tuple, tuple[list[tuple], list[int], list[bool]]] = {}
+# array), whether each output was written in place, per instruction (ufunc or None for cast
+# and where, arguments, buffer, shape, instruction)); bounded, cleared when full
+_WHOLE_PLANS: dict[tuple, tuple[list[tuple], list[int], list[bool], list[tuple]]] = {}
 
 
-def _whole_plan(kernel: Kernel) -> tuple[list[tuple], list[int], list[bool]]:
+def _whole_plan(kernel: Kernel) -> tuple[list[tuple], list[int], list[bool], list[tuple]]:
     key = (kernel.signature(), kernel.domain)
     plan = _WHOLE_PLANS.get(key)
     if plan is not None:
@@ -297,7 +307,17 @@ def _whole_plan(kernel: Kernel) -> tuple[list[tuple], list[int], list[bool]]:
             homes[v - first] = -1 - k
             taken.add(v)
             direct[k] = True
-    plan = (shapes[first:], homes, direct)
+    steps = [
+        (
+            None if i.op in ("cast", "where") else OPS[i.op].ufunc,
+            i.args,
+            home,
+            shape,
+            i,
+        )
+        for i, home, shape in zip(kernel.program, homes, shapes[first:])
+    ]
+    plan = (shapes[first:], homes, direct, steps)
     if len(_WHOLE_PLANS) >= 1024:
         _WHOLE_PLANS.clear()
     _WHOLE_PLANS[key] = plan
