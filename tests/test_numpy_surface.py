@@ -479,3 +479,41 @@ def test_integer_outputs_are_integers():
 def test_bad_input_names_the_function(f, match):
     with pytest.raises((ValueError, TypeError, np.linalg.LinAlgError), match=match):
         fg.grad(lambda x: np.sum(np.real(f(x))))(X)
+
+
+@pytest.mark.parametrize(
+    "fun",
+    [
+        lambda z: np.polyder(z, 2),
+        lambda z: np.polyint(z, 1, k=z[0]),
+        lambda z: np.polymul(z, z[:3] ** 2),
+        lambda z: np.concatenate(np.polydiv(z, z[:3] + 3)),
+        lambda z: np.poly(z[:3]),
+        lambda z: np.vander(z, 3),
+        lambda z: np.linalg.cond(np.outer(z, z[:3].conj())[:3] + 3 * np.eye(3)),
+        lambda z: np.linalg.tensorinv(
+            np.reshape(3 * np.eye(4) + np.outer(z[:4], z[1:]), (4, 2, 2)), 1
+        ),
+        lambda z: np.vecdot(z, z**2),
+        lambda z: np.matvec(np.outer(z, z[:3]), z[:3].conj()),
+        lambda z: np.vecmat(z, np.outer(z, z[:3])),
+        lambda z: np.sort_complex(z) * z,
+    ],
+    ids=[
+        "polyder",
+        "polyint",
+        "polymul",
+        "polydiv",
+        "poly",
+        "vander",
+        "cond",
+        "tensorinv",
+        "vecdot",
+        "matvec",
+        "vecmat",
+        "sort_complex",
+    ],
+)
+def test_complex_inputs(fun):
+    # a real loss of complex inputs: Re and Im parts against finite differences
+    check_grads(lambda z: np.sum(np.abs(fun(z)) ** 2), modes=("rev", "fwd"))(CX)
