@@ -12,7 +12,9 @@
   values gathered from the input at NumPy's first indices; indices, inverse and counts integer.
 - ``histogram``, ``histogram2d``, ``histogramdd``, ``bincount``: the bins are found on the
   primal; the counts are a scatter-add of ``weights`` (differentiable), the bin edges of
-  ``histogram`` move with the data's range when ``bins`` is a count (as NumPy computes them).
+  ``histogram`` move with the data's range (or a traced ``range=``) when ``bins`` is a count, as
+  NumPy computes them; traced edges given as ``bins`` are returned as they are. (NumPy dispatches
+  on ``a``, ``bins`` and ``weights``: a traced ``range=`` alone never reaches fusegrad.)
 - ``apply_along_axis``, ``apply_over_axes``: the user's function applied slice by slice (traced).
 - ``ediff1d``, ``trim_zeros``, ``extract``, ``compress``, ``choose``, ``diagflat``, ``dstack``,
   ``row_stack``, ``block``, ``resize``, ``unstack``, ``broadcast_arrays``, ``sort_complex``,
@@ -55,6 +57,7 @@ from .common import (
     primal,
     project,
     unbroadcast_to,
+    value,
 )
 from .registry import _traced, register_rrule
 
@@ -429,12 +432,20 @@ def _histogram(
 ) -> Any:
     pa = np.asarray(primal(a))
     pw = None if weights is None else np.asarray(primal(weights))
-    _, edges_p = np.histogram(pa, bins, range, weights=pw)
+    pr: Any = None if range is None else tuple(float(value(r)) for r in range)
+    _, edges_p = np.histogram(pa, value(bins), pr, weights=pw)
     edges: Any = edges_p
-    if isinstance(bins, int | np.integer) and range is None and _traced(a) and pa.size:
-        lo, hi = np.min(a), np.max(a)
-        if float(primal(lo)) != float(primal(hi)):
-            edges = lo + (hi - lo) * np.linspace(0.0, 1.0, int(bins) + 1)
+    if isinstance(bins, int | np.integer):
+        # the edges move with the ends of the range: traced ends, or the data's min and max
+        ends: Any = None
+        if range is not None and _traced(range):
+            ends = (as_array(range[0]), as_array(range[1]))
+        elif range is None and _traced(a) and pa.size:
+            ends = (np.min(a), np.max(a))
+        if ends is not None and float(value(ends[0])) != float(value(ends[1])):
+            edges = ends[0] + (ends[1] - ends[0]) * np.linspace(0.0, 1.0, int(bins) + 1)
+    elif _traced(bins):
+        edges = as_array(bins)  # given edges: the density divides by their widths
     hist = _weighted_bins(weights, _bin_of(np.ravel(pa), edges_p), edges_p.shape[0] - 1)
     if weights is None and not density:
         hist = np.asarray(hist).astype(np.int64)
