@@ -446,6 +446,9 @@ def test_a_gradient_of_numbers_only_is_folded_and_still_fresh():
 
 def test_first_call_runs_on_the_arguments_without_copying_them():
     x = np.random.default_rng(0).standard_normal(200_000)
+    # another jit of the same function first: loading its kernel (numba's start-up, the disk
+    # cache) allocates once per process, whichever test comes first under xdist
+    fg.jit(fg.grad(lambda x: np.sum((1 - x) / 2)))(x.copy())
     g = fg.jit(fg.grad(lambda x: np.sum((1 - x) / 2)))
     with track_allocations() as mem:
         out = g(x)  # traced and recorded: the gradient is the only large array
