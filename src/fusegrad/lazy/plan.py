@@ -702,10 +702,10 @@ def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
     def kids(n: Map) -> list[Map]:
         return [a for a in n.args if type(a) is Map and a.cached is None and a.shape == domain]
 
+    depth: dict[int, int] = {}  # shared: the outputs of one kernel share their graph
     for o in outs:
         if type(o) is not Map or o.shape != domain or mirrored(o):
             continue
-        depth: dict[int, int] = {}
         stack: list[Map] = [o]
         while stack:  # iterative post-order over the maps of this domain
             n = stack[-1]
