@@ -10,6 +10,18 @@ expression run first, in their own kernels. The policy of DESIGN.md decides what
    stored once and reused;
 3. everything else, blow-ups above all, is recomputed inside each kernel that consumes it.
 
+Recomputation is bounded, so that the gradient of a long loop does a small constant times its
+forward's work (``benchmarks/bench_recompute.py``: at most 4x, flat in the number of steps):
+
+4. a sum of one-hot selections (``x[t]``'s cotangents) is computed slice by slice, into one
+   buffer (``SCATTER_FROM``);
+5. a large graph is cut into layers of ``CHAIN`` ops whose values read higher up are stored, and
+   a value two kernels of one domain share is stored by the first (``MAX_OUTPUTS``);
+6. a kernel on top of a long chain stores every ``STRIDE``-th value down it (``SPINE``).
+
+None of these stores a value larger than the largest output (or than ``_SMALL`` elements),
+so the pairwise cases keep their O(N) memory.
+
 Every decision is appended to the active record (see ``recording``), which ``fusegrad.explain``
 prints.
 
