@@ -19,8 +19,9 @@ forward's work (``benchmarks/bench_recompute.py``: at most 4x, flat in the numbe
    a value two kernels of one domain share is stored by the first (``MAX_OUTPUTS``);
 6. a kernel on top of a long chain stores every ``STRIDE``-th value down it (``SPINE``).
 
-None of these stores a value larger than the largest output (or than ``_SMALL`` elements),
-so the pairwise cases keep their O(N) memory.
+None of these stores by choice a value larger than every leaf under it and than the largest
+output (a broadcast blow-up; 5 stores one only atop a chain of ``CHAIN`` of them, to bound a
+kernel's length), so the pairwise cases keep their O(N) memory.
 
 Every decision is appended to the active record (see ``recording``), which ``fusegrad.explain``
 prints.
