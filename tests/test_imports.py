@@ -147,15 +147,17 @@ def test_no_deferred_imports_of_fusegrad_modules():
     )
 
 
-@pytest.mark.parametrize("family", ["composites", "statistics", "fft", "decompositions", "special"])
+@pytest.mark.parametrize(
+    "family",
+    ["composites", "statistics", "fft", "decompositions", "special", "polynomial", "surface"],
+)
 def test_rule_families_import_helpers_from_common_only(family):
     edges, _ = _graph()
     shared = {"fusegrad.rules.common", "fusegrad.rules.registry", "fusegrad.rules.lazy_values"}
     others = {
         t for t in edges[f"fusegrad.rules.{family}"] if t.startswith("fusegrad.rules.")
     } - shared
-    allowed = {"fusegrad.rules.elementwise"}  # scalar_rule, also in rules/common.py now
-    assert others <= allowed, f"rules.{family} imports other families: {sorted(others - allowed)}"
+    assert not others, f"rules.{family} imports other families: {sorted(others)}"
 
 
 # Imports inside functions that are allowed anywhere: packages that are optional or heavy (the

@@ -202,7 +202,7 @@ def f(x):  # a ufunc, a reduction, a gather, and the primitives astype and scatt
 x = np.array([0.3, -0.7, 1.1])
 v = np.array([1.0, 0.5, -2.0])
 out = [fg.grad(f)(x), fg.jvp(f, (x,), (v,))[1], fg.hvp(f, (x,), (v,))]
-assert registry._trace_dispatch[0] is registry.dispatch
+assert not hasattr(registry, "_trace_dispatch")
 print(repr([np.asarray(o).tolist() for o in out]))
 """
 

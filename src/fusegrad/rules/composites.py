@@ -44,8 +44,7 @@ from typing import Any
 import numpy as np
 
 from . import registry
-from .common import as_array, dispatch, value
-from .elementwise import scalar_rule
+from .common import as_array, dispatch, scalar_rule, value
 
 # --------------------------------------------------------------------------------------------------
 # Helpers

@@ -104,11 +104,6 @@ def dispatch(f: Any, args: tuple, kwargs: dict) -> Any:
     return trace.apply(f, args, kwargs)
 
 
-# Deprecated: the dispatcher as a one-entry list, for code written when the AD engine set it
-# (``registry._trace_dispatch[0](f, args, kwargs)``); call ``dispatch`` instead.
-_trace_dispatch: list[Callable] = [dispatch]
-
-
 def _traced(x: Any) -> bool:
     if getattr(type(x), "__fusegrad_traced__", False):
         return True

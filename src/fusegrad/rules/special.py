@@ -45,8 +45,15 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, unthunk
-from .common import add_forward, call, lazy_tangent, materialize, shape_of, unbroadcast_to
-from .elementwise import scalar_rule
+from .common import (
+    add_forward,
+    call,
+    lazy_tangent,
+    materialize,
+    scalar_rule,
+    shape_of,
+    unbroadcast_to,
+)
 from .registry import (
     FRULES,
     RRULES,

@@ -159,7 +159,7 @@ def odeint(func: Any, y0: Any, t: Any, args: tuple = (), **kwargs: Any) -> Any:
     if _solve not in registry.RRULES:  # a test restored saved rule tables
         register_rrule(_solve)(_solve_rule)
         register_frule(_solve)(_solve_frule)
-    return registry._trace_dispatch[0](_solve, (func, y0, t, *args), kwargs)
+    return registry.dispatch(_solve, (func, y0, t, *args), kwargs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def solve_ivp(
     if t_eval is not None and not _dispatch.traced((t_eval,), {}):
         t_eval = np.asarray(t_eval, dtype=float)
     opts = {"method": method, "vectorized": vectorized, **options}
-    out = registry._trace_dispatch[0](_ivp, (fun, t0, t1, y0, t_eval, *params), opts)
+    out = registry.dispatch(_ivp, (fun, t0, t1, y0, t_eval, *params), opts)
     t = out[0] if _dispatch.traced((t0, t1, t_eval), {}) else value(out[0])
     return OdeResult(t=t, y=out[1:], sol=None, t_events=None, y_events=None, nfev=0, njev=0,
                      nlu=0, status=0, message="The solver successfully reached the end of the "

@@ -39,7 +39,7 @@ def _apply(name: str, args: tuple, kwargs: dict) -> Any:
     if not _dispatch.traced(args, kwargs):
         return f(*args, **kwargs)
     _rules.ensure_registered()
-    return registry._trace_dispatch[0](f, args, kwargs)
+    return registry.dispatch(f, args, kwargs)
 
 
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False,

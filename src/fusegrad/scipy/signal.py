@@ -102,7 +102,7 @@ def convolve(in1: Any, in2: Any, mode: str = "full", method: str = "auto") -> An
     if mode == "valid" and any(n1 < n2 for n1, n2 in zip(np.shape(in1), np.shape(in2))):
         args = (in2, in1)  # as SciPy: 'valid' is of the larger input
     _ensure_registered()
-    return registry._trace_dispatch[0](_convolve, args, kw)
+    return registry.dispatch(_convolve, args, kw)
 
 
 def correlate(in1: Any, in2: Any, mode: str = "full", method: str = "auto") -> Any:

@@ -44,7 +44,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
         return _orig_logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
     if not return_sign:
         args = (a, axis) if b is None else (a, axis, b)
-        return registry._trace_dispatch[0](_orig_logsumexp, args, {"keepdims": keepdims})
+        return registry.dispatch(_orig_logsumexp, args, {"keepdims": keepdims})
     m = stop_gradient(np.max(a, axis=axis, keepdims=True))
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(a - m) if b is None else b * np.exp(a - m)
