@@ -217,6 +217,29 @@ def test_dask_inputs_as_leaves(small_tiles, never_gathered):
         np.testing.assert_allclose(_np(a), b, rtol=1e-12)
 
 
+def test_a_local_engine_named_inside_the_function_never_reads_a_placeholder(
+    small_tiles, never_gathered
+):
+    # A placeholder reads as zeros: a local engine given its kernel would return a wrong
+    # gradient silently. The dask engine claims every kernel that reads one (engines.choose).
+    rng = np.random.default_rng(6)
+    x, y = rng.random(120), rng.random(90)
+
+    def w3_on_numpy(x, y, s):
+        with fg.use_engine("numpy"):  # np.sort needs the row sums now, on this engine
+            rows = np.sort(np.sum(np.exp(-((x[:, None] - y[None, :]) ** 2) / (2 * s**2)), axis=1))
+            return np.sum(rows * np.arange(len(rows)))
+
+    with fg.use_engine("numpy"):
+        want = fg.grad(w3_on_numpy, argnums=(0, 1))(x, y, 0.7)
+
+    xd, yd = da.from_array(x, chunks=40), da.from_array(y, chunks=30)
+    with fg.use_engine("dask"):
+        got = fg.grad(w3_on_numpy, argnums=(0, 1))(xd, yd, 0.7)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(_np(a), b, rtol=1e-12)
+
+
 def test_a_dask_input_beside_numpy_inputs_and_mirrored_sums(
     small_tiles, never_gathered, numpy_tiles
 ):
@@ -349,6 +372,12 @@ def test_tiles_assemble_views_from_the_chunks_they_need(shape, ops, chunk):
     for d in range(len(shape)):
         span = {b[d] for b in needed}
         assert {b[d] for b in blocks} == set(range(min(span), max(span) + 1))
+
+
+def test_jvp_of_a_dask_input_is_refused_by_name():
+    xd = da.from_array(np.linspace(0, 1, 10), chunks=5)
+    with fg.use_engine("dask"), pytest.raises(TypeError, match="jvp got a dask.array primal"):
+        fg.jvp(lambda x: np.sum(np.sin(x)), (xd,), (np.ones(10),))
 
 
 def test_a_reshape_merging_axes_is_named():

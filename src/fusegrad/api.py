@@ -569,6 +569,12 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
 
     for leaf in flatten(tuple(primals))[0]:
         _check_array_type(leaf, "a primal")
+        if dask_leaves.is_dask_array(leaf):
+            raise TypeError(
+                "jvp got a dask.array primal: Dask inputs are leaves of the reverse mode only "
+                "(grad, value_and_grad, vjp under use_engine('dask')). Pass x.compute() to jvp, "
+                "or use vjp"
+            )
     with conversions.tracing():
         return forward_jvp(fun, primals, tangents)
 

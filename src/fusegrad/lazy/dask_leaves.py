@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from . import small
-from .engines import current
+from .engines import current, get
 from .nodes import Leaf, interning_scope, leaf
 
 # id(root ndarray of a placeholder) -> (weak reference to that root, the Dask array)
@@ -125,6 +125,7 @@ def as_leaf(x: Any) -> Leaf:
     >>> as_leaf(da.ones(10, chunks=5)).shape  # doctest: +SKIP
     (10,)
     """
+    get("dask")  # registered, so that every kernel reading the placeholder goes to it (claims)
     p = placeholder(tuple(int(n) for n in x.shape), np.dtype(x.dtype))
     root = _root(p)
     key = id(root)

@@ -145,6 +145,10 @@ def choose(kernel: Kernel) -> str:
     ...     choose(Kernel((3,), (), (), (), ()))
     'numpy'
     """
+    for e in registered().values():
+        claims = getattr(e, "claims", None)
+        if claims is not None and claims(kernel):
+            return e.name
     name = current()
     if name == "auto":
         return _cheapest(kernel).name

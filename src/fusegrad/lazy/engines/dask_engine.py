@@ -65,6 +65,12 @@ def cost(kernel: Kernel) -> float:
     return 0.0 if dask_leaves.reads_dask(kernel.inputs) else math.inf
 
 
+def claims(kernel: Kernel) -> bool:
+    """Whether ``kernel`` reads a Dask input (``dask_leaves``): no other engine can run it, so
+    ``choose`` gives it to this engine even inside ``use_engine("numba")``."""
+    return dask_leaves.reads_dask(kernel.inputs)
+
+
 def available() -> bool:
     """Whether Dask is installed (``pip install 'fusegrad[dask]'``); found without importing it,
     since ``auto`` asks every engine once."""

@@ -17,6 +17,10 @@ An engine is any object (a module will do) with these attributes:
     (which is 1.0); ``auto`` runs each kernel on the cheapest engine that supports it.
 ``run(kernel) -> list[numpy.ndarray]``
     one NumPy array per output of ``kernel``, in keepdims shape (``fusegrad.lazy.kernel``).
+``claims(kernel) -> bool`` (optional)
+    whether only this engine can run ``kernel`` (it reads inputs that live nowhere else, as the
+    dask engine's Dask-array leaves do): ``choose`` then gives it this engine whichever engine is
+    named, since another would read stand-ins.
 
 ``register(engine)`` adds one; ``fusegrad.lazy.engines`` registers every module of its package
 whose name ends in ``_engine`` (and ``numpy_blocked``) the first time an engine is looked up,
