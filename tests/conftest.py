@@ -56,10 +56,10 @@ settings.load_profile(PROFILE)
 
 
 # Test files of the engines themselves: every case runs on both engines by default. Elsewhere a
-# test parametrized over the engine runs all its cases on numpy and its first case on numba by
-# default, and every case on numba under `-m slow` (CI runs both tiers). The numba engine compiles
-# one kernel per distinct expression, about a second each on one core, and the rule and API
-# tables would compile hundreds: that was most of the default run's time.
+# test parametrized over the engine runs its cases on numpy by default and on numba under
+# `-m slow` (CI runs both tiers). The numba engine compiles one kernel per distinct expression,
+# about a second each on one core, and the rule, API and program tests compile hundreds: that was
+# most of the default run's time.
 ENGINE_TEST_FILES = {
     "test_numba_engine.py",
     "test_numba_math.py",
@@ -78,16 +78,12 @@ def _engine_of(item) -> str | None:
     return spec.params.get("engine") if spec is not None else None
 
 
-def _numba_beyond_the_first_case(items) -> list:
-    seen, extra = set(), []
-    for item in items:
-        if _engine_of(item) != "numba" or item.path.name in ENGINE_TEST_FILES:
-            continue
-        key = (item.path, item.originalname)
-        if key in seen:
-            extra.append(item)
-        seen.add(key)
-    return extra
+def _numba_outside_the_engine_tests(items) -> list:
+    return [
+        item
+        for item in items
+        if _engine_of(item) == "numba" and item.path.name not in ENGINE_TEST_FILES
+    ]
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
@@ -95,7 +91,7 @@ def pytest_collection_modifyitems(config, items):
     """Mark every hypothesis test ``property``; under ``nightly``, a test that sets its own
     ``max_examples`` runs ``NIGHTLY_FACTOR`` times as many. Mark numba cases ``slow`` as
     ``ENGINE_TEST_FILES`` says."""
-    for item in _numba_beyond_the_first_case(items):
+    for item in _numba_outside_the_engine_tests(items):
         item.add_marker(pytest.mark.slow)
     scaled = set()
     for item in items:
