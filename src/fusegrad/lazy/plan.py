@@ -348,19 +348,8 @@ def _cut_long_chains(outputs: list[LazyArray]) -> None:
     order: list[LazyArray] = []
     limit = max(_SMALL, max(o.size for o in outputs))
     memo: dict = {}
-    stack = list(outputs)
-    while stack:  # iterative post-order
-        n = stack[-1]
-        if id(n) in depth:
-            stack.pop()
-            continue
+    for n in _post_order(outputs, depth):
         kids = _kids(n)
-        todo = [a for a in kids if id(a) not in depth]
-        if todo:
-            stack.extend(todo)
-            continue
-        stack.pop()
-        depth[id(n)] = 1 + max((depth[id(a)] for a in kids), default=0)
         if isinstance(n, Reduce) or n.size <= limit or n.size <= _largest_leaf(n, memo):
             chain[id(n)] = 0
         else:
@@ -648,7 +637,15 @@ MAX_OUTPUTS = 32
 def _by_depth(outs: list[LazyArray]) -> list[LazyArray]:
     """``outs`` sorted by the longest chain of uncached ops under each."""
     depth: dict[int, int] = {}
-    stack: list[Any] = list(outs)
+    for _ in _post_order(outs, depth):
+        pass
+    return sorted(outs, key=lambda o: depth[id(o)])
+
+
+def _post_order(roots: list[LazyArray], depth: dict[int, int]) -> Iterator[LazyArray]:
+    """The nodes under ``roots`` (through ``_kids``), each once and after its kids, iteratively;
+    ``depth`` gets each node's longest chain of ops down to a stored value as it is yielded."""
+    stack: list[Any] = list(roots)
     while stack:  # iterative post-order
         n = stack[-1]
         if id(n) in depth:
@@ -661,7 +658,7 @@ def _by_depth(outs: list[LazyArray]) -> list[LazyArray]:
             continue
         stack.pop()
         depth[id(n)] = 1 + max((depth[id(a)] for a in kids), default=0)
-    return sorted(outs, key=lambda o: depth[id(o)])
+        yield n
 
 
 def _maps_under(roots: list, stop: set[int] | None = None) -> dict[int, Map]:

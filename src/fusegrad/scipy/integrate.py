@@ -53,6 +53,20 @@ def _solve(func: Any, y0: Any, t: Any, *params: Any, **opts: Any) -> Any:
     return _odeint(func, y0, t, args=params, **opts)
 
 
+def _adjoint_rhs(f: Any, s: np.ndarray, n: int, params: tuple) -> np.ndarray:
+    """The augmented system's right-hand side at state ``s = (y, a, ...)``, for ``f(y, *params)``
+    at one time: ``(f, -aᵀ ∂f/∂y, -aᵀ ∂f/∂params)``, flat (one ``vjp`` of the user's function)."""
+    from .. import api  # the API sits above this module
+
+    y, a = s[:n], s[n : 2 * n]
+    fy, f_vjp = api.vjp(f, y, *params)
+    cts = f_vjp(a)
+    dp = [np.zeros(np.shape(p)) if isinstance(c, AbstractZero) else c for p, c in
+          zip(params, cts[1:])]  # fmt: skip
+    dy = np.zeros(n) if isinstance(cts[0], AbstractZero) else cts[0]
+    return np.concatenate([np.ravel(fy), -np.ravel(dy), -_flat(dp)])
+
+
 def _flat(xs: list) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(x, dtype=float)) for x in xs]) if xs else np.zeros(0)
 
@@ -81,8 +95,6 @@ def _first_order_only(values: tuple) -> None:
 @register_rrule(_solve)
 def _solve_rule(func, y0, t, *params, **opts):
     """Adjoint: integrate (y, a, p̄) backwards between output times, adding ȳ(tᵢ) to a."""
-    from .. import api
-
     _first_order_only((y0, *params))
     ys = _solve(func, y0, t, *params, **opts)
     ts = np.asarray(t, dtype=float)
@@ -90,13 +102,7 @@ def _solve_rule(func, y0, t, *params, **opts):
     opts = {k: v for k, v in opts.items() if k in ("rtol", "atol", "mxstep", "hmax", "hmin")}
 
     def aug(s, tt):
-        y, a = s[:n], s[n : 2 * n]
-        fy, f_vjp = api.vjp(lambda y_, *p_: func(y_, tt, *p_), y, *params)
-        cts = f_vjp(a)
-        dp = [np.zeros(np.shape(p)) if isinstance(c, AbstractZero) else c for p, c in
-              zip(params, cts[1:])]  # fmt: skip
-        dy = np.zeros(n) if isinstance(cts[0], AbstractZero) else cts[0]
-        return np.concatenate([np.ravel(fy), -np.ravel(dy), -_flat(dp)])
+        return _adjoint_rhs(lambda y_, *p_: func(y_, tt, *p_), s, n, params)
 
     def pullback(g):
         g = unthunk(g)
@@ -189,8 +195,6 @@ def _f(fun: Any, t: float, y: np.ndarray, params: tuple) -> np.ndarray:
 @register_rrule(_ivp)
 def _ivp_rule(fun, t0, t1, y0, t_eval, *params, **opts):
     """Adjoint: integrate (y, a, p̄) backwards between the returned times, adding ȳ(tᵢ) to a."""
-    from .. import api
-
     _first_order_only((t0, t1, y0, t_eval, *params))
     out = _ivp(fun, t0, t1, y0, t_eval, *params, **opts)
     ts, ys = out[0], out[1:]
@@ -199,13 +203,7 @@ def _ivp_rule(fun, t0, t1, y0, t_eval, *params, **opts):
     y0v = np.ravel(np.asarray(y0, dtype=float))
 
     def aug(tt, s):
-        y, a = s[:n], s[n : 2 * n]
-        fy, f_vjp = api.vjp(lambda y_, *p_: fun(tt, y_, *p_), y, *params)
-        cts = f_vjp(a)
-        dp = [np.zeros(np.shape(p)) if isinstance(c, AbstractZero) else c for p, c in
-              zip(params, cts[1:])]  # fmt: skip
-        dy = np.zeros(n) if isinstance(cts[0], AbstractZero) else cts[0]
-        return np.concatenate([np.ravel(fy), -np.ravel(dy), -_flat(dp)])
+        return _adjoint_rhs(lambda y_, *p_: fun(tt, y_, *p_), s, n, params)
 
     def pullback(g):
         g = unthunk(g)
