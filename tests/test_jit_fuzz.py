@@ -133,6 +133,7 @@ def test_jit_grad_agrees_with_grad_numpy_engine(program, seed):
 
 
 @pytest.mark.property
+@pytest.mark.slow  # each program compiles its kernels; the numpy engine's twin runs by default
 @pytest.mark.skipif(not numba_engine.available(), reason="numba unavailable")
 @settings(max_examples=8)
 @given(program=programs, seed=st.integers(0, 2**16))

@@ -433,7 +433,7 @@ def programs(draw):
     return kernel(domain, inputs, consts, program, outputs)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs())
 def test_random_programs(k):
     if not ne.supports(k):
@@ -443,6 +443,7 @@ def test_random_programs(k):
         check(k)
 
 
+@pytest.mark.slow  # every example compiles kernels; test_random_programs covers the nests
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs())
 def test_random_programs_on_the_worker_pool(k):
