@@ -21,7 +21,7 @@ KNOWN_DEFERRED = {
     ("fusegrad.ad.conversions", "fusegrad.numpy"),
     ("fusegrad.scipy.integrate", "fusegrad.api"),
 }
-KNOWN_CYCLES: set[frozenset[str]] = {frozenset({"fusegrad.lazy.nodes", "fusegrad.lazy.small"})}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def _modname(path: pathlib.Path) -> str:

@@ -10,6 +10,7 @@ Example::
 
 from . import movement as _movement
 from . import protocols as _protocols  # noqa: F401  (attaches NumPy protocols to LazyArray)
+from . import small as _small  # noqa: F401  (hands nodes.asarray the small-array path)
 from .engines import current as current_engine
 from .engines import use_engine
 from .nodes import LazyArray, Leaf, Map, Reduce, asarray

@@ -233,9 +233,26 @@ def asarray(x: Any) -> LazyArray:
     """
     if isinstance(x, LazyArray):
         return x
-    if type(x) is np.ndarray and x.size < small.EAGER_BELOW and small.on():
-        return small.wrap(x)  # the small-array path: a new leaf, nothing to share at that size
+    if type(x) is np.ndarray:
+        s = _small_leaf(x)  # the small-array path: a new leaf, nothing to share at that size
+        if s is not None:
+            return s
     return leaf(np.asarray(x))
+
+
+def _no_small_path(x: np.ndarray) -> Leaf | None:
+    return None
+
+
+# lazy/small.py (which imports this module) hands in its leaf maker when the package is imported:
+# an array below its size limit becomes an eager leaf while the path is on.
+_small_leaf: Callable[[np.ndarray], Leaf | None] = _no_small_path
+
+
+def install_small_path(take: Callable[[np.ndarray], Leaf | None]) -> None:
+    """Install the small-array path's leaf maker (``lazy/small.py`` does, at import)."""
+    global _small_leaf
+    _small_leaf = take
 
 
 _DTYPE_CACHE: dict[tuple, np.dtype] = {}
@@ -450,6 +467,3 @@ def trampoline(gen: Any) -> Any:
 def op_entry(name: str) -> Op | None:
     """The op table entry of a Map's op, or None for ``where``/``cast``."""
     return OPS.get(name)
-
-
-from . import small  # noqa: E402  (imports this module's classes)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .nodes import LazyArray, Leaf, interning_scope
+from .nodes import LazyArray, Leaf, install_small_path, interning_scope
 
 # Without this path, a 2-op expression on 10^3 float64 elements through the planner cost ~19x
 # NumPy eager, a 5-op one ~22x (benchmarks/bench_lazy.py --only 4); from ~10^5 elements fused
@@ -168,3 +168,11 @@ def wrap(value: Any) -> Leaf:
     node.cached = None
     node._varying = None
     return node
+
+
+def _small_leaf(x: np.ndarray) -> Leaf | None:
+    # reads EAGER_BELOW at each call: tests and users may set it after import
+    return wrap(x) if x.size < EAGER_BELOW and on() else None
+
+
+install_small_path(_small_leaf)
