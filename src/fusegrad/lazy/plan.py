@@ -272,6 +272,7 @@ def _walk(
     A value stored at its own size is computed without its size-1 axes; ``aliases`` gets
     ``(node, stored)`` pairs for those, whose values are then views of each other."""
     stack = list(roots)
+    root_ids = {id(r) for r in roots}
     seen: set[int] = set()
     memo: dict = {}
     while stack:
@@ -294,7 +295,7 @@ def _walk(
         # A blow-up (larger than every leaf under it) is never stored (DESIGN, policy rule 2).
         assert isinstance(n, Map)
         if (
-            all(n is not r for r in roots)
+            id(n) not in root_ids
             and n.size < domain_size
             and is_expensive(n)
             and n.size <= _largest_leaf(n, memo)
