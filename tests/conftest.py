@@ -56,10 +56,11 @@ settings.load_profile(PROFILE)
 
 
 # Test files of the engines themselves: every case runs on both engines by default. Elsewhere a
-# test parametrized over the engine runs its cases on numpy by default and on numba under
-# `-m slow` (CI runs both tiers). The numba engine compiles one kernel per distinct expression,
-# about a second each on one core, and the rule, API and program tests compile hundreds: that was
-# most of the default run's time.
+# test parametrized over the engine runs its cases on numpy by default; on numba, its first case
+# runs under `-m slow` (CI runs both tiers) and every case under the nightly profile
+# (benchmarks/nightly_properties.sh). The numba engine compiles one kernel per distinct
+# expression, about a second each on one core, and the rule, API and program tests compile
+# hundreds: that was most of the default run's time, and would be most of CI's.
 ENGINE_TEST_FILES = {
     "test_numba_engine.py",
     "test_numba_math.py",
@@ -91,8 +92,17 @@ def pytest_collection_modifyitems(config, items):
     """Mark every hypothesis test ``property``; under ``nightly``, a test that sets its own
     ``max_examples`` runs ``NIGHTLY_FACTOR`` times as many. Mark numba cases ``slow`` as
     ``ENGINE_TEST_FILES`` says."""
+    seen, beyond_the_first = set(), []
     for item in _numba_outside_the_engine_tests(items):
         item.add_marker(pytest.mark.slow)
+        key = (item.path, item.originalname)
+        if key in seen and PROFILE != "nightly":
+            beyond_the_first.append(item)
+        seen.add(key)
+    if beyond_the_first:
+        drop = {id(i) for i in beyond_the_first}
+        config.hook.pytest_deselected(items=beyond_the_first)
+        items[:] = [i for i in items if id(i) not in drop]
     scaled = set()
     for item in items:
         fn = getattr(item, "function", None)
