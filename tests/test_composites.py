@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 import fusegrad as fg
 from fusegrad.testing import check_grads
 
+# np.cross of 2-vectors (cross_2d, cross_mixed) is deprecated in NumPy 2, but still its behaviour
+pytestmark = pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors:DeprecationWarning")
+
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal(7)
 M = RNG.standard_normal((4, 5))
