@@ -31,7 +31,17 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..kernel import Kernel
-from .registry import REFERENCE, Engine, _discover, get, missing_ops, names, register, registered
+from .registry import (
+    REFERENCE,
+    Engine,
+    _discover,
+    claims,
+    get,
+    missing_ops,
+    names,
+    register,
+    registered,
+)
 
 __all__ = [
     "Engine",
@@ -145,10 +155,9 @@ def choose(kernel: Kernel) -> str:
     ...     choose(Kernel((3,), (), (), (), ()))
     'numpy'
     """
-    for e in registered().values():
-        claims = getattr(e, "claims", None)
-        if claims is not None and claims(kernel):
-            return e.name
+    for claimer, claimed in claims():
+        if claimed(kernel):
+            return claimer
     name = current()
     if name == "auto":
         return _cheapest(kernel).name

@@ -49,7 +49,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ class Engine(Protocol):
 _ENGINES: dict[str, Engine] = {}
 # signature -> {engine name: the first op of the kernel it has no entry for, or None}
 _MISSING: dict[tuple, dict[str, str | None]] = {}
+_CLAIMS: list[tuple[str, Callable[[Kernel], bool]]] = []  # (name, claims) of those with one
 
 
 def register(engine: Engine, replace: bool = False) -> Engine:
@@ -130,6 +131,7 @@ def register(engine: Engine, replace: bool = False) -> Engine:
         raise ValueError(f"an engine named {name!r} is registered already; pass replace=True")
     _ENGINES[name] = engine
     _MISSING.clear()
+    _CLAIMS[:] = [(n, e.claims) for n, e in _ENGINES.items() if hasattr(e, "claims")]
     return engine
 
 
@@ -139,6 +141,13 @@ def unregister(name: str) -> None:
         raise ValueError(f"the reference engine {REFERENCE!r} cannot be removed")
     _ENGINES.pop(name, None)
     _MISSING.clear()
+    _CLAIMS[:] = [(n, e.claims) for n, e in _ENGINES.items() if hasattr(e, "claims")]
+
+
+def claims() -> list[tuple[str, Callable[[Kernel], bool]]]:
+    """``(name, claims)`` of the registered engines that have a ``claims`` (kept at
+    registration, since ``choose`` asks them of every kernel)."""
+    return _CLAIMS
 
 
 def registered() -> dict[str, Engine]:
