@@ -4,7 +4,7 @@
   ``no_tangents``, ``zeros_for``;
 - indexes: ``is_basic_index``, ``as_index_tuple``, ``materialize`` and the ``scatter_add``
   primitive (the adjoint of a gather, with its own rule);
-- forward tangents: ``tangent_is_zero``, ``add_forward``, ``lazy_tangent``, ``fit``,
+- forward tangents: ``is_zero``, ``add_tangents``, ``lazy_tangent``, ``fit``,
   ``real_for``;
 - call parameters: ``params``; matrices: ``mT``, ``mH``, ``conj``, ``sym``;
 - the primal side of traced values: ``primal``, ``primal_tree``, ``value``, ``as_array``,
@@ -240,12 +240,6 @@ def scatter_add(dy: Any, index: Any, shape: tuple[int, ...]) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-# The forward-mode names of ``is_zero`` and ``add_tangents`` (kept: rule files outside this
-# package use them).
-tangent_is_zero = is_zero
-add_forward = add_tangents
-
-
 def lazy_tangent(t: Any) -> Any:
     """A tangent unthunked and made lazy, so that a forward rule's work fuses."""
     return as_lazy(unthunk(t))
@@ -265,7 +259,7 @@ def shape_of(x: Any) -> tuple:
 
 def fit(dot: Any, y: Any) -> Any:
     """A tangent broadcast to its output's shape (a lazy stride-0 view when lazy)."""
-    if tangent_is_zero(dot):
+    if is_zero(dot):
         return dot
     shape = shape_of(y)
     return dot if shape_of(dot) == shape else np.broadcast_to(dot, shape)
@@ -280,7 +274,7 @@ def is_complex(x: Any) -> bool:
 def real_for(dot: Any, y: Any) -> Any:
     """A tangent of the real output ``y``: ``Re(dot)`` (``ẏ = Re(p·ż)`` for a real function of a
     complex ``z``, JAX's convention)."""
-    if tangent_is_zero(dot) or is_complex(y) or not is_complex(dot):
+    if is_zero(dot) or is_complex(y) or not is_complex(dot):
         return dot
     return np.real(dot)
 
@@ -629,7 +623,6 @@ linear(scatter_add, _gather)  # the adjoint of the gather x[index] is the gather
 
 
 __all__ = [
-    "add_forward",
     "call",
     "fit",
     "is_complex",
@@ -637,7 +630,6 @@ __all__ = [
     "lazy_tangent",
     "real_for",
     "shape_of",
-    "tangent_is_zero",
     "as_index_tuple",
     "is_basic_index",
     "materialize",

@@ -42,7 +42,7 @@ from .common import (
 )
 from .common import in_space_of as _in_space_of
 from .common import is_complex_value as _is_complex
-from .common import tangent_is_zero as _zero
+from .common import is_zero as _zero
 from .lazy_values import as_cotangent as _as_cotangent
 from .lazy_values import as_lazy as _lazy
 from .lazy_values import operand as _operand

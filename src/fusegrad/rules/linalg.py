@@ -55,9 +55,9 @@ from .common import (
     unbroadcast_to,
 )
 from .common import conj as _conj
+from .common import is_zero as _zero
 from .common import mH as _mH
 from .common import mT as _mT
-from .common import tangent_is_zero as _zero
 from .registry import register_frule, register_rrule
 
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, unthunk
 from .common import (
-    add_forward,
+    add_tangents,
     call,
     lazy_tangent,
     materialize,
@@ -306,7 +306,7 @@ def _derivative_in_a(ufunc: np.ufunc, sign: float) -> None:
         y, dot = frule((ZeroTangent(), *tangents[1:]), *args, **kwargs)
         a, x = (materialize(v) for v in args)
         term = lazy_tangent(ta) * (sign * gammainc_da(a, x))
-        return y, add_forward(dot, term)
+        return y, add_tangents(dot, term)
 
     rule.__name__ = f"rrule_{ufunc.__name__}"
     forward.__name__ = f"frule_{ufunc.__name__}"
