@@ -199,7 +199,7 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
     return rebuild(values), list(zip(tracers, values))
 
 
-def _finish(grads: list, inputs: list) -> list:
+def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
     """Project cotangents on their inputs and materialise them together, in one planning step."""
     projected = []
     projectors = []
@@ -228,8 +228,24 @@ def _finish(grads: list, inputs: list) -> list:
             r = post(v)
             out.append(replay.note_derived(r, v, post) if r is not v else r)
         else:
-            out.append(unthunk(v))
+            out.append(_handed_out(unthunk(v), out, seeds))
     return out
+
+
+def _handed_out(v: Any, given: list, seeds: tuple) -> Any:
+    """``v`` as a gradient the caller may keep and write into: a copy when it is a view, is
+    read-only (a broadcast cotangent), is another gradient of this call, or is a cotangent the
+    caller passed in (``x + 0`` hands its cotangent through)."""
+    if type(v) is not np.ndarray:
+        return v
+    if (
+        v.base is not None
+        or not v.flags.writeable
+        or any(v is g for g in given)
+        or any(v is s for s in seeds)
+    ):
+        return replay.note_derived(np.array(v), v, np.array)
+    return v
 
 
 def _zeros(shape: tuple, dtype: Any, _: Any) -> np.ndarray:
@@ -343,7 +359,7 @@ def _traced_vjp(
             seeds.append((t, c))
         all_inputs = [t for ins in inputs_per_arg for t in ins]
         with ownership_scope():
-            grads = _finish(backward(seeds, all_inputs), all_inputs)
+            grads = _finish(backward(seeds, all_inputs), all_inputs, tuple(c for _, c in seeds))
         it = iter(grads)
         return tuple(
             rebuild([next(it) if m else None for m in mask]) for _, _, rebuild, mask in boxes

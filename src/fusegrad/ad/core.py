@@ -33,7 +33,7 @@ import numpy as np
 
 from ..lazy import LazyArray, materialize, replay
 from ..rules import registry
-from ..rules.registry import RRULES, has_rrule, is_differentiable, rrule
+from ..rules.registry import OPTED_OUT, RRULES, is_differentiable, pull
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, add, iadd
 from ..tangents.thunks import AbstractThunk
 
@@ -64,20 +64,30 @@ class InputNode:
 
 
 class TapeNode:
-    """One primitive on the tape: its pullback and, per positional argument, the parent tracers."""
+    """One primitive on the tape: ``f``'s pullback, the arguments its rule ran on (for
+    ``registry.pull``'s checks), whether the rule is lazy, and per positional argument the parent
+    tracers; ``n_out`` is the number of outputs of a tuple result (None: one value)."""
 
-    __slots__ = ("pullback", "parents", "n_out", "f")
+    __slots__ = ("pullback", "parents", "n_out", "f", "args", "lazy")
 
-    def __init__(self, pullback: Any, parents: list, n_out: int | None, f: Any) -> None:
+    def __init__(
+        self, pullback: Any, parents: list, n_out: int | None, f: Any, args: tuple, lazy: bool
+    ) -> None:
         self.pullback = pullback
         self.parents = parents
         self.n_out = n_out
         self.f = f
+        self.args = args
+        self.lazy = lazy
 
     @property
     def name(self) -> str:
         """The primitive's public name (``np.tanh``), made on demand: not on every call."""
         return _name(self.f)
+
+    def pull(self, ct: Any) -> tuple:
+        """The cotangents of the arguments, given the output's ``ct`` (``registry.pull``)."""
+        return pull(self.f, self.pullback, self.args, self.lazy, ct)
 
 
 class Tracer:
@@ -202,27 +212,25 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     if memo is not None:
         args = tuple(_own(a, memo) for a in args)
         kwargs = {k: _own(v, memo) for k, v in kwargs.items()}
-    if not has_rrule(f):
-        raise NoRuleError(
-            f"fusegrad has no reverse rule for {_name(f)}, called on a traced value. Register one:"
-            f"\n\n    @fusegrad.register_rrule({_name(f)})\n    def _(*args):\n"
-            "        y = ...\n        def pullback(dy): return (dx1, dx2, ...)\n"
-            "        return y, pullback\n\nor write the function with operations that have rules."
-        )
+    entry = RRULES.get(f)
+    if entry is None or f in OPTED_OUT:
+        raise _no_rule(f)
+    rule, lazy = entry
     uargs = tuple(
         (a.value if a.trace.level == level else a) if type(a) is Tracer else _unbox(a, level)
         for a in args
     )
     ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()} if kwargs else kwargs
     rec = replay.active()  # a jit recording: a rule that needs arrays may be a step of it
-    step = rec.rule_step(f, args, uargs, ukwargs, RRULES[f][1]) if rec and rec.rule_step else None
+    step = rec.rule_step(f, args, uargs, ukwargs, lazy) if rec and rec.rule_step else None
     if step is not None:
         y, pullback = step
+        lazy = True  # the step's pullback makes its cotangent concrete itself, as a step
     else:
-        if not RRULES[f][1]:
+        if not lazy:
             uargs = tuple(_concrete(a) for a in uargs)
             ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
-        out = rrule(f, *uargs, **ukwargs)
+        out = rule(*uargs, **ukwargs)
         if out is None:
             raise _declined(f, uargs, ukwargs)
         y, pullback = out
@@ -230,13 +238,25 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         (a if a.trace.level == level else None) if type(a) is Tracer else _parents(a, level)
         for a in args
     ]
-    if all(p is None for p in parents):
+    for p in parents:
+        if p is not None:
+            break
+    else:  # no argument of this trace: a constant
         return y
     if isinstance(y, tuple | list):
-        node = TapeNode(pullback, parents, len(y), f)
+        node = TapeNode(pullback, parents, len(y), f, uargs, lazy)
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
         return type(y)(*boxed) if hasattr(type(y), "_fields") else type(y)(boxed)
-    return _box(y, trace, TapeNode(pullback, parents, None, f), None)
+    return _box(y, trace, TapeNode(pullback, parents, None, f, uargs, lazy), None)
+
+
+def _no_rule(f: Any) -> NoRuleError:
+    return NoRuleError(
+        f"fusegrad has no reverse rule for {_name(f)}, called on a traced value. Register one:"
+        f"\n\n    @fusegrad.register_rrule({_name(f)})\n    def _(*args):\n"
+        "        y = ...\n        def pullback(dy): return (dx1, dx2, ...)\n"
+        "        return y, pullback\n\nor write the function with operations that have rules."
+    )
 
 
 def _describe(x: Any) -> str:
@@ -288,7 +308,9 @@ def _distribute(cts: dict, fresh: set, parent: Any, g: Any) -> None:
 
 
 def _box(v: Any, trace: Trace, node: TapeNode, index: int | None) -> Any:
-    if isinstance(v, Tracer) or is_differentiable(v):
+    if (type(v) is np.ndarray and v.dtype.kind in "fc") or is_differentiable(v):
+        return Tracer(v, trace, node, index)
+    if isinstance(v, Tracer):
         return Tracer(v, trace, node, index)
     return v
 
@@ -359,9 +381,11 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
             if all(p is None for p in parts):
                 continue
             ct = tuple(ZeroTangent() if p is None else p for p in parts)
-        grads = node.pullback(ct)
+        grads = node.pull(ct)
         for parent, g in zip(node.parents, grads):
-            if parent is not None:
+            if type(parent) is Tracer:
+                _accumulate(cts, fresh, parent, g)
+            elif parent is not None:
                 _distribute(cts, fresh, parent, g)
     return [results.get(id(t.node), ZeroTangent()) for t in inputs]
 

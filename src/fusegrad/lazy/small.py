@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -89,6 +90,15 @@ def on() -> bool:
     return EAGER_BELOW > 0 and not _fusing[0]
 
 
+def fits(shape: tuple) -> bool:
+    """Whether a value of ``shape`` takes the small-array path now.
+
+    >>> fits((10, 10)), fits((10**3, 10**3))
+    (True, False)
+    """
+    return EAGER_BELOW > 0 and not _fusing[0] and math.prod(shape) < EAGER_BELOW
+
+
 # Exact types of the scalars the path takes as they are (subclasses go the isinstance way).
 _NUMBERS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.bool_})
 
@@ -142,9 +152,9 @@ def values_if_small(args: tuple) -> list | None:
 
 
 def value_if_small(a: Any) -> np.ndarray | None:
-    """The concrete value of the lazy value ``a`` when it has fewer than ``EAGER_BELOW`` elements
-    and the path is on; else ``None`` (the one-argument ``values_if_small`` of methods, movement
-    and reductions).
+    """The concrete value of ``a`` (an ndarray, or a lazy value already computed) when it has
+    fewer than ``EAGER_BELOW`` elements and the path is on; else ``None`` (the one-argument
+    ``values_if_small`` of methods, movement and reductions).
 
     >>> import fusegrad.lazy as fl
     >>> value_if_small(fl.asarray(np.zeros(3)))
@@ -152,7 +162,11 @@ def value_if_small(a: Any) -> np.ndarray | None:
     """
     if EAGER_BELOW <= 0 or _fusing[0]:
         return None
-    v = a.array if type(a) is Leaf else a.cached if isinstance(a, LazyArray) else None
+    t = type(a)
+    if t is np.ndarray:
+        v = a
+    else:
+        v = a.array if t is Leaf else a.cached if isinstance(a, LazyArray) else None
     return v if v is not None and v.size < EAGER_BELOW else None
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray
+from ..lazy import LazyArray, small
 from ..tangents import (
     AbstractThunk,
     AbstractZero,
@@ -392,24 +392,13 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     PARTIALS[ufunc] = partials
 
     def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
+        vals = small.values_if_small(args)
+        if vals is not None:  # small and concrete: NumPy now, and an eager pullback
+            y = ufunc(*vals, **kwargs)
+            return y, lambda dy: _scalar_pullback(partials, args, vals, y, dy)
         largs = tuple(as_lazy(a) for a in args)
         y = ufunc(*largs, **kwargs)
-
-        def pullback(dy: Any) -> tuple:
-            d = operand(dy)
-            grads: list[Any] = []
-            for a, partial in zip(args, partials):
-                if not is_differentiable(a):
-                    grads.append(NoTangent())
-                elif partial is None:
-                    grads.append(ZeroTangent())
-                else:
-                    p = partial(*largs, y)
-                    g = in_space_of(d if _is_one(p) else d * p, a)
-                    grads.append(as_cotangent(unbroadcast_to(g, np.shape(a))))
-            return tuple(grads)
-
-        return y, pullback
+        return y, lambda dy: _scalar_pullback(partials, args, largs, y, operand(dy))
 
     def forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
         largs = tuple(as_lazy(a) for a in args)
@@ -435,6 +424,25 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     forward.__name__ = f"frule_{ufunc.__name__}"
     register_rrule(ufunc, lazy=True)(rule)
     _register_frule(ufunc, forward, True)
+
+
+def _scalar_pullback(partials: tuple, args: tuple, vals: tuple, y: Any, dy: Any) -> tuple:
+    """``x̄ᵢ = ȳ · ∂y/∂xᵢ``, summed to ``xᵢ``'s shape, with NumPy calls on whatever ``vals``, ``y``
+    and ``ȳ`` are: arrays (the small path: eager), lazy values (fused) or tracers (higher order).
+    """
+    if isinstance(dy, AbstractThunk):
+        dy = operand(dy)
+    grads: list[Any] = []
+    for a, v, partial in zip(args, vals, partials):
+        if not is_differentiable(a):
+            grads.append(NoTangent())
+        elif partial is None:
+            grads.append(ZeroTangent())
+        else:
+            p = partial(*vals, y)
+            g = in_space_of(dy if _is_one(p) else dy * p, a)
+            grads.append(as_cotangent(unbroadcast_to(g, shape_of(v))))
+    return tuple(grads)
 
 
 def _is_one(p: Any) -> bool:

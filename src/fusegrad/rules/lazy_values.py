@@ -40,6 +40,15 @@ def operand(dy: Any, scalars: bool = False) -> Any:
     return as_lazy(dy, scalars)
 
 
+def is_concrete(x: Any) -> bool:
+    """Whether ``x`` is a NumPy array or a number (not lazy, not traced, not a thunk).
+
+    >>> is_concrete(np.ones(2)), is_concrete(2.0), is_concrete(as_lazy(np.ones(2)))
+    (True, True, False)
+    """
+    return type(x) is np.ndarray or isinstance(x, float | int | complex | np.generic)
+
+
 def as_cotangent(g: Any) -> Any:
     """A lazy result wrapped as a ``BroadcastThunk``; anything else as it is."""
     return BroadcastThunk(g) if isinstance(g, LazyArray) else g

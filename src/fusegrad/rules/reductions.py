@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize
+from ..lazy import LazyArray, materialize, small
 from ..lazy.reductions import normalize_axes
 from ..tangents import NoTangent, ZeroTangent
 from .common import (
@@ -44,12 +44,15 @@ from .common import (
 )
 from .common import materialize as materialize_value
 from .lazy_values import as_cotangent as _wrap
-from .lazy_values import as_lazy, operand
+from .lazy_values import as_lazy, is_concrete, operand
 from .registry import register_rrule
 
 
 def _lazy(x: Any) -> Any:
-    return as_lazy(x, scalars=True)
+    """The argument as a reduction computes on it: its value when it is small and concrete (the
+    small-array path: NumPy now, an eager pullback), else lazy."""
+    v = small.value_if_small(x)
+    return v if v is not None else as_lazy(x, scalars=True)
 
 
 def _operand(dy: Any) -> Any:
@@ -82,8 +85,9 @@ def _count(shape: tuple, axes: tuple) -> int:
 
 
 def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
-    """``dy`` of a reduction over ``axes`` broadcast back to the argument's ``shape``, lazily."""
-    d = _operand(dy)
+    """``dy`` of a reduction over ``axes`` broadcast back to the argument's ``shape``: lazily, or
+    as a NumPy view for a concrete ``dy`` and a small ``shape`` (the small-array path)."""
+    d = dy if is_concrete(dy) and small.fits(shape) else _operand(dy)
     if not keepdims and axes:
         d = np.expand_dims(d, axes)
     return np.broadcast_to(d, shape)
