@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engines, movement, reductions, replay
+from . import engines, movement, readers, reductions, replay
 from .kernel import Instr, Kernel, Output
 from .nodes import LazyArray, Leaf, Map, Reduce, _const_key, is_expensive, make_map
 
@@ -622,11 +622,17 @@ def _compute(outputs: list[LazyArray]) -> None:
             _run_group(domain, outs + _spine(outs, domain))
             continue
         outs = _by_depth(outs)
+        later = readers.LaterReaders(outs, _bodies)
+        big = _Outputs(outs, math.prod(domain))
         for i in range(0, len(outs), MAX_OUTPUTS):
-            part = [o for o in outs[i : i + MAX_OUTPUTS] if o.cached is None]
-            later = [o for o in outs[i + MAX_OUTPUTS :] if o.cached is None]
-            shared = _shared(part, later, domain)
-            _run_group(domain, part + shared + _spine(part + shared, domain))
+            chunk = outs[i : i + MAX_OUTPUTS]
+            later.done(chunk)
+            part = [o for o in chunk if o.cached is None]
+            shared = _shared(part, later, big, domain)
+            run = part + shared + _spine(part + shared, domain)
+            _run_group(domain, run)
+            later.computed(run)
+            big.computed(run)
 
 
 # A kernel has at most MAX_OUTPUTS outputs: numba's compile time grows with a kernel's size (a
@@ -662,8 +668,8 @@ def _post_order(roots: list[LazyArray], depth: dict[int, int]) -> Iterator[LazyA
         yield n
 
 
-def _maps_under(roots: list, stop: set[int] | None = None) -> dict[int, Map]:
-    """The uncached maps under ``roots``; below a node in ``stop`` the walk does not go."""
+def _maps_under(roots: list) -> dict[int, Map]:
+    """The uncached maps under ``roots``, by id, in the order a depth-first walk finds them."""
     found: dict[int, Map] = {}
     stack = list(roots)
     while stack:
@@ -671,26 +677,40 @@ def _maps_under(roots: list, stop: set[int] | None = None) -> dict[int, Map]:
         if type(n) is not Map or n.cached is not None or id(n) in found:
             continue
         found[id(n)] = n
-        if stop is None or id(n) not in stop:
-            stack.extend(n.args)
+        stack.extend(n.args)
     return found
 
 
-def _shared(part: list[LazyArray], later: list[LazyArray], domain: tuple) -> list[LazyArray]:
-    """The values over ``domain`` that the kernel of ``part`` computes and the later kernels of
-    ``later`` read: stored by the first (a subexpression of several kernels, computed once)."""
+class _Outputs:
+    """Whether an uncached output of a group is as large as its domain (``_shared`` stores no
+    value larger than every output), kept as the group's kernels compute them."""
+
+    def __init__(self, outs: list[LazyArray], domain_size: int) -> None:
+        self._big = {id(o) for o in outs if o.size >= domain_size}
+
+    def any_as_large(self) -> bool:
+        return bool(self._big)
+
+    def computed(self, nodes: list[LazyArray]) -> None:
+        self._big.difference_update(id(n) for n in nodes)
+
+
+def _shared(
+    part: list[LazyArray], later: readers.LaterReaders, outs: _Outputs, domain: tuple
+) -> list[LazyArray]:
+    """The values over ``domain`` that the kernel of ``part`` computes and the group's later
+    kernels read (``later``): stored by the first (a subexpression of several kernels, computed
+    once). One walk of this kernel's graph: what later kernels read is counted, not walked."""
+    if not part:
+        return []
     mine = _maps_under([b for o in part for b in _bodies(o)])
-    theirs = _maps_under([b for o in later for b in _bodies(o)], stop=set(mine))
     taken = {id(o) for o in part}
-    limit = max(_SMALL, max(o.size for o in part + later))  # never larger than an output
+    # Never larger than an output of this kernel or of a later one.
+    small_enough = math.prod(domain) <= _SMALL or outs.any_as_large()
     return [
         n
-        for nid, n in theirs.items()
-        if nid in mine
-        and nid not in taken
-        and n.shape == domain
-        and n.size <= limit
-        and not mirrored(n)
+        for n in later.read_later(mine)
+        if id(n) not in taken and n.shape == domain and small_enough and not mirrored(n)
     ]
 
 
