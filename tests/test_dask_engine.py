@@ -79,6 +79,42 @@ def test_tiled_kernels_equal_numpy_blocked(small_tiles, name, n, m):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("fan_in", [2, 3, 8])
+@pytest.mark.parametrize("split", [False, True])
+def test_trees_of_any_fan_in_with_tile_results_whole_or_split(
+    small_tiles, monkeypatch, fan_in, split
+):
+    monkeypatch.setattr(dask_engine, "FAN_IN", fan_in)
+    monkeypatch.setattr(dask_engine, "WHOLE_RESULT_MAX", 0 if split else 1 << 30)
+    for name in ("all three", "max and min"):
+        k = _pairwise_kernel(97, 130, OUTPUT_SETS[name])
+        for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_graph_of_tiles_and_shallow_trees(monkeypatch):
+    # W3's shape: one kernel of row sums, column sums and the total over 16 tiles (blocks of
+    # rows). The tiles' outputs go whole to the combining tasks (no task per output), and each
+    # reduction over the 16 blocks is a tree of fan-in 8: 2 + 1 tasks, two levels.
+    monkeypatch.setattr(dask_engine, "tile_points", lambda: 200 * 1200 // 16)
+    monkeypatch.setattr(dask_engine, "worker_threads", lambda: 1)
+    k = _pairwise_kernel(200, 1200, OUTPUT_SETS["all three"])
+    assert [len(b) for b in dask_engine.grid(k)] == [16, 1]
+    graphs = []
+    compute = dask.compute
+
+    def counting(*collections, **kwargs):
+        keys = {key for c in collections for d in c for key in dict(d.__dask_graph__())}
+        graphs.append(len(keys))
+        return compute(*collections, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", counting)
+    for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    inputs, tiles, trees = 2, 16, 2 * (2 + 1)  # column sums and total: 16 -> 2 -> 1
+    assert graphs == [inputs + tiles + trees]
+
+
 def test_three_dimensional_domain(small_tiles):
     k = _pairwise_kernel(80, 90, (Output(3, "sum", (1, 2), F8), Output(3, "sum", (0,), F8)), (3,))
     assert [len(b) for b in dask_engine.grid(k)] == [6, 1, 1]  # a row of 270 points fits a tile

@@ -6,8 +6,9 @@ This engine cuts domain axes 0 and 1 into blocks (tiles of about ``FUSEGRAD_DASK
 default 2^25), runs each tile as an ordinary kernel (numba where it compiles, else
 numpy_blocked) inside a Dask task, and combines what the tiles give:
 
-- a reduction over a cut axis: the tiles' partials are combined pairwise (a tree of tasks,
-  ``sum``/``prod``/``max``/``min`` as the output asks), so no task holds more than two partials;
+- a reduction over a cut axis: the tiles' partials are combined by a tree of tasks of fan-in
+  ``FAN_IN`` (``sum``/``prod``/``max``/``min`` as the output asks), so no task holds more than
+  a few partials;
 - an axis that is not reduced: each tile's block is placed in the result;
 - a mirrored sum (``out[i] = sum_j v[i, j] + sum_j w[j, i]``): tile ``(I, J)`` gives the row
   sums of ``v`` for block ``I`` and the column sums of ``w`` for block ``J`` in one pass, and
@@ -125,8 +126,8 @@ def worker_threads() -> int:
         except ValueError:
             pass
         else:
-            info = client.scheduler_info().get("workers", {})
-            return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
+            # nthreads() is a light call (scheduler_info() costs ~5 ms: it sends every worker's)
+            return max(1, sum(int(n) for n in client.nthreads().values()))
     return os.cpu_count() or 1
 
 
@@ -250,17 +251,43 @@ def local_run(kernel: Kernel) -> list[np.ndarray]:
     return numpy_blocked.run(kernel)
 
 
-def _tree(dask: Any, op: Any, parts: list) -> Any:
-    """Parts combined pairwise by ``op`` as a tree of Dask tasks."""
-    combine = dask.delayed(op, pure=False)
-    while len(parts) > 1:
-        pairs = [combine(a, b) for a, b in zip(parts[::2], parts[1::2])]
-        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
-    return parts[0]
+# Partials one task combines at most: a tree of this fan-in has few levels (each level is a round
+# trip through the scheduler: pairs made W3 at N = 6000 a 6-level graph of 97 tasks, ~3x the
+# overhead of this one's 2 levels of 22) while a task holds a few partials of a block only
+FAN_IN = 8
+# A tile's outputs go whole to the tasks that combine them when they hold at most this many
+# elements together; larger ones (an output not reduced over a cut axis is tile-sized) are split
+# per output first, so that a combining task never holds a block it does not need
+WHOLE_RESULT_MAX = 1 << 17
 
 
-def _swap01(a: np.ndarray) -> np.ndarray:
-    return np.swapaxes(a, 0, 1)
+def _take(part: Any, pick: tuple[int, bool] | None) -> Any:
+    """``part`` itself (``pick`` None), else output ``j`` of a tile's list, its axes 0 and 1
+    swapped when ``swap`` (a mirrored sum's column part, ``pick = (j, swap)``)."""
+    if pick is None:
+        return part
+    j, swap = pick
+    return np.swapaxes(part[j], 0, 1) if swap else part[j]
+
+
+def _combine(op: Any, picks: tuple, *parts: Any) -> Any:
+    """``op`` over the parts, each taken as ``_take`` says (a Dask task: never in place, since
+    Dask may hand one task's result to several)."""
+    return functools.reduce(op, [_take(p, pick) for p, pick in zip(parts, picks)])
+
+
+def _tree(dask: Any, op: Any, parts: list[tuple[Any, Any]], split: bool) -> Any:
+    """``(tile, pick)`` parts (at least two) combined by ``op`` in a tree of Dask tasks of fan-in
+    ``FAN_IN``; with ``split``, each tile's output is taken out by a task of its own first."""
+    if split:
+        take = dask.delayed(_take, pure=False)
+        parts = [(take(t, pick), None) for t, pick in parts]
+    combine = dask.delayed(functools.partial(_combine, op), pure=False)
+    while True:
+        groups = [parts[i : i + FAN_IN] for i in range(0, len(parts), FAN_IN)]
+        parts = [(combine(tuple(p for _, p in g), *(t for t, _ in g)), None) for g in groups]
+        if len(parts) == 1:
+            return parts[0][0]
 
 
 def run(kernel: Kernel) -> list[np.ndarray]:
@@ -283,7 +310,7 @@ def run(kernel: Kernel) -> list[np.ndarray]:
         if src is not None and id(src) not in chunks:
             chunks[id(src)] = src.to_delayed()
     # the kernel's description bound once: passed as an argument, Dask would walk it per tile
-    tile = dask.delayed(functools.partial(run_tile, meta), pure=False, nout=len(tile_outs))
+    tile = dask.delayed(functools.partial(run_tile, meta), pure=False)
     tiles = {}
     for index in itertools.product(*(range(len(b)) for b in axes)):
         bounds = tuple(axes[d][i] for d, i in enumerate(index))
@@ -300,35 +327,48 @@ def run(kernel: Kernel) -> list[np.ndarray]:
             recipes.append(recipe)
             args.extend(src_chunks[b] for b in blocks)
         tiles[index] = tile(bounds, tuple(recipes), *args)
-    # per output: (slot of the result, partial) pairs, combined per slot by a tree
-    plans = []
+    # per output: the (tile, pick) parts of each slot of the result; a slot of one part is
+    # taken from its tile's list here, the others are combined by a tree of tasks
+    split = sum(math.prod(tile_shape(o, axes)) for o in tile_outs) > WHOLE_RESULT_MAX
+    plans: list[dict[tuple, tuple[Any, Any]]] = []
     j = 0
     for o in kernel.outputs:
         slots: dict[tuple, list] = {}
-        for index, parts in tiles.items():
+        for index, t in tiles.items():
             key = tuple(
                 0 if d in o.axes or (o.mirror is not None and d == 1) else i
                 for d, i in enumerate(index)
             )
-            slots.setdefault(key, []).append(parts[j])
+            slots.setdefault(key, []).append((t, (j, False)))
             if o.mirror is not None:
-                col = dask.delayed(_swap01, pure=False)(parts[j + 1])
-                slots.setdefault((index[1],) + key[1:], []).append(col)
+                slots.setdefault((index[1],) + key[1:], []).append((t, (j + 1, True)))
         op = _COMBINE[o.reduce] if o.reduce else None
-        plans.append({k: (v[0] if op is None else _tree(dask, op, v)) for k, v in slots.items()})
+        plans.append(
+            {
+                k: v[0] if len(v) == 1 else (_tree(dask, op, v, split), None)
+                for k, v in slots.items()
+            }
+        )
         j += 2 if o.mirror is not None else 1
     keys = [list(p) for p in plans]
-    computed = dask.compute(*[[p[k] for k in ks] for p, ks in zip(plans, keys)])
+    computed = dask.compute(*[[p[k][0] for k in ks] for p, ks in zip(plans, keys)])
     results = []
-    for o, ks, values in zip(kernel.outputs, keys, computed):
+    for o, plan, ks, values in zip(kernel.outputs, plans, keys, computed):
         out = np.empty(kernel.output_shape(o), o.dtype)
         for k, v in zip(ks, values):
             where = tuple(
                 slice(0, 1) if n == 1 else slice(*axes[d][k[d]]) for d, n in enumerate(out.shape)
             )
-            out[where] = v
+            out[where] = _take(v, plan[k][1])
         results.append(out)
     return results
+
+
+def tile_shape(o: Output, axes: list[list[tuple[int, int]]]) -> tuple[int, ...]:
+    """The shape of output ``o`` of the largest tile of a grid (keepdims)."""
+    return tuple(
+        1 if d in o.axes else max(b - a for a, b in blocks) for d, blocks in enumerate(axes)
+    )
 
 
 __all__ = [
