@@ -92,10 +92,15 @@ def test_trees_of_any_fan_in_with_tile_results_whole_or_split(
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_a_graph_of_tiles_and_shallow_trees(monkeypatch):
+@pytest.mark.parametrize("retained_max", [1 << 20, 0])
+def test_a_graph_of_tiles_and_shallow_trees(monkeypatch, retained_max):
     # W3's shape: one kernel of row sums, column sums and the total over 16 tiles (blocks of
     # rows). The tiles' outputs go whole to the combining tasks (no task per output), and each
-    # reduction over the 16 blocks is a tree of fan-in 8: 2 + 1 tasks, two levels.
+    # reduction over the 16 blocks is a tree of fan-in 8: 2 + 1 tasks, two levels. The row
+    # sums (one part per slot) are taken from the tiles' lists on the client, unless that would
+    # keep more than RETAINED_MAX elements of column partials on the workers to the end: then a
+    # task per tile takes them out.
+    monkeypatch.setattr(dask_engine, "RETAINED_MAX", retained_max)
     monkeypatch.setattr(dask_engine, "tile_points", lambda: 200 * 1200 // 16)
     monkeypatch.setattr(dask_engine, "worker_threads", lambda: 1)
     k = _pairwise_kernel(200, 1200, OUTPUT_SETS["all three"])
@@ -112,7 +117,8 @@ def test_a_graph_of_tiles_and_shallow_trees(monkeypatch):
     for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     inputs, tiles, trees = 2, 16, 2 * (2 + 1)  # column sums and total: 16 -> 2 -> 1
-    assert graphs == [inputs + tiles + trees]
+    takes = 16 if 16 * (1200 + 1) > retained_max else 0
+    assert graphs == [inputs + tiles + trees + takes]
 
 
 def test_three_dimensional_domain(small_tiles):

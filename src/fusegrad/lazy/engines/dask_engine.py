@@ -259,6 +259,9 @@ FAN_IN = 8
 # elements together; larger ones (an output not reduced over a cut axis is tile-sized) are split
 # per output first, so that a combining task never holds a block it does not need
 WHOLE_RESULT_MAX = 1 << 17
+# Elements of tiles' lists the workers may hold to the end of a call beyond what the client
+# takes from them (8 MB): the cost of taking a slot of one part from its tile's list on the client
+RETAINED_MAX = 1 << 20
 
 
 def _take(part: Any, pick: tuple[int, bool] | None) -> Any:
@@ -327,10 +330,8 @@ def run(kernel: Kernel) -> list[np.ndarray]:
             recipes.append(recipe)
             args.extend(src_chunks[b] for b in blocks)
         tiles[index] = tile(bounds, tuple(recipes), *args)
-    # per output: the (tile, pick) parts of each slot of the result; a slot of one part is
-    # taken from its tile's list here, the others are combined by a tree of tasks
-    split = sum(math.prod(tile_shape(o, axes)) for o in tile_outs) > WHOLE_RESULT_MAX
-    plans: list[dict[tuple, tuple[Any, Any]]] = []
+    # per output: the (tile, pick) parts of each slot of the result
+    outs_slots: list[dict[tuple, list]] = []
     j = 0
     for o in kernel.outputs:
         slots: dict[tuple, list] = {}
@@ -342,14 +343,32 @@ def run(kernel: Kernel) -> list[np.ndarray]:
             slots.setdefault(key, []).append((t, (j, False)))
             if o.mirror is not None:
                 slots.setdefault((index[1],) + key[1:], []).append((t, (j + 1, True)))
-        op = _COMBINE[o.reduce] if o.reduce else None
-        plans.append(
-            {
-                k: v[0] if len(v) == 1 else (_tree(dask, op, v, split), None)
-                for k, v in slots.items()
-            }
-        )
+        outs_slots.append(slots)
         j += 2 if o.mirror is not None else 1
+    # A slot of several parts is combined by a tree of tasks. A slot of one part is taken from
+    # its tile's list here, unless the rest of the lists fetched so would keep more than
+    # RETAINED_MAX elements on the workers to the end (their outputs combined elsewhere): then
+    # a task takes it out, and the list is freed once combined
+    sizes = [math.prod(tile_shape(o, axes)) for o in tile_outs]
+    taken: dict[int, int] = {}  # id(tile) of a list fetched whole -> elements used from it
+    for slots in outs_slots:
+        for v in slots.values():
+            if len(v) == 1:
+                t, (jj, _) = v[0]
+                taken[id(t)] = taken.get(id(t), 0) + sizes[jj]
+    retained = sum(sum(sizes) - used for used in taken.values())
+    take = dask.delayed(_take, pure=False) if retained > RETAINED_MAX else None
+    split = sum(sizes) > WHOLE_RESULT_MAX
+    plans: list[dict[tuple, tuple[Any, Any]]] = []
+    for o, slots in zip(kernel.outputs, outs_slots):
+        op = _COMBINE[o.reduce] if o.reduce else None
+        plan = {}
+        for k, v in slots.items():
+            if len(v) > 1:
+                plan[k] = (_tree(dask, op, v, split), None)
+            else:
+                plan[k] = v[0] if take is None else (take(*v[0]), None)
+        plans.append(plan)
     keys = [list(p) for p in plans]
     computed = dask.compute(*[[p[k][0] for k in ks] for p, ks in zip(plans, keys)])
     results = []
