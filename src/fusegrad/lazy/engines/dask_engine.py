@@ -43,6 +43,7 @@ import itertools
 import math
 import os
 import sys
+import uuid
 from typing import Any
 
 import numpy as np
@@ -279,24 +280,70 @@ def _combine(op: Any, picks: tuple, *parts: Any) -> Any:
     return functools.reduce(op, [_take(p, pick) for p, pick in zip(parts, picks)])
 
 
-def _tree(dask: Any, op: Any, parts: list[tuple[Any, Any]], split: bool) -> Any:
-    """``(tile, pick)`` parts (at least two) combined by ``op`` in a tree of Dask tasks of fan-in
-    ``FAN_IN``; with ``split``, each tile's output is taken out by a task of its own first."""
-    if split:
-        take = dask.delayed(_take, pure=False)
-        parts = [(take(t, pick), None) for t, pick in parts]
-    combine = dask.delayed(functools.partial(_combine, op), pure=False)
-    while True:
-        groups = [parts[i : i + FAN_IN] for i in range(0, len(parts), FAN_IN)]
-        parts = [(combine(tuple(p for _, p in g), *(t for t, _ in g)), None) for g in groups]
-        if len(parts) == 1:
-            return parts[0][0]
+class _Graph:
+    """A Dask task graph built as one layer of plain tasks (``{key: (function, *args)}``, an
+    argument that is a key standing for that task's result), under keys unique to one call.
+    Building it costs ~10 us a task; ``dask.delayed`` calls cost ~0.3-0.5 ms each (and a layer
+    each), 10 s of the client's time for the 3 * 10^4 tiles of a kernel at N = 10^6."""
+
+    def __init__(self) -> None:
+        self.name = f"fusegrad-{uuid.uuid4().hex}"
+        self.tasks: dict[Any, Any] = {}
+        self.count = 0
+
+    def add(self, fn: Any, *args: Any) -> tuple:
+        """A task ``fn(*args)``; its key. ``fn`` carries the literal arguments (a partial): only
+        keys are passed as ``args``, so that Dask reads nothing else as a task or a key."""
+        self.count += 1
+        key = (self.name, self.count)
+        self.tasks[key] = (fn, *args)
+        return key
+
+    def data(self, value: Any) -> tuple:
+        """A key holding ``value`` (sent once to each worker that needs it)."""
+        self.count += 1
+        key = (self.name, self.count)
+        self.tasks[key] = value
+        return key
+
+    def tree(self, op: Any, parts: list[tuple[tuple, Any]], split: bool) -> tuple:
+        """``(key, pick)`` parts (at least two) combined by ``op`` in a tree of fan-in
+        ``FAN_IN``; with ``split``, each tile's output is taken out by a task of its own first.
+        The tree's key."""
+        if split:
+            parts = [(self.add(functools.partial(_take, pick=pick), k), None) for k, pick in parts]
+        while True:
+            groups = [parts[i : i + FAN_IN] for i in range(0, len(parts), FAN_IN)]
+            parts = [
+                (
+                    self.add(
+                        functools.partial(_combine, op, tuple(p for _, p in g)),
+                        *(k for k, _ in g),
+                    ),
+                    None,
+                )
+                for g in groups
+            ]
+            if len(parts) == 1:
+                return parts[0][0]
+
+    def compute(self, dask: Any, keys: list[list[tuple]], sources: list) -> list[list[Any]]:
+        """The values of ``keys`` (lists of keys), on the active ``dask.distributed`` client,
+        else Dask's threaded scheduler; ``sources`` are the Dask arrays whose chunks tasks
+        read."""
+        from dask.delayed import Delayed
+        from dask.highlevelgraph import HighLevelGraph
+
+        graph = HighLevelGraph.from_collections(self.name, self.tasks, dependencies=sources)
+        return list(
+            dask.compute(*[[Delayed(k, graph, layer=self.name) for k in ks] for ks in keys])
+        )
 
 
 def run(kernel: Kernel) -> list[np.ndarray]:
     """Run ``kernel`` as a Dask graph of tiles; one array per output, keepdims shapes, as every
     engine. A kernel of a single tile runs locally, without Dask, unless it reads a Dask
-    input: a tile's task reads the chunks of a Dask input it needs (``dask_leaves.dask_view``),
+    input: a tile's task reads the chunks of a Dask input it needs (``dask_leaves.chunk_plan``),
     wherever they are, and every other input whole (sent once per worker)."""
     axes = grid(kernel)
     remote = tuple(dask_leaves.source(a) is not None for a in kernel.inputs)
@@ -304,16 +351,15 @@ def run(kernel: Kernel) -> list[np.ndarray]:
         return local_run(kernel)
     import dask
 
+    g = _Graph()
     tile_outs = _tile_outputs(kernel.outputs)
     meta = (kernel.domain, kernel.constants, kernel.program, tile_outs)
-    whole = [None if r else dask.delayed(a, pure=False) for a, r in zip(kernel.inputs, remote)]
-    chunks = {}  # id(Dask input) -> its chunks as Delayed objects
+    whole = [None if r else g.data(a) for a, r in zip(kernel.inputs, remote)]
+    sources: dict[int, Any] = {}  # id(Dask input) -> (the array, its chunks' keys)
     for a, r in zip(kernel.inputs, remote):
         src = dask_leaves.source(a) if r else None
-        if src is not None and id(src) not in chunks:
-            chunks[id(src)] = src.to_delayed()
-    # the kernel's description bound once: passed as an argument, Dask would walk it per tile
-    tile = dask.delayed(functools.partial(run_tile, meta), pure=False)
+        if src is not None and id(src) not in sources:
+            sources[id(src)] = (src, src.__dask_keys__())
     tiles = {}
     for index in itertools.product(*(range(len(b)) for b in axes)):
         bounds = tuple(axes[d][i] for d, i in enumerate(index))
@@ -323,13 +369,15 @@ def run(kernel: Kernel) -> list[np.ndarray]:
             view = _slice(a, kernel.domain, bounds) if r else None
             if view is None or view.size == 0:
                 recipes.append(None if view is None else ())
-                args.append(w if view is None else np.empty(view.shape, view.dtype))
+                args.append(w if view is None else g.data(np.empty(view.shape, view.dtype)))
                 continue
             recipe, blocks = dask_leaves.chunk_plan(view)
-            src_chunks = chunks[id(dask_leaves.source(a))]
+            src_keys = sources[id(dask_leaves.source(a))][1]
             recipes.append(recipe)
-            args.extend(src_chunks[b] for b in blocks)
-        tiles[index] = tile(bounds, tuple(recipes), *args)
+            args.extend(functools.reduce(lambda keys, i: keys[i], b, src_keys) for b in blocks)
+        # the kernel's description and the tile's literals bound in the function: Dask walks
+        # a task's arguments looking for keys
+        tiles[index] = g.add(functools.partial(run_tile, meta, bounds, tuple(recipes)), *args)
     # per output: the (tile, pick) parts of each slot of the result
     outs_slots: list[dict[tuple, list]] = []
     j = 0
@@ -350,27 +398,33 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     # RETAINED_MAX elements on the workers to the end (their outputs combined elsewhere): then
     # a task takes it out, and the list is freed once combined
     sizes = [math.prod(tile_shape(o, axes)) for o in tile_outs]
-    taken: dict[int, int] = {}  # id(tile) of a list fetched whole -> elements used from it
+    taken: dict[tuple, int] = {}  # key of a tile whose list is fetched whole -> elements used
     for slots in outs_slots:
         for v in slots.values():
             if len(v) == 1:
                 t, (jj, _) = v[0]
-                taken[id(t)] = taken.get(id(t), 0) + sizes[jj]
+                taken[t] = taken.get(t, 0) + sizes[jj]
     retained = sum(sum(sizes) - used for used in taken.values())
-    take = dask.delayed(_take, pure=False) if retained > RETAINED_MAX else None
     split = sum(sizes) > WHOLE_RESULT_MAX
-    plans: list[dict[tuple, tuple[Any, Any]]] = []
+    plans: list[dict[tuple, tuple[tuple, Any]]] = []
     for o, slots in zip(kernel.outputs, outs_slots):
         op = _COMBINE[o.reduce] if o.reduce else None
         plan = {}
         for k, v in slots.items():
             if len(v) > 1:
-                plan[k] = (_tree(dask, op, v, split), None)
+                plan[k] = (g.tree(op, v, split), None)
+            elif retained > RETAINED_MAX:
+                t, pick = v[0]
+                plan[k] = (g.add(functools.partial(_take, pick=pick), t), None)
             else:
-                plan[k] = v[0] if take is None else (take(*v[0]), None)
+                plan[k] = v[0]
         plans.append(plan)
     keys = [list(p) for p in plans]
-    computed = dask.compute(*[[p[k][0] for k in ks] for p, ks in zip(plans, keys)])
+    computed = g.compute(
+        dask,
+        [[p[k][0] for k in ks] for p, ks in zip(plans, keys)],
+        [s for s, _ in sources.values()],
+    )
     results = []
     for o, plan, ks, values in zip(kernel.outputs, plans, keys, computed):
         out = np.empty(kernel.output_shape(o), o.dtype)
