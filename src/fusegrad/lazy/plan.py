@@ -623,16 +623,16 @@ def _compute(outputs: list[LazyArray]) -> None:
             continue
         outs = _by_depth(outs)
         later = readers.LaterReaders(outs, _bodies)
-        big = _Outputs(outs, math.prod(domain))
+        full_size = _FullSizeOutputs(outs, math.prod(domain))
         for i in range(0, len(outs), MAX_OUTPUTS):
             chunk = outs[i : i + MAX_OUTPUTS]
             later.done(chunk)
             part = [o for o in chunk if o.cached is None]
-            shared = _shared(part, later, big, domain)
+            shared = _shared(part, later, full_size, domain)
             run = part + shared + _spine(part + shared, domain)
             _run_group(domain, run)
             later.computed(run)
-            big.computed(run)
+            full_size.computed(run)
 
 
 # A kernel has at most MAX_OUTPUTS outputs: numba's compile time grows with a kernel's size (a
@@ -681,22 +681,22 @@ def _maps_under(roots: list) -> dict[int, Map]:
     return found
 
 
-class _Outputs:
-    """Whether an uncached output of a group is as large as its domain (``_shared`` stores no
-    value larger than every output), kept as the group's kernels compute them."""
+class _FullSizeOutputs:
+    """The outputs of a group as large as its domain that are still to compute (``_shared``
+    stores no value larger than every output of this kernel and the later ones)."""
 
     def __init__(self, outs: list[LazyArray], domain_size: int) -> None:
-        self._big = {id(o) for o in outs if o.size >= domain_size}
+        self._left = {id(o) for o in outs if o.size >= domain_size}
 
-    def any_as_large(self) -> bool:
-        return bool(self._big)
+    def any_left(self) -> bool:
+        return bool(self._left)
 
     def computed(self, nodes: list[LazyArray]) -> None:
-        self._big.difference_update(id(n) for n in nodes)
+        self._left.difference_update(id(n) for n in nodes)
 
 
 def _shared(
-    part: list[LazyArray], later: readers.LaterReaders, outs: _Outputs, domain: tuple
+    part: list[LazyArray], later: readers.LaterReaders, outs: _FullSizeOutputs, domain: tuple
 ) -> list[LazyArray]:
     """The values over ``domain`` that the kernel of ``part`` computes and the group's later
     kernels read (``later``): stored by the first (a subexpression of several kernels, computed
@@ -706,7 +706,7 @@ def _shared(
     mine = _maps_under([b for o in part for b in _bodies(o)])
     taken = {id(o) for o in part}
     # Never larger than an output of this kernel or of a later one.
-    small_enough = math.prod(domain) <= _SMALL or outs.any_as_large()
+    small_enough = math.prod(domain) <= _SMALL or outs.any_left()
     return [
         n
         for n in later.read_later(mine)
