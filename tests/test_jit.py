@@ -826,8 +826,8 @@ def test_a_replay_runs_a_kernel_recorded_on_numpy_on_numba_once_hot_sized(monkey
     if not numba_engine.available():
         pytest.skip("numba unavailable")
     ran = []
-    real = numba_engine.run
-    monkeypatch.setattr(numba_engine, "run", lambda k: ran.append(k) or real(k))
+    real = numba_engine.replayer
+    monkeypatch.setattr(numba_engine, "replayer", lambda k: ran.append(k) or real(k))
     n = int(np.sqrt(registry.HOT_MIN)) + 1
     x = np.arange(float(n * n)).reshape(n, n)
     with fg.use_engine("auto"):

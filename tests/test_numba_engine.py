@@ -102,6 +102,15 @@ def check(k: Kernel) -> list[np.ndarray]:
     assert ne.supports(k)
     got = ne.run(k)
     assert_close(k, got, reference(k))
+    replay = ne.replayer(k)  # jit's: the same loop, planned once; into given buffers too
+    if replay is not None:
+        for out in (
+            replay(k.inputs, k.constants),
+            replay(k.inputs, k.constants, [np.full(g.shape, 7, g.dtype) for g in got]),
+        ):
+            assert len(out) == len(got)
+            for a, b in zip(out, got):
+                np.testing.assert_array_equal(a, b)
     if numpy_blocked is not None:
         try:
             nb = numpy_blocked.run(k)

@@ -58,6 +58,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import direct_matmul
 from .ad.core import _max_level
 from .ad.pytree import structure
 from .lazy import LazyArray, engines, materialize, materialize_many, replay, small
@@ -385,16 +386,25 @@ def _prepare(x: Any) -> Any:
     return materialize(x) if isinstance(x, LazyArray) else x
 
 
-def _forward(f: Callable, *args: Any, **kwargs: Any) -> Any:
+def _forward(f: Callable, *args: Any, **kwargs: Any) -> tuple:
     """The step of a rule that needs arrays: its value and its pullback."""
-    return rrule(f, *args, **kwargs)
+    out = rrule(f, *args, **kwargs)
+    if out is None:
+        raise TypeError(f"the rule of {getattr(f, '__name__', f)} declined {args!r}")
+    return out
 
 
 def _call(needed: tuple, pullback: Callable, ct: Any) -> Any:
     # the cotangents of untraced arguments (the data X of X @ w) are thunks the backward pass
     # never evaluates: a step would evaluate all its results
     grads = pullback(ct)
-    return tuple(g if k else ZeroTangent() for g, k in zip(grads, needed))
+    return tuple(_own(unthunk(g)) if k else ZeroTangent() for g, k in zip(grads, needed))
+
+
+def _own(g: Any) -> Any:
+    """A cotangent that views another array (a 1-d operand's, reshaped from its matrix) as a
+    copy: the caller gets it as the gradient, which must not be a view (``api``)."""
+    return g.copy() if type(g) is np.ndarray and g.base is not None else g
 
 
 def _pullback(needed: tuple, pullback: Callable, ct: Any) -> Any:
@@ -414,9 +424,51 @@ def _rule_step(f: Callable, traced: tuple, args: tuple, kwargs: dict, lazy: bool
         return None
     if _max_level(args) or _max_level(kwargs.values()):
         return None
-    y, pullback = replay.step(functools.partial(_forward, f), args, kwargs, _prepare)
     needed = tuple(_max_level((a,)) > 0 for a in traced)
+    if direct_matmul.applies(f, args, kwargs):
+        if direct_matmul.degenerate(*args):
+            return direct_matmul.lazy_rule(args[0], args[1], needed)
+        return _matmul_step(args, needed)
+    y, pullback = replay.step(functools.partial(_forward, f), args, kwargs, _prepare)
     return y, functools.partial(_pullback, needed, pullback)
+
+
+def _matmul_step(args: tuple, needed: tuple) -> tuple:
+    """``a @ b`` as bare ``np.matmul`` steps (``direct_matmul``), each checked at the recording
+    against matmul's rule on the same operands (which is replayed instead if they differ)."""
+    y, pb = replay.step(
+        direct_matmul.forward, args, {}, _prepare, direct=True, reference=_matmul_rule
+    )
+    if not direct_matmul.is_vjp(pb):  # the rule is the step: its pullback the generic one
+        return y, functools.partial(_pullback, needed, pb)
+    return y, functools.partial(_matmul_pullback, needed, pb)
+
+
+def _matmul_rule(a: np.ndarray, b: np.ndarray) -> list:
+    return list(_forward(np.matmul, a, b))
+
+
+def _matmul_pullback(needed: tuple, pb: Any, ct: Any) -> tuple:
+    if isinstance(ct, AbstractZero):
+        return (ct, ct)
+    backward = functools.partial(direct_matmul.backward, needed)
+    grads = iter(
+        replay.step(
+            backward,
+            (pb, ct),
+            {},
+            _prepare,
+            direct=True,
+            reference=functools.partial(_matmul_rule_backward, needed),
+        )
+    )
+    return tuple(next(grads) if k else ZeroTangent() for k in needed)
+
+
+def _matmul_rule_backward(needed: tuple, pb: Any, ct: Any) -> list:
+    a, b = direct_matmul.operands(pb)
+    grads = _call(needed, _forward(np.matmul, a, b)[1], ct)
+    return [g for g, k in zip(grads, needed) if k]
 
 
 def _record(

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from . import replay_fuse, replay_ops
 from .kernel import Kernel
 from .nodes import DYNAMIC_NUMBERS, LazyArray, Leaf, Map, Reduce, _base
 from .nodes import leaf as _leaf
@@ -127,7 +128,14 @@ def _map(fn: Callable, x: Any) -> Any:
     return fn(x)
 
 
-def step(fn: Callable, args: tuple, kwargs: dict, prepare: Callable) -> Any:
+def step(
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    prepare: Callable,
+    direct: bool = False,
+    reference: Callable | None = None,
+) -> Any:
     """``fn(*args, **kwargs)`` on its arguments made concrete by ``prepare`` (lazy values
     materialised, thunks unthunked); in a recording, one *step* of the program: a NumPy call
     (``matmul``, ``solve``, a gather, a rule that needs arrays, its pullback) between kernels.
@@ -137,6 +145,13 @@ def step(fn: Callable, args: tuple, kwargs: dict, prepare: Callable) -> Any:
     reads them stays in the recording; functions among them (a rule's pullback) are kept too.
     The kernels and reads inside ``fn`` are its own: a replay runs ``fn`` again, so even a
     Python ``if`` on an array there is replayed faithfully.
+
+    ``direct``: ``fn`` returns a list of its results as they are (C-contiguous arrays, other
+    objects), whose shapes, strides and dtypes depend only on its operands': a replay extends
+    its results with that list, unchecked (``matmul`` as ``jit`` replays it). ``reference``:
+    a function of the same arguments giving the same list (the rule ``fn`` stands for); at the
+    recording both run, and when their results differ (layouts, or values bit for bit) the
+    step is ``reference``, replayed as a checked step.
 
     >>> from . import small
     >>> x = np.arange(4.0).reshape(2, 2)
@@ -151,7 +166,23 @@ def step(fn: Callable, args: tuple, kwargs: dict, prepare: Callable) -> Any:
     rec = active()
     if rec is None or rec.in_step or rec.escape is not None:
         return fn(*_map(prepare, args), **_map(prepare, kwargs))
-    return rec.step(fn, args, kwargs, prepare)
+    return rec.step(fn, args, kwargs, prepare, direct, reference)
+
+
+def _same_items(a: Any, b: Any) -> bool:
+    """Whether two direct steps' result lists agree: arrays of one layout and equal bit for bit
+    (NaNs equal), other objects (pullbacks) in the same places."""
+    if not (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray) != isinstance(y, np.ndarray):
+            return False
+        if isinstance(x, np.ndarray) and not (
+            (x.shape, x.strides, x.dtype) == (y.shape, y.strides, y.dtype)
+            and np.array_equal(x, y, equal_nan=x.dtype.kind in "fc")
+        ):
+            return False
+    return True
 
 
 def _seal(x: Any, prepare: Callable, items: list, wrap: Callable | None, odd: list) -> Any:
@@ -209,43 +240,6 @@ def _collect(x: Any, prepare: Callable, items: list) -> None:
         items.append(x)  # a rule's pullback: nothing to make concrete
     else:
         _seal(x, prepare, items, None, [])
-
-
-def _decode(e: tuple, slots: list, numbers: Sequence[Any]) -> Any:
-    tag = e[0]
-    if tag == "view":
-        return _view(slots[e[1]], *e[2:])
-    if tag == "slot":
-        return slots[e[1]]
-    if tag == "number":
-        return evaluate(e[1], numbers)
-    if tag == "seq":
-        return e[1](_decode(v, slots, numbers) for v in e[2])
-    if tag == "dict":
-        return dict(zip(e[1], (_decode(v, slots, numbers) for v in e[2])))
-    return e[1]
-
-
-def _decoder(e: tuple) -> Callable[[list, Sequence[Any]], Any]:
-    """``_decode`` of one encoded operand, worked out once: a function of the slots and numbers.
-
-    >>> _decoder(("seq", tuple, [("slot", 0), ("const", 2.0)]))(["x"], ())
-    ('x', 2.0)
-    """
-    tag = e[0]
-    if tag == "slot":
-        i = e[1]
-        return lambda slots, numbers: slots[i]
-    if tag == "view":
-        i, rest = e[1], e[2:]
-        return lambda slots, numbers: _view(slots[i], *rest)
-    if tag == "seq":
-        make, parts = e[1], [_decoder(v) for v in e[2]]
-        return lambda slots, numbers: make(p(slots, numbers) for p in parts)
-    if tag in ("number", "dict"):
-        return lambda slots, numbers: _decode(e, slots, numbers)
-    value = e[1]
-    return lambda slots, numbers: value
 
 
 def note_literal(array: np.ndarray) -> None:
@@ -480,6 +474,8 @@ def _pointer(a: np.ndarray) -> int:
 
 
 FOLD_MAX_BYTES = 1 << 20  # a kernel of numbers only, with results up to this size, is folded
+# replays after which a program's kernels are placed as a hot program's (engines.choose_hot)
+HOT_REPLAYS = 8
 
 
 class Recorder:
@@ -626,7 +622,15 @@ class Recorder:
         else:
             self.steps.append((engine, template, tuple(sources), first, numbers))
 
-    def step(self, fn: Callable, args: tuple, kwargs: dict, prepare: Callable) -> Any:
+    def step(
+        self,
+        fn: Callable,
+        args: tuple,
+        kwargs: dict,
+        prepare: Callable,
+        direct: bool = False,
+        reference: Callable | None = None,
+    ) -> Any:
         """See the module function ``step``."""
         self.sanctions += 1  # the operands' kernels are recorded: they feed the step
         try:
@@ -644,6 +648,12 @@ class Recorder:
         self.in_step += 1
         try:
             raw = fn(*args, **kwargs)
+            if reference is not None:
+                ref = reference(*args, **kwargs)
+                if not _same_items(raw, ref):
+                    # the fast function disagrees with the rule it stands for on these
+                    # operands: the rule is the step (its layouts checked at each replay)
+                    fn, raw, direct = reference, ref, False
             items: list = []
             odd: list = []
             result = _seal(raw, prepare, items, _leaf, odd)
@@ -654,6 +664,13 @@ class Recorder:
                 f"{name} returned a Python {type(odd[0]).__name__} computed from the inputs"
             )
             return result
+        # a direct step's list is its items as they are (C-contiguous arrays, objects)
+        direct = (
+            direct
+            and not kwargs
+            and len(items) == len(raw)
+            and all(a is b for a, b in zip(items, raw))
+        )
         first = len(self.slots)
         for x in items:
             if isinstance(x, np.ndarray):
@@ -665,7 +682,7 @@ class Recorder:
         layout = tuple(
             (x.shape, x.strides, x.dtype) if isinstance(x, np.ndarray) else None for x in items
         )
-        self.steps.append(("call", fn, encoded, first, (prepare, layout)))
+        self.steps.append(("call", fn, encoded, first, (prepare, layout, direct)))
         return result
 
     def _encode(self, x: Any, tracked: list) -> tuple:
@@ -735,7 +752,9 @@ class Recorder:
                 )
                 return None
             recipes.append(r)
-        return Program(self.steps, self.n_inputs, recipes)
+        return Program(
+            self.steps, self.n_inputs, recipes, [replay_ops.layout(x) for x in self.slots]
+        )
 
 
 def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dtype: np.dtype) -> Any:
@@ -760,11 +779,14 @@ def _probe(template: Kernel) -> Kernel:
     )
 
 
-def _kernel_runner(engine: str, template: Kernel) -> Callable[[tuple, tuple], list[np.ndarray]]:
+def _kernel_runner(
+    engine: str, template: Kernel, replayed: bool = False
+) -> Callable[[tuple, tuple], list[np.ndarray]]:
     """A function of a replay's inputs and constants running ``template``'s kernel on
-    ``engine`` (under ``auto``, on the engine for a hot kernel): the engine's own
-    ``replayer(template)`` when it has one (what depends only on the signature and domain is
-    worked out once), else a new ``Kernel`` for its ``run`` each time."""
+    ``engine`` (under ``auto``, on the engine for a hot kernel, or for a kernel of a program
+    replayed ``HOT_CALLS`` times when ``replayed``): the engine's own ``replayer(template)``
+    when it has one (what depends only on the signature and domain is worked out once), else a
+    new ``Kernel`` for its ``run`` each time."""
     from . import engines
 
     probe = _probe(template)
@@ -774,7 +796,7 @@ def _kernel_runner(engine: str, template: Kernel) -> Callable[[tuple, tuple], li
         # a recorded program is replayed many times: under auto its kernels go where hot ones
         # do (float kernels only: an engine's supports() may read integer data, which a probe
         # does not have)
-        engine = engines.choose_hot(probe, engine)
+        engine = engines.choose_hot(probe, engine, replayed)
     e = engines.get(engine)
     make = getattr(e, "replayer", None)
     fast = make(probe) if make is not None else None
@@ -797,62 +819,71 @@ def _kernel_runner(engine: str, template: Kernel) -> Callable[[tuple, tuple], li
 
 
 class Program:
-    """The kernels of a recorded call and how its results come from them; ``run(arrays)``."""
+    """The kernels and steps of a recorded call and how its results come from them;
+    ``run(arrays)``. Each step is compiled once into a closure (``replay_ops``).
 
-    __slots__ = ("steps", "n_inputs", "recipes", "runners")
+    Buffers a replay may reuse (``replay_ops.reusable``: results of kernels and direct steps
+    that no result recipe and no step that runs its function again reads) are allocated once
+    and written again at each replay: a fresh 8 MiB array costs ~2000 page faults (~12 ms on
+    the shared VM) where a reused one costs none. A replay that finds them in use (another
+    thread, or a step calling the program again) allocates its own."""
 
-    def __init__(self, steps: list[tuple], n_inputs: int, recipes: list[tuple]) -> None:
+    __slots__ = (
+        "steps", "n_inputs", "recipes", "plan", "ops", "results", "replays", "reused", "pool",
+        "lock",
+    )  # fmt: skip
 
-        self.steps = steps
+    def __init__(
+        self,
+        steps: list[tuple],
+        n_inputs: int,
+        recipes: list[tuple],
+        layouts: Sequence[tuple | None],
+    ) -> None:
+        self.steps = steps  # as recorded (``same_as`` compares these)
         self.n_inputs = n_inputs
         self.recipes = recipes
-        self.runners: list[Any] = [
-            (_decoder(s[2][0]), _decoder(s[2][1]))
-            if s[0] == "call"
-            else None
-            if s[0] == "fold" or s[1] is None
-            else _kernel_runner(s[0], s[1])
-            for s in steps
-        ]
+        # what a replay runs: kernels of one domain merged (``replay_fuse``), slots renumbered
+        self.plan = replay_fuse.merge(steps, n_inputs, recipes, layouts)
+        merged, recipes, layouts = self.plan
+        self.reused = replay_ops.reusable(merged, recipes, layouts)
+        self.pool: list | None = None
+        self.lock = threading.Lock()
+        self.ops = [_compile(s, layouts, self.reused) for s in merged]
+        self.results = [replay_ops.result(r, layouts, evaluate) for r in recipes]
+        self.replays = 0
 
     @property
     def kernels(self) -> int:
-        """How many kernels a replay runs."""
-        return len(self.steps)
+        """How many kernels and steps a replay runs."""
+        return len(self.plan[0])
 
     def run(self, arrays: list[np.ndarray], numbers: Sequence[Any] = ()) -> list[Any]:
         """The results for new C-contiguous ``arrays`` (the inputs, in recorded order) and number
         arguments ``numbers`` (plain Python values, in recorded order)."""
+        self.replays += 1
+        if self.replays == HOT_REPLAYS:
+            # a loop: its kernels go where those of a hot program run best (engines compiled
+            # now, once, where that pays back over the replays to come)
+            merged, _, layouts = self.plan
+            self.ops = [_compile(s, layouts, self.reused, replayed=True) for s in merged]
         slots = list(arrays)
-        for (kind, template, sources, _first, dynamic), run in zip(self.steps, self.runners):
-            if kind == "call":  # an eager step: its function on the new operands
-                args, kwargs = run
-                raw = template(*args(slots, numbers), **kwargs(slots, numbers))
-                items: list = []
-                _collect(raw, dynamic[0], items)
-                if len(items) != len(dynamic[1]) or any(
-                    want is not None and (x.shape, x.strides, x.dtype) != want
-                    for x, want in zip(items, dynamic[1])
-                ):
-                    raise StepMismatch(_name(template), dynamic[1], items)
-                slots.extend(items)
-                continue
-            if template is None:
-                slots.extend([r.copy() for r in sources])  # folded: its recorded results
-                continue
-            constants = template.constants
-            if dynamic:
-                constants = list(constants)
-                for j, recipe in dynamic:
-                    constants[j] = evaluate(recipe, numbers)
-                constants = tuple(constants)
-            slots.extend(
-                run(
-                    tuple(s[1] if s[0] == "const" else _view(slots[s[0]], *s[1:]) for s in sources),
-                    constants,
-                )
-            )
-        return [self._build(r, slots, numbers) for r in self.recipes]
+        if not self.lock.acquire(blocking=False):
+            for op in self.ops:
+                op(slots, numbers, None)
+            return [r(slots, numbers) for r in self.results]
+        try:
+            pool = self.pool
+            if pool is None:
+                pool = self.pool = [
+                    np.empty(lay[0], lay[2]) if i in self.reused and lay is not None else None
+                    for i, lay in enumerate(self.plan[2])
+                ]
+            for op in self.ops:
+                op(slots, numbers, pool)
+            return [r(slots, numbers) for r in self.results]
+        finally:
+            self.lock.release()
 
     def same_as(self, other: Program) -> bool:
         """Whether ``other``, recorded on other values of the same signature, runs the same
@@ -864,25 +895,64 @@ class Program:
             and _same(self.recipes, other.recipes)
         )
 
-    def _build(self, recipe: tuple, slots: list, numbers: Sequence[Any]) -> Any:
-        tag = recipe[0]
-        if tag == "view":
-            _, slot, offset, shape, strides, dtype = recipe
-            return _view(slots[slot], offset, shape, strides, dtype)
-        if tag == "derived":
-            source = None if recipe[2] is None else self._build(recipe[2], slots, numbers)
-            return recipe[1](source)
-        if tag == "number":
-            return evaluate(recipe[1], numbers)
-        if tag == "empty":
-            return np.empty(recipe[1], recipe[2])
-        if tag == "literal":
-            return recipe[1].copy()  # the caller may write into what it gets
-        return recipe[1]
+
+def _compile(
+    step: tuple, layouts: Sequence[tuple | None], reused: set[int], replayed: bool = False
+) -> replay_ops.Op:
+    """One recorded step as the closure a replay runs (``replay_ops``)."""
+    kind, template, sources, first, dynamic = step
+    if kind == "call":
+        args, kwargs = sources
+        prepare, layout, direct = dynamic
+        if direct:
+            mine = [first + j for j in range(len(layout))]
+            return replay_ops.direct_op(
+                template,
+                replay_ops.operands(args[2], layouts, evaluate),
+                mine if any(i in reused for i in mine) else None,
+            )
+        return _call_op(
+            template,
+            replay_ops.getter(args, layouts, evaluate),
+            replay_ops.getter(kwargs, layouts, evaluate),
+            prepare,
+            layout,
+        )
+    if template is None:
+        return replay_ops.fold_op(sources)
+    get = replay_ops.operands(
+        [s if s[0] == "const" else ("view", *s) for s in sources], layouts, evaluate
+    )
+    run = _kernel_runner(kind, template, replayed)
+    mine = [first + j for j in range(len(template.outputs))]
+    writes = getattr(run, "writes_into", False) and any(i in reused for i in mine)
+    return replay_ops.kernel_op(
+        run, get, template.constants, dynamic, evaluate, mine if writes else None
+    )
+
+
+def _call_op(
+    fn: Callable, args: replay_ops.Getter, kwargs: replay_ops.Getter, prepare: Callable, want: tuple
+) -> replay_ops.Op:
+    """A step that runs its function again and checks its results' layouts (``StepMismatch``)."""
+
+    def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+        raw = fn(*args(slots, numbers), **kwargs(slots, numbers))
+        items: list = []
+        _collect(raw, prepare, items)
+        if len(items) != len(want) or any(
+            w is not None and (x.shape, x.strides, x.dtype) != w for x, w in zip(items, want)
+        ):
+            raise StepMismatch(_name(fn), want, items)
+        slots.extend(items)
+
+    return op
 
 
 def _comparable(step: tuple) -> tuple:
-    """A step without its number constants' values (their recipes are compared instead)."""
+    """A step without its number constants' values (their recipes are compared instead), nor
+    the engine a kernel ran on (under ``auto`` a kernel compiled since the first recording runs
+    on another engine in the second: a replay chooses again, ``choose_hot``)."""
     engine, template, sources, first, dynamic = step
     if template is None or engine == "call":
         return step
@@ -890,7 +960,7 @@ def _comparable(step: tuple) -> tuple:
     for j, _ in dynamic:
         constants[j] = None
     kernel = (template.domain, template.signature(), tuple(constants))
-    return (engine, kernel, sources, first, dynamic)
+    return ("kernel", kernel, sources, first, dynamic)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -123,7 +123,7 @@ def use_engine(name: str) -> Iterator[None]:
 _available: dict[int, bool] = {}  # id(engine) -> available(), asked once per process by auto
 
 
-def _cheapest(kernel: Kernel, hot: bool = False) -> Engine:
+def _cheapest(kernel: Kernel, hot: bool = False, replayed: bool = False) -> Engine:
     # Cost first, then supports only of an engine that would win: numba's supports() is the
     # dearer call, and most small kernels never need it.
     best: Engine | None = None
@@ -137,7 +137,9 @@ def _cheapest(kernel: Kernel, hot: bool = False) -> Engine:
             ok = _available[id(e)] = bool(e.available())
         if not ok:
             continue
-        hot_cost = getattr(e, "hot_cost", None) if hot else None
+        hot_cost = getattr(e, "replay_cost", None) if replayed else None
+        if hot_cost is None and (hot or replayed):
+            hot_cost = getattr(e, "hot_cost", None)
         c = e.cost(kernel) if hot_cost is None else hot_cost(kernel)
         if (best is None or c < best_cost) and e.supports(kernel):
             best, best_cost = e, c
@@ -178,10 +180,12 @@ def choose(kernel: Kernel) -> str:
     return name
 
 
-def choose_hot(kernel: Kernel, recorded: str) -> str:
+def choose_hot(kernel: Kernel, recorded: str, replayed: bool = False) -> str:
     """The engine for a kernel that will run many times (a step of ``jit``'s replays) and ran on
     ``recorded`` when it was recorded: under ``auto``, the cheapest engine for a hot kernel (an
     engine's ``hot_cost``, if it has one, instead of its ``cost``); a named engine stays.
+    ``replayed``: its program has been replayed ``registry.HOT_CALLS`` times already (an
+    engine's ``replay_cost``, if it has one: what its replays would cost once compiled).
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> with use_engine("numpy"):
@@ -190,7 +194,7 @@ def choose_hot(kernel: Kernel, recorded: str) -> str:
     """
     if current() != "auto":
         return recorded
-    return _cheapest(kernel, hot=True).name
+    return _cheapest(kernel, hot=True, replayed=replayed).name
 
 
 def runner(name: str) -> Callable[[Kernel], list[np.ndarray]]:

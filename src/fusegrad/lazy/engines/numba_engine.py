@@ -394,6 +394,23 @@ def hot_cost(kernel) -> float:
     return cost(kernel)
 
 
+def replay_cost(kernel) -> float:
+    """``hot_cost`` for a kernel of a program ``jit`` has replayed ``HOT_CALLS`` times: a
+    replay calls the compiled loop through ``replayer`` (~2.5 us of dispatch, against ~1 us an
+    instruction and a buffer on numpy_blocked's whole-domain path), so from
+    ``registry.REPLAY_NUMBA_MIN`` points it is preferred (compiled once, if it is not yet).
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> replay_cost(Kernel((), (), (), (), ())) > 1
+    True
+    """
+    if inner_expensive(kernel) > 0:
+        return COST_SCALAR_LIBM
+    if kernel.size >= _registry.REPLAY_NUMBA_MIN:
+        return COST_PREFERRED
+    return hot_cost(kernel)
+
+
 # signature -> runs auto has asked about in this process (of kernels from HOT_MIN points)
 _RUNS: dict[tuple, int] = {}
 
@@ -833,6 +850,118 @@ def run(kernel) -> list[np.ndarray]:
         _call(fn, [nblk, nslot, 0, nslot, True, *args])
     e.ran = True
     return out_arrays
+
+
+def replayer(kernel):
+    """For ``jit``'s replays: a function of new inputs and constants (the shapes and dtypes of
+    ``kernel``'s) giving what ``run`` would, with everything ``run`` works out from the
+    signature and domain (the compiled entry, blocks, slots, output and partial shapes, input
+    views) done once: a call costs the allocations and numba's dispatch. Its ``outs``: arrays
+    (C-contiguous, the outputs' keepdims shapes and dtypes; None for a fresh one) to write the
+    outputs into, which it returns (``writes_into``). None for mirrored sums and empty domains
+    (``run`` is called for those).
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8 = np.dtype("f8")
+    >>> k = Kernel((3,), (np.ones(3),), (2.0,), (Instr("multiply", (0, 1), f8),),
+    ...            (Output(2, "sum", (0,), f8),))
+    >>> replayer(k)((np.arange(3.0),), (2.0,))
+    [array([6.])]
+    """
+    e = _entry(kernel)
+    dom = kernel.domain
+    if e.plan.mirrored or kernel.size == 0:
+        return None
+    outs = kernel.outputs
+    parallel = (
+        len(dom) > 0 and dom[0] > 1 and kernel.size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
+    )
+    specs = []  # (shape, dtype, fill value or None) of each output, then of each partial
+    for j, o in enumerate(outs):
+        specs.append((kernel.output_shape(o), o.dtype, e.idents[j] if e.prefill[j] else None))
+    if any(e.partial):
+        slotted = e.plan.slotted
+        elems = sum(
+            int(np.prod(kernel.output_shape(o)))
+            for j, o in enumerate(outs)
+            if e.partial[j] and not slotted[j]
+        )
+        nblk = _choose_nblk(dom[0], elems, parallel, True)
+        nslot = _choose_nslot(nblk, parallel, any(slotted))
+        for j, o in enumerate(outs):
+            if slotted[j]:
+                rows = 3 if o.reduce == "sum" and o.dtype.kind == "f" else 1
+                specs.append(((nslot, rows) + kernel.output_shape(o), o.dtype, e.idents[j]))
+            elif e.partial[j]:
+                specs.append(((nblk,) + kernel.output_shape(o), o.dtype, e.idents[j]))
+    else:
+        nblk = _choose_nblk(dom[0], 0, parallel, False) if dom else 1
+        nslot = _choose_nslot(nblk, parallel, False)
+    n_out = len(outs)
+    views = [(0,) * len(dom) if v is None else v for v in e.views]
+    fn = e.long if _cg.long_rows(e.plan, nblk, dom) else e.short
+    head = (nblk, nslot, 0, nslot, True, *dom)
+    if not fn.overloads:  # compiled (or loaded) now, not at the first replay
+        _call(fn, [*head, *(a[v] for a, v in zip(_probe_inputs(kernel), views)),
+                   *kernel.constants, *_arrays(specs)])  # fmt: skip
+    e.ran = True
+    empty = np.empty
+    # what a prefilled buffer starts as: a copy of its template (one C call, no np.full)
+    templates = [None if f is None else np.full(s, f, d) for s, d, f in specs]
+    fresh = [(s, d, t) for (s, d, _), t in zip(specs, templates)]
+
+    def arrays(outs: list | None) -> list:
+        if outs is None:
+            return [empty(s, d) if t is None else t.copy() for s, d, t in fresh]
+        bufs = []
+        for j, (s, d, t) in enumerate(fresh):
+            b = outs[j] if j < n_out else None
+            if b is None:
+                b = empty(s, d) if t is None else t.copy()
+            elif t is not None:
+                np.copyto(b, t)
+            bufs.append(b)
+        return bufs
+
+    if nslot > 1:
+        nt = min(_nthreads(), nslot)
+        cuts = [nslot * t // nt for t in range(nt + 1)]
+
+        def run_parallel(
+            inputs: tuple, constants: tuple, outs: list | None = None
+        ) -> list[np.ndarray]:
+            bufs = arrays(outs)
+            args = (*dom, *(a[v] for a, v in zip(inputs, views)), *constants, *bufs)
+            pool = _blocked.pool()
+            done = [
+                pool.submit(fn, nblk, nslot, cuts[t], cuts[t + 1], False, *args)
+                for t in range(1, nt)
+            ]
+            fn(nblk, nslot, cuts[0], cuts[1], False, *args)
+            for f in done:
+                f.result()
+            fn(nblk, nslot, 0, 0, True, *args)  # combine the partials
+            return bufs[:n_out]
+
+        run_parallel.writes_into = True
+        return run_parallel
+
+    def run_serial(inputs: tuple, constants: tuple, outs: list | None = None) -> list[np.ndarray]:
+        bufs = arrays(outs)
+        fn(*head, *[a[v] for a, v in zip(inputs, views)], *constants, *bufs)
+        return bufs[:n_out]
+
+    run_serial.writes_into = True
+    return run_serial
+
+
+def _arrays(specs: list) -> list[np.ndarray]:
+    return [np.empty(s, d) if f is None else np.full(s, f, d) for s, d, f in specs]
+
+
+def _probe_inputs(kernel) -> list[np.ndarray]:
+    """Zero inputs of ``kernel``'s shapes (its own, when it has them), to compile with."""
+    return [np.zeros(a.shape, a.dtype) for a in kernel.inputs]
 
 
 _WHOLE = np.zeros((1, 2), np.int64)  # one block: the whole domain as one tile (never written)

@@ -21,6 +21,14 @@ An engine is any object (a module will do) with these attributes:
     whether only this engine can run ``kernel`` (it reads inputs that live nowhere else, as the
     dask engine's Dask-array leaves do): ``choose`` then gives it this engine whichever engine is
     named, since another would read stand-ins.
+``hot_cost(kernel)``, ``replay_cost(kernel)`` (optional)
+    ``cost`` for a kernel that runs many times (a step of ``jit``'s replays), and for one of a
+    program ``jit`` has replayed ``HOT_CALLS`` times (``engines.choose_hot``).
+``replayer(kernel)`` (optional)
+    for ``jit``: a function ``run(inputs, constants)`` of new inputs and constants of the
+    kernel's shapes and dtypes giving what ``run`` would, planned once (or None: ``run`` is
+    called). When the function has ``writes_into = True`` it also takes ``outs``, arrays (or
+    None) to write the outputs into, and returns them.
 
 ``register(engine)`` adds one; ``fusegrad.lazy.engines`` registers every module of its package
 whose name ends in ``_engine`` (and ``numpy_blocked``) the first time an engine is looked up,
@@ -85,6 +93,12 @@ HOT_MIN = 10_000
 # NUMBA_MIN: below this many points a compiled numba kernel is not preferred (its call, ~10 us of
 #   argument handling, costs more than the few ufunc calls of the whole-domain path).
 NUMBA_MIN = 1_024
+# REPLAY_NUMBA_MIN: in a program jit has replayed HOT_CALLS times, kernels of at least this many
+#   points go to numba (numba_engine.replay_cost): its replayer calls the compiled loop with
+#   ~2.5 us of dispatch, numpy_blocked's whole-domain path ~1 us per instruction and buffer
+#   (3-op arithmetic at 128 points: 2.7 us against 4.2; add-add-tanh at 1024 points: 8 us
+#   against 23, NumPy's float64 tanh taking ~20 ns a point here, numba_math's ~5.5).
+REPLAY_NUMBA_MIN = 256
 
 
 @runtime_checkable

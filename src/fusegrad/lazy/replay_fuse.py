@@ -1,0 +1,281 @@
+"""Recorded kernels of one domain merged into one pass, before a ``jit`` replay runs them.
+
+A recording plans each materialisation on its own: the operand of a matmul step (``dZ`` for
+``Xᵀ @ dZ``) is one kernel, the gradient sums read from it later (``sum(dZ, axis=0)``, a bias's
+gradient) another, which reads ``dZ`` back from memory. In a recorded program every operand's
+origin is known, so a later kernel over the same domain whose operands all exist when an earlier
+one runs (inputs, results of steps before it, the earlier kernel's own elementwise outputs) can
+run inside the earlier one: one pass computes both, and what the later one read from the earlier
+one's outputs it takes from registers. Instructions both compute (the same op on the same
+operands) are computed once.
+
+``merge(steps, n_inputs, recipes, layouts)`` returns the program with those kernels merged and
+every slot renumbered (the order of results is the order they are made in); the steps keep the
+recorder's format (``replay.Recorder``): ``(engine, template, sources, first, numbers)`` for
+kernels, ``("call", fn, encoded, first, extra)`` for NumPy steps.
+
+Example::
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8 = np.dtype("f8")
+    >>> def template(program, outputs, inputs):
+    ...     probe = tuple(np.zeros((3, 4)) for _ in range(inputs))
+    ...     k = Kernel((3, 4), probe, (), program, outputs)
+    ...     return Kernel((3, 4), (), (), program, outputs, k.signature())
+    >>> x = (0, 0, (3, 4), (32, 8), f8)  # slot 0, the input, read whole
+    >>> square = ("numpy", template((Instr("multiply", (0, 0), f8),), (Output(1, None, (), f8),),
+    ...           1), (x,), 1, ())
+    >>> colsum = ("numpy", template((), (Output(0, "sum", (0,), f8),), 1),
+    ...           ((1, 0, (3, 4), (32, 8), f8),), 2, ())
+    >>> layouts = [((3, 4), (32, 8), f8), ((3, 4), (32, 8), f8), ((1, 4), (32, 8), f8)]
+    >>> steps, recipes, _ = merge([square, colsum], 1, [("view", 2, 0, (4,), (8,), f8)], layouts)
+    >>> len(steps), [o.reduce for o in steps[0][1].outputs], recipes[0][1]
+    (1, [None, 'sum'], 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .kernel import Instr, Kernel, Output
+
+# A merged kernel stays within these (numba's compile time grows with a kernel's size).
+MAX_OUTPUTS = 32
+MAX_INSTRUCTIONS = 200
+
+
+def _count(step: tuple) -> int:
+    """How many slots a step's results take."""
+    kind, template, sources, _first, extra = step
+    if kind == "call":
+        return len(extra[1])
+    if template is None:
+        return len(sources)
+    return len(template.outputs)
+
+
+class _Group:
+    """A kernel being built from merged recorded kernels: its operands, program and outputs."""
+
+    def __init__(self, step: tuple, old_first: int) -> None:
+        self.kind = step[0]
+        self.domain = step[1].domain
+        self.old_first = old_first  # results of steps from here on do not exist yet
+        self.inputs: list[tuple] = []  # sources, as the recorder encodes a kernel's
+        self.input_sigs: list[tuple] = []  # (dtype, broadcast flags) of each input
+        self.constants: list[Any] = []
+        self.numbers: list[tuple] = []  # (index in constants, recipe) of number arguments
+        # operand ids are symbolic while kernels join (each part grows): ("in", k) an input,
+        # ("c", k) a constant, ("i", k) an instruction
+        self.program: list[tuple] = []  # (op, symbolic args, dtype)
+        self.outputs: list[tuple] = []  # (symbolic value, reduce, axes, dtype)
+        self.old_slots: list[int] = []  # the old slot of each output
+        self._instr_ids: dict[tuple, int] = {}
+        self.add(step, old_first, {})
+
+    def add(self, step: tuple, old_first: int, own: dict[int, tuple]) -> None:
+        """Append ``step``'s kernel; ``own`` maps the old slots of this group's elementwise
+        outputs it reads to the symbolic ids of their values."""
+        _, template, sources, _, numbers = step
+        ids: list[tuple] = []
+        for src, sig in zip(sources, template.signature()[1]):
+            if src[0] != "const" and src[0] in own:
+                ids.append(own[src[0]])
+                continue
+            key = (_source_key(src), sig)
+            for k, (s, g) in enumerate(zip(self.inputs, self.input_sigs)):
+                if (_source_key(s), g) == key:
+                    ids.append(("in", k))
+                    break
+            else:
+                ids.append(("in", len(self.inputs)))
+                self.inputs.append(src)
+                self.input_sigs.append(sig)
+        base = len(self.constants)
+        self.constants.extend(template.constants)
+        self.numbers.extend((j + base, r) for j, r in numbers)
+        ids.extend(("c", base + j) for j in range(len(template.constants)))
+        for ins in template.program:
+            args = tuple(ids[a] for a in ins.args)
+            same = (ins.op, args, ins.dtype.str)
+            at = self._instr_ids.get(same)
+            if at is None:
+                at = self._instr_ids[same] = len(self.program)
+                self.program.append((ins.op, args, ins.dtype))
+            ids.append(("i", at))
+        for j, o in enumerate(template.outputs):
+            self.outputs.append((ids[o.value], o.reduce, o.axes, o.dtype))
+            self.old_slots.append(old_first + j)
+
+    def can_take(self, step: tuple, slot_of: dict[int, tuple[_Group, int]]) -> dict | None:
+        """``own`` for ``add`` when ``step``'s kernel can join this group, else None."""
+        kind, template, sources, _, _ = step
+        if kind != self.kind or template.domain != self.domain:
+            return None
+        if any(o.mirror is not None for o in template.outputs):
+            return None
+        if len(self.outputs) + len(template.outputs) > MAX_OUTPUTS:
+            return None
+        if len(self.program) + len(template.program) > MAX_INSTRUCTIONS:
+            return None
+        own: dict[int, tuple] = {}
+        for src, (_, flags) in zip(sources, template.signature()[1]):
+            if src[0] == "const" or src[0] < self.old_first:
+                continue  # a constant, or a result made before this group runs
+            hit = slot_of.get(src[0])
+            if hit is None or hit[0] is not self:
+                return None  # made after this group's kernel: not there yet
+            value, reduce, _, dtype = self.outputs[hit[1]]
+            if (
+                reduce is not None
+                or any(flags)
+                or src[1] != 0
+                or src[2] != self.domain
+                or src[4] != dtype
+                or not _c_strides(src[3], src[2], src[4])
+            ):
+                return None  # only an elementwise output read whole can be taken in-register
+            own[src[0]] = value
+        return own
+
+    def template(self) -> tuple[Kernel, list[tuple], tuple]:
+        """The merged kernel (a template without inputs), its sources and number constants."""
+        ni, nc = len(self.inputs), len(self.constants)
+
+        def resolve(x: tuple) -> int:
+            tag, k = x
+            return k if tag == "in" else ni + k if tag == "c" else ni + nc + k
+
+        program = tuple(
+            Instr(op, tuple(resolve(a) for a in args), dtype) for op, args, dtype in self.program
+        )
+        outputs = tuple(
+            Output(resolve(value), reduce, axes, dtype)
+            for value, reduce, axes, dtype in self.outputs
+        )
+        probe = tuple(
+            np.broadcast_to(
+                np.zeros((), dt),
+                tuple(1 if b or d == 1 else d for b, d in zip(flags, self.domain)),
+            )
+            for dt, flags in self.input_sigs
+        )
+        sig = Kernel(self.domain, probe, tuple(self.constants), program, outputs).signature()
+        template = Kernel(self.domain, (), tuple(self.constants), program, outputs, sig)
+        return template, list(self.inputs), tuple(self.numbers)
+
+
+def _c_strides(strides: tuple, shape: tuple, dtype: np.dtype) -> bool:
+    want, step = [], dtype.itemsize
+    for n in reversed(shape):
+        want.append(step)
+        step *= n
+    return all(s == w or n == 1 for s, w, n in zip(strides, reversed(want), shape))
+
+
+def _source_key(src: tuple) -> Any:
+    if src[0] == "const":
+        return ("const", id(src[1]))
+    return tuple(src)
+
+
+def merge(
+    steps: list[tuple],
+    n_inputs: int,
+    recipes: list[tuple],
+    layouts: Sequence[tuple | None],
+    mergeable: Callable[[tuple], bool] = lambda step: True,
+) -> tuple[list[tuple], list[tuple], list[tuple | None]]:
+    """The program with later kernels merged into earlier ones of their domain (see the module),
+    its recipes and slot layouts renumbered. ``mergeable(step)``: whether a kernel step may take
+    part (both the earlier and the later)."""
+    # 1. groups: each kernel joins the latest group it can, else starts one
+    plan: list[Any] = []  # per step: a _Group (its leader or a member) or the step itself
+    slot_of: dict[int, tuple[_Group, int]] = {}
+    groups: list[_Group] = []
+    old_first = n_inputs
+    for step in steps:
+        n = _count(step)
+        kind, template = step[0], step[1]
+        joined = None
+        if kind != "call" and template is not None and mergeable(step):
+            for g in reversed(groups):
+                own = g.can_take(step, slot_of)
+                if own is not None:
+                    base = len(g.outputs)
+                    g.add(step, old_first, own)
+                    for j in range(n):
+                        slot_of[old_first + j] = (g, base + j)
+                    joined = g
+                    break
+            if joined is None:
+                g = _Group(step, old_first)
+                groups.append(g)
+                for j in range(n):
+                    slot_of[old_first + j] = (g, j)
+                plan.append(g)
+            else:
+                plan.append(None)  # runs inside its group
+        else:
+            plan.append(step)
+        old_first += n
+    if not any(p is None for p in plan):
+        return steps, recipes, list(layouts)  # nothing merged
+    # 2. renumber: new slots in the order the new steps make them
+    new_of: dict[int, int] = {i: i for i in range(n_inputs)}
+    new_layouts: list[tuple | None] = list(layouts[:n_inputs])
+    out: list[tuple] = []
+    old_first = n_inputs
+    emitted: list[tuple[Any, int]] = []
+    for step, p in zip(steps, plan):
+        emitted.append((p, old_first))
+        old_first += _count(step)
+    for p, first in emitted:
+        if p is None:
+            continue
+        new_first = len(new_layouts)
+        if isinstance(p, _Group):
+            template, sources, numbers = p.template()
+            for j, old in enumerate(p.old_slots):
+                new_of[old] = new_first + j
+                new_layouts.append(layouts[old])
+            renumbered = tuple(s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources)
+            out.append((p.kind, template, renumbered, new_first, numbers))
+        else:
+            kind, template, sources, _, extra = p
+            for j in range(_count(p)):
+                new_of[first + j] = new_first + j
+                new_layouts.append(layouts[first + j])
+            if kind == "call":
+                renumbered = (_renumber(sources[0], new_of), _renumber(sources[1], new_of))
+            elif template is not None:
+                renumbered = tuple(
+                    s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources
+                )
+            else:
+                renumbered = sources  # folded: its recorded results
+            out.append((kind, template, renumbered, new_first, extra))
+    return out, [_renumber_recipe(r, new_of) for r in recipes], new_layouts
+
+
+def _renumber(e: tuple, new_of: dict[int, int]) -> tuple:
+    """An encoded step operand (``replay_ops``) with its slots renumbered."""
+    tag = e[0]
+    if tag in ("view", "slot"):
+        return (tag, new_of[e[1]], *e[2:])
+    if tag == "seq":
+        return (tag, e[1], tuple(_renumber(v, new_of) for v in e[2]))
+    if tag == "dict":
+        return (tag, e[1], tuple(_renumber(v, new_of) for v in e[2]))
+    return e
+
+
+def _renumber_recipe(r: tuple, new_of: dict[int, int]) -> tuple:
+    if r[0] == "view":
+        return ("view", new_of[r[1]], *r[2:])
+    if r[0] == "derived" and r[2] is not None:
+        return ("derived", r[1], _renumber_recipe(r[2], new_of))
+    return r

@@ -1,0 +1,205 @@
+"""How ``jit`` replays ordinary programs: matmul as bare BLAS steps (checked against its rule
+when recorded), degenerate products fused into kernels, kernels of one domain merged into one
+pass, and engines re-chosen once a program is hot. Every case is checked against ``grad`` and
+hand-derived gradients on new values at each call, and results stay fresh arrays."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad import direct_matmul
+from fusegrad.lazy import asarray, materialize, replay, small
+from fusegrad.lazy.engines import numba_engine
+
+# (shape of a, shape of b): real products, then degenerate ones (a contraction of length 1,
+# one row or one column, a vector operand)
+SHAPES = [
+    ((5, 3), (3, 4)),
+    ((5, 3), (3,)),
+    ((3,), (3, 4)),
+    ((5, 1), (1, 4)),
+    ((5, 3), (3, 1)),
+    ((1, 3), (3, 4)),
+    ((1, 1), (1, 1)),
+]
+
+
+def _loss(a, b):
+    return np.sum(np.sin(a @ b) * 0.5 + (a @ b) ** 2)
+
+
+def _by_hand(a, b):
+    """d/da and d/db of ``_loss`` (1-d operands promoted as matmul promotes them)."""
+    a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+    y = a2 @ b2
+    dy = 0.5 * np.cos(y) + 2 * y
+    return (dy @ b2.T).reshape(a.shape), (a2.T @ dy).reshape(b.shape)
+
+
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+@pytest.mark.parametrize("argnums", [(0, 1), 0, 1])
+def test_matmul_replays_as_its_rule_on_every_shape(shapes, argnums):
+    rng = np.random.default_rng(len(str(shapes)))
+    g = fg.grad(_loss, argnums=argnums)
+    jg = fg.jit(g)
+    for _ in range(3):
+        a, b = rng.normal(size=shapes[0]), rng.normal(size=shapes[1])
+        got, want = jg(a, b), g(a, b)
+        hand = _by_hand(a, b)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        hand = hand if argnums == (0, 1) else (hand[argnums],)
+        for x, w, h in zip(got, want, hand):
+            assert type(x) is np.ndarray and x.shape == h.shape and x.base is None
+            np.testing.assert_allclose(x, w, rtol=1e-12, atol=1e-13)
+            np.testing.assert_allclose(x, h, rtol=1e-12, atol=1e-13)
+    (info,) = jg.cache_info()
+    assert info.replayable, info.reason
+    assert jg.cache_info().hits == 2
+
+
+@pytest.mark.parametrize("dtypes", [("f4", "f4"), ("f4", "f8"), ("f8", "f4")])
+def test_matmul_of_float32_and_mixed_dtypes_replays_with_grads_dtypes(dtypes):
+    rng = np.random.default_rng(3)
+    g = fg.grad(_loss, argnums=(0, 1))
+    jg = fg.jit(g)
+    for _ in range(3):
+        a = rng.normal(size=(6, 4)).astype(dtypes[0])
+        b = rng.normal(size=(4, 3)).astype(dtypes[1])
+        for x, w in zip(jg(a, b), g(a, b)):
+            assert x.dtype == w.dtype and x.shape == w.shape
+            np.testing.assert_allclose(x, w, rtol=1e-5 if "f4" in dtypes else 1e-12)
+    assert jg.cache_info()[0].replayable
+
+
+def test_a_direct_step_that_disagrees_with_its_reference_replays_the_reference():
+    # a fast function that is wrong on these operands must not be trusted: the step is the rule
+    def wrong(a, b):
+        return [np.matmul(a, b) + 1.0]
+
+    def rule(a, b):
+        return [np.matmul(a, b)]
+
+    x, m = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(3, 2)
+    rec = replay.Recorder([x])
+    with rec, replay.sanctioned(), small.fusing():
+        (y,) = replay.step(wrong, (x, m), {}, lambda v: v, True, rule)
+        program = rec.program([materialize(y * 2.0)])
+    for new in (np.ones((2, 3)), np.linspace(0, 1, 6).reshape(2, 3)):
+        np.testing.assert_array_equal(program.run([new])[0], 2 * (new @ m))
+
+
+def test_the_mlp_and_a_one_column_readout_replay_by_hand():
+    # the MLP of the benchmarks (W2 has one column: its products are fused into kernels) and an
+    # RNN read out by a vector (h @ wo, whose gradient is reshaped from a matrix)
+    rng = np.random.default_rng(8)
+
+    def mlp(W1, b1, W2, b2, X, y):
+        return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+    def rnn(Wx, Wh, b, wo, xs, y):
+        h = np.tanh(xs[0] @ Wx + b)
+        for t in range(1, xs.shape[0]):
+            h = np.tanh(xs[t] @ Wx + h @ Wh + b)
+        return np.mean((h @ wo - y) ** 2)
+
+    jm = fg.jit(fg.grad(mlp, argnums=(0, 1, 2, 3)))
+    jr = fg.jit(fg.grad(rnn, argnums=(0, 1, 2, 3)))
+    for _ in range(3):
+        W1, b1, W2, b2 = (rng.normal(size=s) for s in ((7, 9), (9,), (9, 1), (1,)))
+        X, y = rng.normal(size=(11, 7)), rng.normal(size=(11, 1))
+        a = np.tanh(X @ W1 + b1)
+        dout = (a @ W2 + b2 - y) * (2.0 / y.size)
+        dz = (dout @ W2.T) * (1 - a * a)
+        want = (X.T @ dz, dz.sum(0), a.T @ dout, dout.sum(0))
+        for got, w in zip(jm(W1, b1, W2, b2, X, y), want):
+            np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-14)
+        Wx, Wh, b, wo = (0.5 * rng.normal(size=s) for s in ((3, 5), (5, 5), (5,), (5,)))
+        xs, yr = rng.normal(size=(6, 4, 3)), rng.normal(size=4)
+        want = fg.grad(rnn, argnums=(0, 1, 2, 3))(Wx, Wh, b, wo, xs, yr)
+        for got, w in zip(jr(Wx, Wh, b, wo, xs, yr), want):
+            assert got.base is None
+            np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-14)
+    for f in (jm, jr):
+        (info,) = f.cache_info()
+        assert info.replayable, info.reason
+
+
+def test_a_later_kernel_of_the_same_domain_runs_in_the_earlier_one():
+    # y = x * x is one materialisation, its column sums another that reads y back: the replay
+    # computes both in one pass, and both results stay right and fresh
+    x = np.arange(12.0).reshape(3, 4)
+    rec = replay.Recorder([x])
+    with rec, replay.sanctioned(), small.fusing():
+        y = asarray(x) * asarray(x)
+        ys = materialize(y)
+        total = materialize(np.sum(asarray(ys) + 1.0, axis=0))
+        program = rec.program([ys, total])
+    assert len(program.steps) == 2 and program.kernels == 1
+    new = np.linspace(-1, 1, 12).reshape(3, 4)
+    got_y, got_t = program.run([new])
+    np.testing.assert_array_equal(got_y, new * new)
+    np.testing.assert_allclose(got_t, np.sum(new * new + 1.0, axis=0), rtol=1e-15)
+    again = program.run([new])
+    assert again[0] is not got_y and not np.shares_memory(again[0], got_y)
+
+
+def test_a_kernel_reading_a_step_made_after_an_earlier_kernel_is_not_merged_into_it():
+    # z = x * 2 (kernel), w = z @ m (a step), u = w + z (a kernel of z's domain reading w): u
+    # cannot run inside z's kernel, since w does not exist yet there
+    m = np.arange(16.0).reshape(4, 4) / 10
+    f = fg.jit(lambda x: (lambda z: z @ m + z)(x * 2.0))
+    for k in range(3):
+        x = np.arange(12.0).reshape(3, 4) + k
+        np.testing.assert_allclose(f(x), (x * 2.0) @ m + x * 2.0, rtol=1e-14)
+    assert f.cache_info()[0].replayable
+
+
+def test_results_handed_out_are_never_reused_across_calls():
+    rng = np.random.default_rng(4)
+
+    def loss(W, X):
+        return np.sum(np.tanh(X @ W) ** 2)
+
+    jg = fg.jit(fg.grad(loss))
+    W, X = rng.normal(size=(3, 2)), rng.normal(size=(5, 3))
+    first = jg(W, X)
+    keep = first.copy()
+    first[...] = np.nan  # the caller owns what it got
+    W2 = W.copy()
+    second = jg(W2, X)
+    np.testing.assert_allclose(second, keep, rtol=1e-14)
+    W2 += 1.0  # an input changed in place: read anew at the next call
+    np.testing.assert_allclose(jg(W2, X), fg.grad(loss)(W2, X), rtol=1e-12)
+
+
+def test_hot_programs_move_kernels_to_numba_and_stay_right(monkeypatch):
+    if not numba_engine.available():
+        pytest.skip("numba unavailable")
+    built = []
+    real = numba_engine.replayer
+    monkeypatch.setattr(numba_engine, "replayer", lambda k: built.append(k) or real(k))
+    x0 = np.linspace(-1, 1, 600)
+    with fg.use_engine("auto"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jg = fg.jit(fg.grad(lambda x: np.sum(np.tanh(x * 1.5) ** 2)))
+        for k in range(replay.HOT_REPLAYS + 3):
+            x = x0 + 0.01 * k
+            t = np.tanh(x * 1.5)
+            np.testing.assert_allclose(jg(x), 2 * t * (1 - t * t) * 1.5, rtol=1e-13)
+            if k + 1 < replay.HOT_REPLAYS:
+                assert built == []  # a small kernel: numpy_blocked's, until the program is hot
+    assert built and all(k.size == 600 for k in built)
+
+
+def test_degenerate_products_are_recognised():
+    assert direct_matmul.degenerate(np.ones((4, 1)), np.ones((1, 3)))
+    assert direct_matmul.degenerate(np.ones((4, 3)), np.ones(3))
+    assert direct_matmul.degenerate(np.ones(4), np.ones((4, 3)))
+    assert not direct_matmul.degenerate(np.ones((4, 3)), np.ones((3, 2)))
+    assert not direct_matmul.applies(np.matmul, (np.ones(3), np.ones(3)), {})  # a scalar
+    assert not direct_matmul.applies(np.matmul, (np.ones((2, 2, 2)), np.ones((2, 2))), {})
+    assert not direct_matmul.applies(np.matmul, (np.ones((2, 0)), np.ones((0, 2))), {})
