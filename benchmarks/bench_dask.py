@@ -7,7 +7,9 @@ LocalCluster of 2 worker processes with one thread each, on the same cores. Both
 first at a small size that has the same kernels (compiled, or loaded from the disk cache), then
 timed ``--repeat`` times, alternating (numba, dask, numba, dask: a load change on the shared
 machine hits both sides alike). It prints median wall times and CPU times (for dask: the
-workers' and this process's), their ratio, the largest difference relative to the gradient's
+workers' and this process's, and that of the tiles alone: distributed's event loops, heartbeats
+and profiler cost CPU in proportion to wall time, ~4% of a core per process at load 13), their
+ratios, the largest difference relative to the gradient's
 scale (W2T's gradient cancels to rounding noise: its scale is the size of the sums that cancel),
 and per worker its memory after the warm-up (the runtime: Python, distributed, numba and LLVM)
 and its peak during the timed calls, as RSS (every resident page, shared libraries included;
@@ -130,9 +132,33 @@ def stop_sampler(dask_worker) -> dict:
     return dask_worker._fusegrad_sampler.stop()
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process, every thread."""
-    return time.process_time()
+def cpu_seconds() -> tuple[float, float]:
+    """CPU time of this process (every thread: tiles, and distributed's event loop, heartbeats
+    and profiler, which cost in proportion to wall time), and of the tiles run here so far
+    (their task threads' CPU time, counted by ``count_tile_cpu``)."""
+    from fusegrad.lazy.engines import dask_engine
+
+    return time.process_time(), getattr(dask_engine, "tile_cpu_seconds", 0.0)
+
+
+def count_tile_cpu() -> None:
+    """Wrap this worker's ``dask_engine.run_tile`` (tasks find it by name) to add up the CPU
+    time of the threads that run tiles."""
+    from fusegrad.lazy.engines import dask_engine
+
+    if hasattr(dask_engine, "tile_cpu_seconds"):
+        return
+    dask_engine.tile_cpu_seconds = 0.0
+    run_tile = dask_engine.run_tile
+
+    def counted(*args):
+        start = time.thread_time()
+        try:
+            return run_tile(*args)
+        finally:
+            dask_engine.tile_cpu_seconds += time.thread_time() - start
+
+    dask_engine.run_tile = counted
 
 
 def import_fusegrad() -> dict:
@@ -162,11 +188,15 @@ def timed(fun, args):
 
 
 def timed_on_cluster(client, fun, args):
-    """Wall time, CPU time (the workers' and this process's) and result of ``fun(*args)``."""
+    """Wall time, CPU time (the workers' and this process's, which hosts a LocalCluster's
+    scheduler), CPU time in tiles, and result of ``fun(*args)``."""
+    client.run(count_tile_cpu)
     before = client.run(cpu_seconds)
     wall, cpu, out = timed(fun, args)
     after = client.run(cpu_seconds)
-    return wall, cpu + sum(after[w] - before[w] for w in after), out
+    cpu += sum(after[w][0] - before[w][0] for w in after)
+    tiles = sum(after[w][1] - before[w][1] for w in after)
+    return wall, cpu, tiles, out
 
 
 def as_dask(client, args, chunks):
@@ -213,9 +243,8 @@ def run_case(client, name, n, repeat, inputs):
     s1 = client.run(stats)
     got = tuple(np.asarray(g) for g in got) if isinstance(got, tuple) else np.asarray(got)
     rel = rel_diff(name, fargs, got, want)
-    (t_local, c_local), (t_dask, c_dask) = (
-        [statistics.median(col) for col in zip(*runs)] for runs in (local, remote)
-    )
+    t_local, c_local = (statistics.median(col) for col in zip(*local))
+    t_dask, c_dask, c_tiles = (statistics.median(col) for col in zip(*remote))
     mem = "; ".join(
         f"{mib(floor[w])} → {mib(high[w])} (+{(high[w]['Rss'] - floor[w]['Rss']) / MIB:.0f})"
         for w in sorted(high)
@@ -226,8 +255,10 @@ def run_case(client, name, n, repeat, inputs):
         for w in sorted(s1)
     )
     print(
-        f"| {name} N={n:,} | {t_local:.3g} s ({c_local:.3g}) | {t_dask:.3g} s ({c_dask:.3g}) "
-        f"| {t_dask / t_local:.2f}x ({c_dask / c_local:.2f}x) | {rel:.1e} | {mem} MiB "
+        f"| {name} N={n:,} | {t_local:.3g} s ({c_local:.3g}) "
+        f"| {t_dask:.3g} s ({c_dask:.3g}; {c_tiles:.3g}) "
+        f"| {t_dask / t_local:.2f}x ({c_dask / c_local:.2f}x; {c_tiles / c_local:.2f}x) "
+        f"| {rel:.1e} | {mem} MiB "
         f"| {t_warm:.2f} s ({first}) | {os.getloadavg()[0]:.1f} |",
         flush=True,
     )
@@ -343,7 +374,9 @@ def main() -> None:
         # a LocalCluster's worker processes import this script first (multiprocessing's spawn
         # runs the parent's main module), i.e. fusegrad: `dask worker` processes, as on a real
         # cluster, start with distributed alone
-        cluster = distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None)
+        cluster = distributed.LocalCluster(
+            n_workers=0, processes=False, protocol="tcp", dashboard_address=None
+        )
         workers_cli = subprocess.Popen(
             ["dask", "worker", cluster.scheduler_address, "--nworkers", "2", "--nthreads", "1"]
             + ["--no-dashboard"],
@@ -385,7 +418,8 @@ def run(args, client) -> None:
         run_overhead(client, sizes, args.repeat or 5)
         return
     print(
-        "| case | numba, 1 process: wall (CPU) | dask, 2 workers: wall (CPU) | ratio (CPU) "
+        "| case | numba, 1 process: wall (CPU) | dask, 2 workers: wall (CPU; in tiles) "
+        "| ratio (CPU; in tiles) "
         "| rel. diff | per worker: RSS/PSS/private after warm-up → peak in the calls (+RSS) "
         "| warm-up at small N (kernels) | load |"
     )
