@@ -315,7 +315,8 @@ def run_stages(client):
     """Each fresh worker's memory after each step of its first use, and where it lies."""
     rows = [("distributed worker, idle", client.run(memory))]
     rows.append(("+ import fusegrad", client.run(import_fusegrad)))
-    rows.append(("+ numba and numba_math", client.run(load_numba)))
+    if os.environ.get("FUSEGRAD_DASK_TILE_ENGINE") != "numpy":
+        rows.append(("+ numba and numba_math", client.run(load_numba)))
     wfun, wargs = case("W3", WARM["W3"])
     with fg.use_engine("dask"):
         wfun(*wargs)
@@ -360,6 +361,8 @@ def main() -> None:
     args = p.parse_args()
     import cloudpickle
     import distributed
+
+    os.environ["FUSEGRAD_DASK_TILE_ENGINE"] = args.tile_engine  # tiles on the threaded scheduler
 
     cloudpickle.register_pickle_by_value(_rss)  # the workers need not find benchmarks/
     env = {
