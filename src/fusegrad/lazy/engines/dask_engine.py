@@ -23,9 +23,11 @@ their chunks, where they live; the client never gathers them.
 
 Tiles run on numba (``FUSEGRAD_DASK_TILE_ENGINE``, see ``tile_engine``). A kernel compiles once
 per machine: the numba disk cache is shared by the workers of one machine, so a worker loads
-what any process there compiled. A worker's first tile costs it loading numba and LLVM (1-2 s,
-~125 MB of RSS of which about half is shared library pages), then per kernel a load from the
-disk cache (a fraction of a second) or, first on a machine, a compile (a few seconds).
+what any process there compiled (workers that meet a new kernel at the same moment each compile
+it). A worker's first tile costs it loading numba and LLVM (1-2 s, ~115 MB of RSS: 69 MB of it
+libllvmlite.so's pages, shared by the processes of a machine, and ~45 MB of numba's type and
+lowering registries and LLVM's heap), then per kernel a load from the disk cache (a fraction of
+a second) or a compile (a few seconds, and ~30 MB of RSS the worker keeps).
 
 Example::
 
