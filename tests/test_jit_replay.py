@@ -203,3 +203,66 @@ def test_degenerate_products_are_recognised():
     assert not direct_matmul.applies(np.matmul, (np.ones(3), np.ones(3)), {})  # a scalar
     assert not direct_matmul.applies(np.matmul, (np.ones((2, 2, 2)), np.ones((2, 2))), {})
     assert not direct_matmul.applies(np.matmul, (np.ones((2, 0)), np.ones((0, 2))), {})
+
+
+def _programs_of(monkeypatch):
+    """The replayed programs of the jit calls that follow, as they are replayed."""
+    from fusegrad import jit_cache
+
+    seen = []
+    real = jit_cache._replay
+    monkeypatch.setattr(
+        jit_cache, "_replay", lambda entry, *a: seen.append(entry.program) or real(entry, *a)
+    )
+    return seen
+
+
+def test_a_weight_used_at_every_step_accumulates_its_gradient(monkeypatch):
+    # the gradient of W sums one product per step: added up as each is made (no 12-input
+    # kernel), and the total handed out stays the caller's at the next call
+    programs = _programs_of(monkeypatch)
+    rng = np.random.default_rng(9)
+
+    def loss(W, xs):
+        h = 0.0
+        for t in range(xs.shape[0]):
+            h = h + np.tanh(xs[t] @ W)
+        return np.sum(h**2)
+
+    g = fg.grad(loss)
+    jg = fg.jit(g)
+    xs = rng.normal(size=(12, 5, 3))
+    firsts = []
+    for _ in range(4):
+        W = rng.normal(size=(3, 4))
+        got = jg(W, xs)
+        firsts.append((got, got.copy()))
+        np.testing.assert_allclose(got, g(W, xs), rtol=1e-12, atol=1e-14)
+    for got, kept in firsts:
+        np.testing.assert_array_equal(got, kept)  # never written by a later call
+    kinds = [s[0] for s in programs[-1].plan[0]]
+    assert kinds.count("iadd") == 11 and kinds.count("alias") == 1
+
+
+def test_column_sums_of_a_loops_cotangents_run_inside_the_kernels_making_them(monkeypatch):
+    # sum(dz_t, axis=0) for each step t: one kernel reading every dz_t back when recorded; in
+    # the replay each runs in the kernel that makes its dz_t
+    programs = _programs_of(monkeypatch)
+    rng = np.random.default_rng(10)
+
+    def loss(b, xs, W):
+        h = np.zeros((xs.shape[1], W.shape[1]))
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] @ W + h @ W[:4] + b)
+        return np.sum(h**2)
+
+    g = fg.grad(loss)
+    jg = fg.jit(g)
+    xs, W = rng.normal(size=(8, 16, 6)), 0.3 * rng.normal(size=(6, 4))
+    for _ in range(3):
+        b = rng.normal(size=4)
+        np.testing.assert_allclose(jg(b, xs, W), g(b, xs, W), rtol=1e-12, atol=1e-14)
+    program = programs[-1]
+    assert program.kernels < len(program.steps)
+    kernels = [s for s in program.plan[0] if s[0] not in ("call", "iadd", "alias")]
+    assert all(len(s[1].outputs) < 8 for s in kernels)  # no kernel summing every dz_t

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import replay_fuse, replay_ops
+from . import replay_accumulate, replay_fuse, replay_ops
 from .kernel import Kernel
 from .nodes import DYNAMIC_NUMBERS, LazyArray, Leaf, Map, Reduce, _base
 from .nodes import leaf as _leaf
@@ -167,6 +167,22 @@ def step(
     if rec is None or rec.in_step or rec.escape is not None:
         return fn(*_map(prepare, args), **_map(prepare, kwargs))
     return rec.step(fn, args, kwargs, prepare, direct, reference)
+
+
+def _is_ufunc_call(fn: Any) -> bool:
+    """Whether ``fn`` is a NumPy ufunc or its ``__call__``."""
+    if isinstance(fn, np.ufunc):
+        return True
+    return getattr(fn, "__name__", None) == "__call__" and isinstance(
+        getattr(fn, "__self__", None), np.ufunc
+    )
+
+
+def _listed(fn: Callable, *args: Any, outs: list | None = None) -> list:
+    """``[fn(*args)]``: a ufunc call as a direct step (into ``outs[0]`` when given)."""
+    if outs is None or outs[0] is None:
+        return [fn(*args)]
+    return [fn(*args, out=outs[0])]
 
 
 def _same_items(a: Any, b: Any) -> bool:
@@ -664,10 +680,20 @@ class Recorder:
                 f"{name} returned a Python {type(odd[0]).__name__} computed from the inputs"
             )
             return result
+        if (
+            not direct
+            and not kwargs
+            and _is_ufunc_call(fn)
+            and type(raw) is np.ndarray
+            and raw.flags.c_contiguous
+        ):
+            # a ufunc (np.matmul on lazy values): its result's layout follows its operands'
+            fn, raw, direct = functools.partial(_listed, fn), [raw], True
         # a direct step's list is its items as they are (C-contiguous arrays, objects)
         direct = (
             direct
             and not kwargs
+            and isinstance(raw, list)
             and len(items) == len(raw)
             and all(a is b for a, b in zip(items, raw))
         )
@@ -844,7 +870,8 @@ class Program:
         self.n_inputs = n_inputs
         self.recipes = recipes
         # what a replay runs: kernels of one domain merged (``replay_fuse``), slots renumbered
-        self.plan = replay_fuse.merge(steps, n_inputs, recipes, layouts)
+        summed = replay_accumulate.accumulate(steps, n_inputs, recipes, layouts)
+        self.plan = replay_fuse.merge(summed, n_inputs, recipes, layouts)
         merged, recipes, layouts = self.plan
         self.reused = replay_ops.reusable(merged, recipes, layouts)
         self.pool: list | None = None
@@ -856,7 +883,7 @@ class Program:
     @property
     def kernels(self) -> int:
         """How many kernels and steps a replay runs."""
-        return len(self.plan[0])
+        return sum(1 for s in self.plan[0] if s[0] not in ("iadd", "alias"))
 
     def run(self, arrays: list[np.ndarray], numbers: Sequence[Any] = ()) -> list[Any]:
         """The results for new C-contiguous ``arrays`` (the inputs, in recorded order) and number
@@ -901,6 +928,12 @@ def _compile(
 ) -> replay_ops.Op:
     """One recorded step as the closure a replay runs (``replay_ops``)."""
     kind, template, sources, first, dynamic = step
+    if kind == "iadd":
+        into, slot = sources
+        return replay_ops.iadd_op(into, slot, layouts[into][0] == layouts[slot][0])
+    if kind == "alias":
+        into, n, k, shape = sources
+        return replay_ops.alias_op(into, n, k, shape, layouts[into][0] == shape)
     if kind == "call":
         args, kwargs = sources
         prepare, layout, direct = dynamic

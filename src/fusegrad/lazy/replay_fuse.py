@@ -41,20 +41,11 @@ from typing import Any
 import numpy as np
 
 from .kernel import Instr, Kernel, Output
+from .replay_accumulate import count
 
 # A merged kernel stays within these (numba's compile time grows with a kernel's size).
 MAX_OUTPUTS = 32
 MAX_INSTRUCTIONS = 200
-
-
-def _count(step: tuple) -> int:
-    """How many slots a step's results take."""
-    kind, template, sources, _first, extra = step
-    if kind == "call":
-        return len(extra[1])
-    if template is None:
-        return len(sources)
-    return len(template.outputs)
 
 
 class _Group:
@@ -156,16 +147,87 @@ class _Group:
             Output(resolve(value), reduce, axes, dtype)
             for value, reduce, axes, dtype in self.outputs
         )
-        probe = tuple(
-            np.broadcast_to(
-                np.zeros((), dt),
-                tuple(1 if b or d == 1 else d for b, d in zip(flags, self.domain)),
-            )
-            for dt, flags in self.input_sigs
-        )
-        sig = Kernel(self.domain, probe, tuple(self.constants), program, outputs).signature()
-        template = Kernel(self.domain, (), tuple(self.constants), program, outputs, sig)
+        template = _template(self.domain, self.input_sigs, self.constants, program, outputs)
         return template, list(self.inputs), tuple(self.numbers)
+
+
+def _template(
+    domain: tuple, input_sigs: Sequence[tuple], constants: Sequence[Any], program, outputs
+) -> Kernel:
+    """A kernel template (no inputs) with its signature made from ``input_sigs``."""
+    probe = tuple(
+        np.broadcast_to(
+            np.zeros((), dt), tuple(1 if b or d == 1 else d for b, d in zip(flags, domain))
+        )
+        for dt, flags in input_sigs
+    )
+    sig = Kernel(domain, probe, tuple(constants), tuple(program), tuple(outputs)).signature()
+    return Kernel(domain, (), tuple(constants), tuple(program), tuple(outputs), sig)
+
+
+def _split(steps: list[tuple], n_inputs: int) -> list[tuple]:
+    """Reductions of results of earlier kernels of the same domain (one sum per result: the
+    column sums of a loop's cotangents) split off the end of the kernel holding them, one
+    kernel each, which ``merge`` can then run inside the kernel that makes the result. Slot
+    numbers are kept."""
+    made: dict[int, tuple] = {}  # slot -> (domain, elementwise) of the kernel output there
+    out: list[tuple] = []
+    first = n_inputs
+    for step in steps:
+        kind, template, sources, at, numbers = step
+        n = count(step)
+        if kind in ("call", "iadd", "alias") or template is None:
+            out.append(step)
+            first += n
+            continue
+        for j, o in enumerate(template.outputs):
+            made[first + j] = (template.domain, o.reduce is None)
+        first += n
+        sigs = template.signature()[1]
+        keep = len(template.outputs)
+        while keep and _movable(template.outputs[keep - 1], sources, template.domain, made):
+            keep -= 1
+        if len(template.outputs) - keep < 2:
+            out.append(step)
+            continue
+        if keep:
+            out.append(_pruned(kind, template, sources, template.outputs[:keep], at, numbers))
+        for j, o in enumerate(template.outputs[keep:], keep):
+            single = _template(
+                template.domain, [sigs[o.value]], (), (), (Output(0, o.reduce, o.axes, o.dtype),)
+            )
+            out.append((kind, single, (sources[o.value],), at + j, ()))
+    return out
+
+
+def _movable(o: Output, sources: tuple, domain: tuple, made: dict) -> bool:
+    """Whether output ``o`` only reduces one input, an elementwise result of a kernel over
+    ``domain``."""
+    if o.value >= len(sources) or o.mirror is not None or o.reduce is None:
+        return False
+    src = sources[o.value]
+    return src[0] != "const" and made.get(src[0]) == (domain, True)
+
+
+def _pruned(kind: str, template: Kernel, sources: tuple, outputs: tuple, at: int, numbers):
+    """The kernel step computing only ``outputs`` of ``template``, without the inputs it then
+    does not read."""
+    n_in = len(sources)
+    used = {a for i in template.program for a in i.args} | {o.value for o in outputs}
+    keep = [k for k in range(n_in) if k in used]
+    shift = n_in - len(keep)
+    new_id = {k: j for j, k in enumerate(keep)}
+
+    def renumber(x: int) -> int:
+        return new_id[x] if x < n_in else x - shift
+
+    program = tuple(
+        Instr(i.op, tuple(renumber(a) for a in i.args), i.dtype) for i in template.program
+    )
+    outs = tuple(Output(renumber(o.value), o.reduce, o.axes, o.dtype, o.mirror) for o in outputs)
+    sigs = template.signature()[1]
+    pruned = _template(template.domain, [sigs[k] for k in keep], template.constants, program, outs)
+    return (kind, pruned, tuple(sources[k] for k in keep), at, numbers)
 
 
 def _c_strides(strides: tuple, shape: tuple, dtype: np.dtype) -> bool:
@@ -192,17 +254,20 @@ def merge(
     """The program with later kernels merged into earlier ones of their domain (see the module),
     its recipes and slot layouts renumbered. ``mergeable(step)``: whether a kernel step may take
     part (both the earlier and the later)."""
-    # 1. groups: each kernel joins the latest group it can, else starts one
+    steps = _split(steps, n_inputs)
+    # 1. groups: each kernel joins the group making one of its operands, else the latest group
+    # it can join, else starts one
     plan: list[Any] = []  # per step: a _Group (its leader or a member) or the step itself
     slot_of: dict[int, tuple[_Group, int]] = {}
     groups: list[_Group] = []
     old_first = n_inputs
     for step in steps:
-        n = _count(step)
+        n = count(step)
         kind, template = step[0], step[1]
         joined = None
-        if kind != "call" and template is not None and mergeable(step):
-            for g in reversed(groups):
+        if kind not in ("call", "iadd", "alias") and template is not None and mergeable(step):
+            makers = [slot_of[s[0]][0] for s in step[2] if s[0] != "const" and s[0] in slot_of]
+            for g in [*reversed(makers), *reversed(groups)]:
                 own = g.can_take(step, slot_of)
                 if own is not None:
                     base = len(g.outputs)
@@ -232,7 +297,7 @@ def merge(
     emitted: list[tuple[Any, int]] = []
     for step, p in zip(steps, plan):
         emitted.append((p, old_first))
-        old_first += _count(step)
+        old_first += count(step)
     for p, first in emitted:
         if p is None:
             continue
@@ -242,15 +307,20 @@ def merge(
             for j, old in enumerate(p.old_slots):
                 new_of[old] = new_first + j
                 new_layouts.append(layouts[old])
-            renumbered = tuple(s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources)
-            out.append((p.kind, template, renumbered, new_first, numbers))
+            merged = tuple(s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources)
+            out.append((p.kind, template, merged, new_first, numbers))
         else:
             kind, template, sources, _, extra = p
-            for j in range(_count(p)):
+            for j in range(count(p)):
                 new_of[first + j] = new_first + j
                 new_layouts.append(layouts[first + j])
+            renumbered: tuple
             if kind == "call":
                 renumbered = (_renumber(sources[0], new_of), _renumber(sources[1], new_of))
+            elif kind == "iadd":
+                renumbered = (new_of[sources[0]], new_of[sources[1]])
+            elif kind == "alias":
+                renumbered = (new_of[sources[0]], *sources[1:])
             elif template is not None:
                 renumbered = tuple(
                     s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources

@@ -918,8 +918,13 @@ def replayer(kernel):
             b = outs[j] if j < n_out else None
             if b is None:
                 b = empty(s, d) if t is None else t.copy()
-            elif t is not None:
-                np.copyto(b, t)
+            else:
+                if b.shape != s or b.dtype != d or not b.flags.c_contiguous:
+                    # the loop writes without bounds checks: never into a buffer of another
+                    # layout
+                    raise ValueError(f"output {j}: a buffer {b.shape} {b.dtype}, not {s} {d}")
+                if t is not None:
+                    np.copyto(b, t)
             bufs.append(b)
         return bufs
 
