@@ -21,11 +21,19 @@ from typing import Any
 import numpy as np
 
 from .ad import conversions
-from .ad.core import Trace, Tracer, backward
+from .ad.core import Trace, Tracer, backward, constants_copied
 from .ad.pytree import flatten
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
+from .lazy.nodes import current_scope, interning_scope
 from .rules.registry import is_differentiable
-from .tangents import AbstractZero, BroadcastThunk, ProjectTo, ownership_scope, unthunk
+from .tangents import (
+    AbstractThunk,
+    AbstractZero,
+    BroadcastThunk,
+    ProjectTo,
+    ownership_scope,
+    unthunk,
+)
 
 
 def _with_args(fun: Callable, args: tuple, kwargs: dict, nums: tuple[int, ...]) -> Callable:
@@ -111,8 +119,13 @@ def _check_array_type(v: Any, where: str) -> None:
         )
 
 
+_REAL_SCALARS = frozenset({np.float64, np.float32, float})
+
+
 def _check_scalar_output(out: Any, holomorphic: bool, who: str) -> None:
     """``grad``'s output must be one real scalar (complex with ``holomorphic=True``), as in JAX."""
+    if type(out) in _REAL_SCALARS and not holomorphic:
+        return  # the common case: a NumPy float scalar (what np.sum of an array returns)
     hint = (
         "use fusegrad.vjp for a vector-Jacobian product, fusegrad.elementwise_grad for the sum of "
         "the outputs' gradients, or fusegrad.jacobian for all of them"
@@ -201,10 +214,23 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
 
 def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
     """Project cotangents on their inputs and materialise them together, in one planning step."""
-    projected = []
-    projectors = []
+    projected: list[Any] = []
+    projectors: list[ProjectTo | None] = []
+    lazy = replay.active() is not None
     for g, x in zip(grads, inputs):
         primal = _concrete_primal(x.value)
+        if isinstance(g, AbstractThunk) and not isinstance(g, BroadcastThunk):
+            g = unthunk(g)
+        if (
+            type(g) is np.ndarray
+            and type(primal) is np.ndarray
+            and g.shape == primal.shape
+            and g.dtype == primal.dtype
+        ):  # already in the primal's space (the small-array path's cotangents)
+            projectors.append(None)
+            projected.append(g)
+            continue
+        lazy = True
         if isinstance(g, AbstractZero):
             zeros = functools.partial(_zeros, np.shape(primal), _float_dtype(primal))
             g = replay.note_derived(zeros(None), None, zeros)
@@ -218,13 +244,16 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
     fresh = [
         isinstance(n, LazyArray) and not isinstance(n, Leaf) and n.cached is None for n in nodes
     ]
-    with replay.sanctioned():
-        values = materialize_many(nodes)
-    out = []
-    for v, g, project, new in zip(values, projected, projectors, fresh):
-        if isinstance(g, BroadcastThunk):
+    if lazy:
+        with replay.sanctioned():
+            values = materialize_many(nodes)
+    else:
+        values = nodes
+    out: list[Any] = []
+    for v, g, projector, new in zip(values, projected, projectors, fresh):
+        if isinstance(g, BroadcastThunk) and projector is not None:
             # never hand out a view or a value the tape shares
-            post = functools.partial(_copy_project, project, new)
+            post = functools.partial(_copy_project, projector, new)
             r = post(v)
             out.append(replay.note_derived(r, v, post) if r is not v else r)
         else:
@@ -246,6 +275,22 @@ def _handed_out(v: Any, given: list, seeds: tuple) -> Any:
     ):
         return replay.note_derived(np.array(v), v, np.array)
     return v
+
+
+def _shape(x: Any) -> tuple:
+    s = getattr(x, "shape", None)
+    return tuple(np.shape(x) if s is None else s)
+
+
+_PLAIN = (np.ndarray, float)
+
+
+def _plain(primals: tuple) -> bool:
+    """Whether every primal is an ndarray or a float (no pytree, no Dask array to look for)."""
+    for p in primals:
+        if type(p) not in _PLAIN:
+            return False
+    return True
 
 
 def _zeros(shape: tuple, dtype: Any, _: Any) -> np.ndarray:
@@ -289,10 +334,9 @@ def _vjp(
     # eagerly (its value is a leaf of the tape, its pullback eager on small cotangents), so a
     # small gradient costs NumPy's work plus the tape; anything touching a large or lazy value
     # stays lazy and fused, with its memory bounds. jit's recording turns it off (fusing()).
-    # The call's interning scope: nothing computed before it is reused.
-    from .lazy.nodes import interning_scope
-
-    if dask_leaves.present(primals, flatten):  # Dask array inputs: lazy/dask_leaves.py
+    # The call's interning scope: nothing computed before it is reused. Dask array inputs:
+    # lazy/dask_leaves.py.
+    if not _plain(primals) and dask_leaves.present(primals, flatten):
         return dask_leaves.vjp(_vjp, flatten, fun, primals, has_aux, evaluate, snapshot)
     with interning_scope():
         return _traced_vjp(fun, primals, has_aux, evaluate, snapshot)
@@ -308,9 +352,6 @@ def _traced_vjp(
     # snapshot=True (the public vjp, whose pullback outlives the call): the pullback must give
     # the call-time answer even if the user writes into the primals, a closure array or the
     # returned output before calling it, so it reads copies of all three.
-    from .ad.core import constants_copied
-    from .lazy.nodes import current_scope, interning_scope
-
     def own(tree: Any) -> Any:  # private copies of a pytree's NumPy arrays
         leaves, rebuild = flatten(tree)
         for v in leaves:
@@ -324,7 +365,10 @@ def _traced_vjp(
     boxes = [_box_tree(p, trace) for p in primals]
     boxed = [b[0] for b in boxes]
     inputs_per_arg = [b[1] for b in boxes]
-    with constants_copied(snapshot):
+    if snapshot:
+        with constants_copied():
+            result = fun(*boxed)
+    else:
         result = fun(*boxed)
     aux = None
     if has_aux:
@@ -351,10 +395,10 @@ def _traced_vjp(
         for (t, v), c in zip(pairs, ct_leaves):
             if t is None:
                 continue
-            if np.shape(c) != np.shape(v):
+            if _shape(c) != _shape(v):
                 raise ValueError(
-                    f"the cotangent has shape {np.shape(c)} but the output has shape "
-                    f"{np.shape(v)}: they must match"
+                    f"the cotangent has shape {_shape(c)} but the output has shape "
+                    f"{_shape(v)}: they must match"
                 )
             seeds.append((t, c))
         all_inputs = [t for ins in inputs_per_arg for t in ins]
@@ -401,10 +445,14 @@ def _value_and_grad(
         nums = checked.get(len(args))
         if nums is None:
             nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
-        name = getattr(fun, "__name__", "fun")
         for n in nums:
-            leaves, _ = flatten(args[n])
-            _check_differentiable(leaves, f"argument {n} of {name}", holomorphic)
+            a = args[n]
+            if type(a) is np.ndarray and a.dtype.kind == "f" and not holomorphic:
+                continue  # the common case, differentiable as it is
+            leaves, _ = flatten(a)
+            _check_differentiable(
+                leaves, f"argument {n} of {getattr(fun, '__name__', 'fun')}", holomorphic
+            )
 
         partial_fun = _with_args(fun, args, kwargs, nums)
         primals = tuple(args[n] for n in nums)

@@ -24,11 +24,10 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -110,8 +109,7 @@ _depth = [0]
 _lock = threading.Lock()
 
 
-@contextlib.contextmanager
-def tracing() -> Iterator[None]:
+class tracing:
     """NumPy's conversion functions accept traced values inside the block (nests, threads).
 
     >>> with tracing():
@@ -120,17 +118,21 @@ def tracing() -> Iterator[None]:
     >>> np.asarray is ORIGINALS["asarray"]
     True
     """
-    if not _ENABLED:
-        yield
-        return
-    with _lock:
-        _depth[0] += 1
-        if _depth[0] == 1:
-            for name in _NAMES:
-                setattr(np, name, _WRAPPERS[name])
-    try:
-        yield
-    finally:
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        if not _ENABLED:
+            return
+        with _lock:
+            _depth[0] += 1
+            if _depth[0] == 1:
+                for name in _NAMES:
+                    setattr(np, name, _WRAPPERS[name])
+
+    def __exit__(self, *exc: object) -> None:
+        if not _ENABLED:
+            return
         with _lock:
             _depth[0] -= 1
             if _depth[0] == 0:

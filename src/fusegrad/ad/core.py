@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import sys
 import threading
 from collections.abc import Iterator
@@ -52,15 +53,18 @@ class Trace:
         """Box an input of this trace."""
         return Tracer(value, self, InputNode(), None)
 
-    def apply(self, f: Any, args: tuple, kwargs: dict) -> Any:
-        """Record ``f(*args, **kwargs)``, whose innermost trace is this one (see ``record``)."""
-        return record(self, f, args, kwargs)
+
+_sequence = itertools.count()  # creation order of tape nodes: a topological order
+_SEQ = operator.attrgetter("seq")
 
 
 class InputNode:
     """The tape node of an input: the backward pass collects its cotangent."""
 
-    __slots__ = ()
+    __slots__ = ("seq",)
+
+    def __init__(self) -> None:
+        self.seq = next(_sequence)
 
 
 class TapeNode:
@@ -68,7 +72,7 @@ class TapeNode:
     ``registry.pull``'s checks), whether the rule is lazy, and per positional argument the parent
     tracers; ``n_out`` is the number of outputs of a tuple result (None: one value)."""
 
-    __slots__ = ("pullback", "parents", "n_out", "f", "args", "lazy")
+    __slots__ = ("pullback", "parents", "n_out", "f", "args", "lazy", "seq")
 
     def __init__(
         self, pullback: Any, parents: list, n_out: int | None, f: Any, args: tuple, lazy: bool
@@ -79,6 +83,7 @@ class TapeNode:
         self.f = f
         self.args = args
         self.lazy = lazy
+        self.seq = next(_sequence)
 
     @property
     def name(self) -> str:
@@ -250,6 +255,10 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     return _box(y, trace, TapeNode(pullback, parents, None, f, uargs, lazy), None)
 
 
+# A trace's apply records ``f(*args, **kwargs)`` on its tape (the dispatcher calls it).
+Trace.apply = record  # type: ignore[attr-defined]
+
+
 def _no_rule(f: Any) -> NoRuleError:
     return NoRuleError(
         f"fusegrad has no reverse rule for {_name(f)}, called on a traced value. Register one:"
@@ -331,25 +340,23 @@ def _accumulate(cts: dict, fresh: set, tracer: Tracer, g: Any) -> None:
             fresh.add(key)  # only this slot holds it: later contributions may add in place
 
 
-def _toposort(roots: list) -> list:
-    order: list = []
-    seen: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(r, False) for r in roots]
+def _reverse_order(roots: list) -> list:
+    """The tape nodes the ``roots`` depend on, children before parents: a node is made after
+    its parents, so its sequence number orders the tape topologically (reversed here)."""
+    seen: dict[int, Any] = {}
+    stack = list(roots)
     while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
-            continue
+        node = stack.pop()
         if id(node) in seen:
             continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if isinstance(node, TapeNode):
+        seen[id(node)] = node
+        if type(node) is TapeNode:
             for p in node.parents:
-                for t in _tracers(p):
-                    if id(t.node) not in seen:
-                        stack.append((t.node, False))
-    return order  # parents before children
+                if type(p) is Tracer:
+                    stack.append(p.node)
+                elif p is not None:
+                    stack.extend(t.node for t in _tracers(p))
+    return sorted(seen.values(), key=_SEQ, reverse=True)
 
 
 def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[Any]:
@@ -364,7 +371,7 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
             _accumulate(cts, fresh, t, ct)
     input_nodes = {id(t.node) for t in inputs}
     results: dict = {}
-    for node in reversed(_toposort([t.node for t, _ in outputs if isinstance(t, Tracer)])):
+    for node in _reverse_order([t.node for t, _ in outputs if isinstance(t, Tracer)]):
         if isinstance(node, InputNode):
             if id(node) in input_nodes:
                 results[id(node)] = cts.pop((id(node), None), ZeroTangent())
@@ -381,7 +388,7 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
             if all(p is None for p in parts):
                 continue
             ct = tuple(ZeroTangent() if p is None else p for p in parts)
-        grads = node.pull(ct)
+        grads = pull(node.f, node.pullback, node.args, node.lazy, ct)
         for parent, g in zip(node.parents, grads):
             if type(parent) is Tracer:
                 _accumulate(cts, fresh, parent, g)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..lazy import replay
-from ..lazy.protocols import ARITHMETIC, COMPARISONS, forward_methods, forward_operators
+from ..lazy.protocols import ARITHMETIC, COMPARISONS, OPERATOR_UFUNCS, forward_methods
 from ..rules.common import primal_tree
 from ..rules.elementwise import astype
 from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
@@ -125,6 +125,16 @@ def _power(self: Any, other: Any) -> Any:
     return np.power(self, other)
 
 
+def _operators(cls: Any, names: str, reflected: bool = True) -> None:
+    """The operators ``names`` as calls of their ufuncs' rules, straight to the dispatcher:
+    ``np.add(x, o)`` would reach ``Tracer.__array_ufunc__`` and then the same call."""
+    for name in names.split():
+        uf = OPERATOR_UFUNCS[name]
+        setattr(cls, f"__{name}__", lambda self, o, _u=uf: apply(_u, (self, o), {}))
+        if reflected:
+            setattr(cls, f"__r{name}__", lambda self, o, _u=uf: apply(_u, (o, self), {}))
+
+
 def _install() -> None:
     # Typed as Any: these attributes are set on the class at import (core.Tracer is defined
     # without them), which a static checker cannot follow.
@@ -142,8 +152,8 @@ def _install() -> None:
     cls.copy = lambda self, order="K": self  # tracers are immutable: a copy is the same value
     cls.__setitem__ = _no_setitem
     cls.__hash__ = lambda self: id(self)
-    forward_operators(cls, ARITHMETIC)
-    forward_operators(cls, COMPARISONS, reflected=False)
+    _operators(cls, ARITHMETIC)
+    _operators(cls, COMPARISONS, reflected=False)
     cls.__pow__ = _power
     cls.__rpow__ = lambda self, o: np.power(o, self)
     cls.__neg__ = lambda self: np.negative(self)

@@ -15,12 +15,11 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -50,12 +49,12 @@ class _ScopeState(threading.local):
 _SCOPE = _ScopeState()
 
 
-@contextlib.contextmanager
-def interning_scope(token: int | None = None) -> Iterator[int]:
+class interning_scope:
     """Open an interning scope for the block (or join the one already open in this thread).
 
     ``token`` re-enters an earlier scope (a ``vjp`` pullback called after its ``vjp``) when no
     scope is open. Leaves made inside are shared only with leaves made in the same scope.
+    (A class, not a generator: every API call opens one.)
 
     >>> a = np.ones(3)
     >>> leaf(a) is leaf(a)                    # outside any scope: one scope per call
@@ -64,14 +63,24 @@ def interning_scope(token: int | None = None) -> Iterator[int]:
     ...     leaf(a) is leaf(a)
     True
     """
-    if _SCOPE.current is not None:
-        yield _SCOPE.current
-        return
-    _SCOPE.current = next(_scope_ids) if token is None else token
-    try:
-        yield _SCOPE.current
-    finally:
-        _SCOPE.current = None
+
+    __slots__ = ("token", "opened")
+
+    def __init__(self, token: int | None = None) -> None:
+        self.token = token
+        self.opened = False
+
+    def __enter__(self) -> int:
+        current = _SCOPE.current
+        if current is not None:
+            return current
+        current = _SCOPE.current = next(_scope_ids) if self.token is None else self.token
+        self.opened = True
+        return current
+
+    def __exit__(self, *exc: object) -> None:
+        if self.opened:
+            _SCOPE.current = None
 
 
 def current_scope() -> int | None:

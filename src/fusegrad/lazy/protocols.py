@@ -401,7 +401,7 @@ def _power(self: Any, other: Any) -> Any:  # self: a LazyArray, typed Any as in 
 
 ARITHMETIC = "add sub mul truediv floordiv mod matmul"
 COMPARISONS = "lt le gt ge eq ne"
-_OPERATOR_UFUNCS = {
+OPERATOR_UFUNCS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.divide,
     "floordiv": np.floor_divide, "mod": np.remainder, "matmul": np.matmul,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
@@ -420,17 +420,6 @@ def _apply(uf: np.ufunc, *args: Any) -> Any:
     return uf(*args)
 
 
-def forward_operators(cls: type, names: str, reflected: bool = True) -> None:
-    """Give ``cls`` the Python operators ``names`` (``"add sub"`` → ``__add__``, ``__sub__`` and,
-    when ``reflected``, ``__radd__``, ``__rsub__``) as calls of the matching ufuncs, so that
-    ``a + b`` dispatches like ``np.add(a, b)``."""
-    for name in names.split():
-        uf = _OPERATOR_UFUNCS[name]
-        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _u(self, o))
-        if reflected:
-            setattr(cls, f"__r{name}__", lambda self, o, _u=uf: _u(o, self))
-
-
 def forward_methods(cls: type, names: str) -> None:
     """Give ``cls`` the array methods ``names`` (space-separated) as calls of the NumPy
     functions of the same names, so ``x.sum(axis=0)`` dispatches like ``np.sum(x, axis=0)``."""
@@ -442,7 +431,7 @@ def forward_methods(cls: type, names: str) -> None:
 def _lazy_operators(names: str, reflected: bool = True) -> None:
     """``forward_operators`` for ``LazyArray``, trying the small-array path first (``_apply``)."""
     for name in names.split():
-        uf = _OPERATOR_UFUNCS[name]
+        uf = OPERATOR_UFUNCS[name]
         setattr(LazyArray, f"__{name}__", lambda self, o, _u=uf: _apply(_u, self, o))
         if reflected:
             setattr(LazyArray, f"__r{name}__", lambda self, o, _u=uf: _apply(_u, o, self))

@@ -118,7 +118,9 @@ def values_if_small(args: tuple) -> list | None:
     shape = None  # the shape shared by every array so far; False once two differ
     for a in args:
         t = type(a)
-        if t is Leaf:
+        if t is np.ndarray:
+            v = a
+        elif t is Leaf:
             v = a.array
         elif t in _NUMBERS:
             vals.append(a)

@@ -20,7 +20,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from ..tangents import (
     unthunk,
 )
 from . import registry
-from .lazy_values import as_cotangent, as_lazy, operand
+from .lazy_values import as_cotangent, as_lazy, concrete_ct, operand
 from .registry import (
     is_differentiable,
     primitive,
@@ -374,6 +374,8 @@ def is_complex_value(x: Any) -> bool:
 def in_space_of(g: Any, a: Any) -> Any:
     """The cotangent ``g`` in the space of the argument ``a``: ``Re(g)`` for a real ``a`` (a real
     value used in a complex computation, ``x * 1j``), lazily; ``g`` itself otherwise."""
+    if type(g) is np.ndarray and g.dtype.kind != "c":
+        return g
     return np.real(g) if is_complex_value(g) and not is_complex_value(a) else g
 
 
@@ -395,7 +397,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
         vals = small.values_if_small(args)
         if vals is not None:  # small and concrete: NumPy now, and an eager pullback
             y = ufunc(*vals, **kwargs)
-            return y, lambda dy: _scalar_pullback(partials, args, vals, y, dy)
+            return y, lambda dy: _scalar_pullback(partials, args, vals, y, concrete_ct(dy))
         largs = tuple(as_lazy(a) for a in args)
         y = ufunc(*largs, **kwargs)
         return y, lambda dy: _scalar_pullback(partials, args, largs, y, operand(dy))
@@ -426,12 +428,10 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     _register_frule(ufunc, forward, True)
 
 
-def _scalar_pullback(partials: tuple, args: tuple, vals: tuple, y: Any, dy: Any) -> tuple:
+def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: Any) -> tuple:
     """``x̄ᵢ = ȳ · ∂y/∂xᵢ``, summed to ``xᵢ``'s shape, with NumPy calls on whatever ``vals``, ``y``
     and ``ȳ`` are: arrays (the small path: eager), lazy values (fused) or tracers (higher order).
     """
-    if isinstance(dy, AbstractThunk):
-        dy = operand(dy)
     grads: list[Any] = []
     for a, v, partial in zip(args, vals, partials):
         if not is_differentiable(a):
@@ -440,7 +440,11 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: tuple, y: Any, dy: Any)
             grads.append(ZeroTangent())
         else:
             p = partial(*vals, y)
-            g = in_space_of(dy if _is_one(p) else dy * p, a)
+            g = dy if _is_one(p) else dy * p
+            if type(g) is np.ndarray and type(v) is np.ndarray and g.dtype.kind != "c":
+                grads.append(g if g.shape == v.shape else unbroadcast_to(g, v.shape))
+                continue  # the small-array path's common case: a real array
+            g = in_space_of(g, a)
             grads.append(as_cotangent(unbroadcast_to(g, shape_of(v))))
     return tuple(grads)
 

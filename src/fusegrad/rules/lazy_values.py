@@ -40,6 +40,14 @@ def operand(dy: Any, scalars: bool = False) -> Any:
     return as_lazy(dy, scalars)
 
 
+def concrete_ct(dy: Any) -> Any:
+    """A cotangent for a rule that took the small-array path: a ``BroadcastThunk``'s lazy node
+    (the cotangent stays fused), any other thunk unthunked, anything else as it is."""
+    if isinstance(dy, AbstractThunk):
+        return dy.node if isinstance(dy, BroadcastThunk) else unthunk(dy)
+    return dy
+
+
 def is_concrete(x: Any) -> bool:
     """Whether ``x`` is a NumPy array or a number (not lazy, not traced, not a thunk).
 

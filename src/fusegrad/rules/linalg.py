@@ -87,14 +87,30 @@ def _matmul_operands(dy: Any, a: Any, b: Any) -> tuple:
     return dy, a2, b2
 
 
+def _matrices(dy: Any, a: Any, b: Any) -> bool:
+    """Whether ``dy``, ``a`` and ``b`` are NumPy matrices of one dtype (the common case, whose
+    transposed products need no promotion, unbroadcasting or projection)."""
+    return (
+        type(dy) is np.ndarray
+        and type(a) is np.ndarray
+        and type(b) is np.ndarray
+        and a.ndim == 2 == b.ndim
+        and dy.dtype == a.dtype == b.dtype
+    )
+
+
 def _matmul_ta(dy, a, b):
     """dA = dY @ Bᵀ (batch dims unbroadcast)."""
+    if _matrices(dy, a, b):
+        return dy @ b.T
     dy2, a2, b2 = _matmul_operands(dy, a, b)
     return project(unbroadcast_to(np.matmul(dy2, _mT(b2)), np.shape(a2)), a)
 
 
 def _matmul_tb(dy, a, b):
     """dB = Aᵀ @ dY (batch dims unbroadcast)."""
+    if _matrices(dy, a, b):
+        return a.T @ dy
     dy2, a2, b2 = _matmul_operands(dy, a, b)
     return project(unbroadcast_to(np.matmul(_mT(a2), dy2), np.shape(b2)), b)
 

@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -81,13 +82,19 @@ def _pad_positional(rule: Callable) -> Callable:
 
 
 def _count(shape: tuple, axes: tuple) -> int:
-    return int(np.prod([shape[a] for a in axes])) if axes else 1
+    return math.prod([shape[a] for a in axes])
 
 
 def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
     """``dy`` of a reduction over ``axes`` broadcast back to the argument's ``shape``: lazily, or
-    as a NumPy view for a concrete ``dy`` and a small ``shape`` (the small-array path)."""
-    d = dy if is_concrete(dy) and small.fits(shape) else _operand(dy)
+    for a concrete ``dy`` and a small ``shape`` (the small-array path) as a new NumPy array."""
+    if is_concrete(dy) and small.fits(shape):
+        if not keepdims and axes and type(dy) is np.ndarray:
+            dy = dy.reshape([1 if i in axes else n for i, n in enumerate(shape)])
+        out = np.empty(shape, getattr(dy, "dtype", None) or type(dy))
+        out[...] = dy
+        return out
+    d = _operand(dy)
     if not keepdims and axes:
         d = np.expand_dims(d, axes)
     return np.broadcast_to(d, shape)

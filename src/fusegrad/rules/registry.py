@@ -154,10 +154,19 @@ def has_rrule(f: Any) -> bool:
     return f in RRULES and f not in OPTED_OUT
 
 
+# Whether values of these exact types carry a derivative (the common scalars, looked up at once).
+_SCALAR_TYPES = {float: True, complex: True, np.float64: True, np.float32: True}
+_SCALAR_TYPES.update({int: False, bool: False, np.bool_: False, np.int64: False})
+
+
 def is_differentiable(x: Any) -> bool:
     """Whether ``x`` can carry a derivative: real or complex floating values (and containers)."""
-    if type(x) is np.ndarray:  # the common case, first
+    t = type(x)
+    if t is np.ndarray:  # the common case, first
         return x.dtype.kind in "fc"
+    known = _SCALAR_TYPES.get(t)
+    if known is not None:
+        return known
     if isinstance(x, bool | np.bool_):
         return False
     if isinstance(x, list | tuple):

@@ -22,7 +22,7 @@ import numpy as np
 from . import arith
 from .ownership import mark_owned, owned
 from .structural import Tangent
-from .thunks import AbstractThunk, InplaceThunk, is_lazy_thunk, unthunk
+from .thunks import AbstractThunk, InplaceThunk, Thunk, is_lazy_thunk, unthunk
 from .zeros import AbstractZero
 
 
@@ -46,6 +46,8 @@ def add(a: Any, b: Any) -> Any:
     >>> add([1.0, 2.0], [3.0, 4.0])
     [4.0, 6.0]
     """
+    if type(a) is np.ndarray and type(b) is np.ndarray:  # the common case
+        return mark_owned(np.add(a, b))
     if isinstance(a, AbstractZero):
         return a + b if isinstance(b, AbstractZero) else b
     if isinstance(b, AbstractZero):
@@ -165,6 +167,19 @@ def iadd(dest: Any, x: Any) -> Any:
     >>> user = np.zeros(2); iadd(user, 1.0) is user
     False
     """
+    if type(x) is Thunk:  # deferred only in case nobody asks; an accumulation asks
+        x = x.unthunk()
+    if (
+        type(dest) is np.ndarray
+        and type(x) is np.ndarray
+        and dest.shape == x.shape
+        and dest.dtype == x.dtype
+        and dest.dtype.kind in "fc"
+        and dest.flags.writeable
+        and owned(dest)
+    ):  # the common case: two arrays of one shape and dtype
+        np.add(dest, x, out=dest)
+        return dest
     if isinstance(dest, AbstractZero):
         return add(dest, x)
     if isinstance(x, AbstractZero):

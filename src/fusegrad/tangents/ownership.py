@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -69,8 +67,7 @@ def disown(arr: Any) -> Any:
     return arr
 
 
-@contextmanager
-def ownership_scope() -> Iterator[None]:
+class ownership_scope:
     """Everything marked owned inside the block is disowned when it ends.
 
     Wrap one backward pass in it, so that the gradients given to the user are theirs.
@@ -80,10 +77,13 @@ def ownership_scope() -> Iterator[None]:
     >>> owned(g)
     False
     """
-    _SCOPES.append([])
-    try:
-        yield
-    finally:
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _SCOPES.append([])
+
+    def __exit__(self, *exc: object) -> None:
         for ref in _SCOPES.pop():
             arr = ref()
             if arr is not None:
