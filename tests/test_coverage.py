@@ -18,6 +18,7 @@ import scipy
 import scipy.special
 
 import fusegrad as fg
+from fusegrad.lazy import small
 
 # ---------------------------------------------------------------- input makers
 
@@ -400,6 +401,23 @@ def test_grad_against_finite_differences(name, f, make):
     for g, w, a in zip(grads, want, args, strict=True):
         assert np.shape(g) == np.shape(a)
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("name,f,make", COVERAGE, ids=[c[0] for c in COVERAGE])
+def test_grad_on_the_small_array_path(name, f, make, small_path):
+    """The same gradients with the small-array path on (the default below 10^4 elements), where
+    rules compute on NumPy arrays at once and pullbacks run eagerly: they agree with the fused
+    path's to rounding."""
+    args = make()
+    loss = _loss(f, np, scipy)
+    argnums = tuple(range(len(args)))
+    with np.errstate(all="ignore"):
+        got = fg.grad(loss, argnums=argnums)(*args)
+        small.EAGER_BELOW = 0
+        fused = fg.grad(loss, argnums=argnums)(*args)
+    for g, w, a in zip(got, fused, args, strict=True):
+        assert np.shape(g) == np.shape(a) and np.result_type(g) == np.result_type(w)
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12, err_msg=name)
 
 
 def test_table_is_large():

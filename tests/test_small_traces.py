@@ -4,6 +4,7 @@ for large arrays and for anything that touches one."""
 
 import numpy as np
 import pytest
+import test_jit_fuzz as fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -143,3 +144,48 @@ def test_w1_below_the_threshold_is_eager_and_exact(small_path, n):
         g = fg.grad(lambda x: np.sum((1 - x) / 2))(x)
     assert not _kernels(rec)
     np.testing.assert_array_equal(g, np.full(n, -0.5))
+
+
+def test_gradients_are_the_callers_own_arrays(small_path):
+    # Eager cotangents may be read-only broadcasts (of a sum), passed through (x + 0), or handed
+    # to two arguments (x + y): what grad and vjp return is fresh, writable and unshared.
+    x = np.linspace(0.0, 1.0, 5)
+    g = fg.grad(np.sum)(x)
+    assert g.flags.writeable and g.base is None
+    gx, gy = fg.grad(lambda x, y: np.sum(x + y), argnums=(0, 1))(x, x.copy())
+    assert gx is not gy and not np.shares_memory(gx, gy)
+    gx += 1.0
+    np.testing.assert_array_equal(gy, 1.0)
+    ct = np.ones(5)
+    _, pull = fg.vjp(lambda x: x + 0.0, x)
+    (gx,) = pull(ct)
+    assert not np.shares_memory(gx, ct)
+    gx[:] = 3.0
+    np.testing.assert_array_equal(ct, 1.0)
+
+
+def test_reductions_broadcast_their_cotangent_back(small_path):
+    x = np.random.default_rng(3).standard_normal((3, 4))
+    cases = {
+        lambda x: np.sum(np.sum(x, axis=0) ** 2): 2 * np.sum(x, axis=0)[None, :] + 0 * x,
+        lambda x: np.sum(np.sum(x, axis=1, keepdims=True) ** 2): 2 * np.sum(x, 1, keepdims=True)
+        + 0 * x,
+        lambda x: np.sum(np.mean(x, axis=(0, 1)) ** 2): 2 * np.mean(x) / x.size + 0 * x,
+        lambda x: np.sum(np.max(x, axis=1)): (x == x.max(1, keepdims=True)).astype(float),
+    }
+    for f, want in cases.items():
+        g = fg.grad(f)(x)
+        assert type(g) is np.ndarray and g.shape == x.shape
+        np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.property
+@given(program=fuzz.programs, seed=st.integers(0, 2**16))
+def test_random_programs_agree_with_the_fused_path(program, seed):
+    # The programs of test_jit_fuzz (elementwise ops, broadcasts, reductions, gathers, matmul,
+    # solve, sort, reads into Python, a Python-float argument): small path on and off agree,
+    # values and types.
+    rng = np.random.default_rng(seed)
+    x, y, s = rng.uniform(-1.5, 1.5, fuzz.N), rng.uniform(-2.0, 2.0, fuzz.N), 0.75
+    on, off = _both_ways(lambda x, y, s: fuzz.run(program, x, y, s), (x, y, s), (0, 2))
+    fuzz._close(on, off)
