@@ -266,3 +266,37 @@ def test_column_sums_of_a_loops_cotangents_run_inside_the_kernels_making_them(mo
     assert program.kernels < len(program.steps)
     kernels = [s for s in program.plan[0] if s[0] not in ("call", "iadd", "alias")]
     assert all(len(s[1].outputs) < 8 for s in kernels)  # no kernel summing every dz_t
+
+
+def _rnn_loss(Wx, Wh, b, xs):
+    h = np.tanh(xs[0] @ Wx + b)
+    for t in range(1, xs.shape[0]):
+        h = np.tanh(xs[t] @ Wx + h @ Wh + b)
+    return np.sum(h**2)
+
+
+def test_a_loops_products_run_as_one_and_its_weight_gradients_as_one(monkeypatch):
+    # xs[t] @ Wx for every t is one product; the gradients of Wx and Wh (a sum of one product
+    # per step each) one product each; replays with the program's buffers and without them
+    # (another replay holds them) agree with grad
+    if not numba_engine.available():
+        pytest.skip("the batched sums stack kernel outputs, which numba writes in place")
+    programs = _programs_of(monkeypatch)
+    rng = np.random.default_rng(11)
+    g = fg.grad(_rnn_loss, argnums=(0, 1, 2))
+    jg = fg.jit(g)
+    xs = rng.normal(size=(12, 16, 5))
+    with fg.use_engine("auto"):
+        for _ in range(replay.HOT_REPLAYS + 3):
+            Wx, Wh = 0.4 * rng.normal(size=(5, 16)), 0.3 * rng.normal(size=(16, 16))
+            b = rng.normal(size=16)  # (kernels of 16 x 16 points: numba's, once hot)
+            for got, want in zip(jg(Wx, Wh, b, xs), g(Wx, Wh, b, xs)):
+                np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+        program = programs[-1]
+        batches = program.compiled.batches
+        kinds = sorted(v[0] for v in batches.gemms.values())
+        assert kinds == ["forward", "sum", "sum"], kinds
+        with program.lock:  # the buffers in use: each product on its own, new arrays
+            free = program.run([np.ascontiguousarray(a) for a in (Wx, Wh, b, xs)])
+    for got, want in zip(free, g(Wx, Wh, b, xs)):
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)

@@ -112,6 +112,25 @@ def backward(needed: tuple, pb: Any, ct: np.ndarray, outs: list | None = None) -
     return out
 
 
+def forward_products(a: np.ndarray, b: np.ndarray) -> list:
+    """``forward``'s value as a product (``replay.step(..., products=...)``)."""
+    return [(0, a, b, False, False)]
+
+
+def backward_products(needed: tuple, pb: Any, ct: np.ndarray) -> list:
+    """``backward``'s cotangents as products of 2-d operands: ``dY @ Bᵀ``, ``Aᵀ @ dY``."""
+    a, b = pb.args
+    if a.ndim != 2 or b.ndim != 2:
+        return []
+    out, k = [], 0
+    if needed[0]:
+        out.append((k, ct, b, False, True))
+        k += 1
+    if needed[1]:
+        out.append((k, a, ct, True, False))
+    return out
+
+
 def _matrix_shapes(a: Any, b: Any) -> tuple[tuple[int, int], tuple[int, int]]:
     """The shapes of ``a`` and ``b`` with 1-d operands promoted as matmul promotes them."""
     ashape, bshape = tuple(a.shape), tuple(b.shape)

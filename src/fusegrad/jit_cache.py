@@ -437,7 +437,13 @@ def _matmul_step(args: tuple, needed: tuple) -> tuple:
     """``a @ b`` as bare ``np.matmul`` steps (``direct_matmul``), each checked at the recording
     against matmul's rule on the same operands (which is replayed instead if they differ)."""
     y, pb = replay.step(
-        direct_matmul.forward, args, {}, _prepare, direct=True, reference=_matmul_rule
+        direct_matmul.forward,
+        args,
+        {},
+        _prepare,
+        direct=True,
+        reference=_matmul_rule,
+        products=direct_matmul.forward_products,
     )
     if not direct_matmul.is_vjp(pb):  # the rule is the step: its pullback the generic one
         return y, functools.partial(_pullback, needed, pb)
@@ -460,6 +466,7 @@ def _matmul_pullback(needed: tuple, pb: Any, ct: Any) -> tuple:
             _prepare,
             direct=True,
             reference=functools.partial(_matmul_rule_backward, needed),
+            products=functools.partial(direct_matmul.backward_products, needed),
         )
     )
     return tuple(next(grads) if k else ZeroTangent() for k in needed)

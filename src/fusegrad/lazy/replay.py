@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import replay_accumulate, replay_fuse, replay_ops
+from . import replay_accumulate, replay_compile, replay_fuse, replay_ops
 from .kernel import Kernel
 from .nodes import DYNAMIC_NUMBERS, LazyArray, Leaf, Map, Reduce, _base
 from .nodes import leaf as _leaf
@@ -135,6 +135,7 @@ def step(
     prepare: Callable,
     direct: bool = False,
     reference: Callable | None = None,
+    products: Callable | None = None,
 ) -> Any:
     """``fn(*args, **kwargs)`` on its arguments made concrete by ``prepare`` (lazy values
     materialised, thunks unthunked); in a recording, one *step* of the program: a NumPy call
@@ -151,7 +152,10 @@ def step(
     its results with that list, unchecked (``matmul`` as ``jit`` replays it). ``reference``:
     a function of the same arguments giving the same list (the rule ``fn`` stands for); at the
     recording both run, and when their results differ (layouts, or values bit for bit) the
-    step is ``reference``, replayed as a checked step.
+    step is ``reference``, replayed as a checked step. ``products``: a function of the same
+    arguments listing the results that are matrix products, ``(index, a, b, transpose_a,
+    transpose_b)`` (checked bit for bit when recorded): a replay may compute those itself,
+    together (``replay_batch``).
 
     >>> from . import small
     >>> x = np.arange(4.0).reshape(2, 2)
@@ -166,7 +170,7 @@ def step(
     rec = active()
     if rec is None or rec.in_step or rec.escape is not None:
         return fn(*_map(prepare, args), **_map(prepare, kwargs))
-    return rec.step(fn, args, kwargs, prepare, direct, reference)
+    return rec.step(fn, args, kwargs, prepare, direct, reference, products)
 
 
 def _is_ufunc_call(fn: Any) -> bool:
@@ -176,6 +180,18 @@ def _is_ufunc_call(fn: Any) -> bool:
     return getattr(fn, "__name__", None) == "__call__" and isinstance(
         getattr(fn, "__self__", None), np.ufunc
     )
+
+
+def _is_matmul(fn: Any, args: tuple) -> bool:
+    """Whether a ufunc step is ``np.matmul`` of two matrices."""
+    inner = getattr(fn, "args", ())
+    f = inner[0] if getattr(fn, "func", None) is _listed and inner else fn
+    f = getattr(f, "__self__", f)
+    return f is np.matmul and len(args) == 2 and all(np.ndim(a) == 2 for a in args)
+
+
+def _matmul_product(a: np.ndarray, b: np.ndarray) -> list:
+    return [(0, a, b, False, False)]
 
 
 def _listed(fn: Callable, *args: Any, outs: list | None = None) -> list:
@@ -646,6 +662,7 @@ class Recorder:
         prepare: Callable,
         direct: bool = False,
         reference: Callable | None = None,
+        products: Callable | None = None,
     ) -> Any:
         """See the module function ``step``."""
         self.sanctions += 1  # the operands' kernels are recorded: they feed the step
@@ -697,6 +714,12 @@ class Recorder:
             and len(items) == len(raw)
             and all(a is b for a, b in zip(items, raw))
         )
+        found: tuple = ()
+        if direct:
+            if products is None and _is_matmul(fn, args):
+                products = _matmul_product
+            if products is not None:
+                found = self._products(products(*args), items)
         first = len(self.slots)
         for x in items:
             if isinstance(x, np.ndarray):
@@ -708,8 +731,31 @@ class Recorder:
         layout = tuple(
             (x.shape, x.strides, x.dtype) if isinstance(x, np.ndarray) else None for x in items
         )
-        self.steps.append(("call", fn, encoded, first, (prepare, layout, direct)))
+        self.steps.append(("call", fn, encoded, first, (prepare, layout, direct, found)))
         return result
+
+    def _products(self, described: list, items: list) -> tuple:
+        """``described`` (``(item, a, b, transpose_a, transpose_b)``: the item is
+        ``a @ b``, each maybe transposed) encoded like operands, once each is checked to give
+        the item bit for bit; ``()`` if any does not."""
+        out = []
+        for k, a, b, ta, tb in described:
+            got = items[k]
+            if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+                return ()
+            want = np.matmul(a.T if ta else a, b.T if tb else b)
+            if not (
+                isinstance(got, np.ndarray)
+                and a.ndim == b.ndim == 2
+                and want.shape == got.shape
+                and want.dtype == got.dtype
+                and got.flags.c_contiguous
+                and np.array_equal(want, got, equal_nan=True)
+            ):
+                return ()
+            dummy = [False]
+            out.append((k, self._encode(a, dummy), self._encode(b, dummy), ta, tb))
+        return tuple(out)
 
     def _encode(self, x: Any, tracked: list) -> tuple:
         """Where a step's operand comes from (``_decode`` rebuilds it in a replay)."""
@@ -846,17 +892,18 @@ def _kernel_runner(
 
 class Program:
     """The kernels and steps of a recorded call and how its results come from them;
-    ``run(arrays)``. Each step is compiled once into a closure (``replay_ops``).
+    ``run(arrays)``. Each step is compiled once into a closure (``replay_compile``).
 
     Buffers a replay may reuse (``replay_ops.reusable``: results of kernels and direct steps
     that no result recipe and no step that runs its function again reads) are allocated once
     and written again at each replay: a fresh 8 MiB array costs ~2000 page faults (~12 ms on
     the shared VM) where a reused one costs none. A replay that finds them in use (another
-    thread, or a step calling the program again) allocates its own."""
+    thread, or a step calling the program again) allocates its own, and runs each matrix
+    product on its own (``replay_batch`` computes several as one in the program's buffers)."""
 
     __slots__ = (
-        "steps", "n_inputs", "recipes", "plan", "ops", "results", "replays", "reused", "pool",
-        "lock",
+        "steps", "n_inputs", "recipes", "plan", "compiled", "results", "replays", "reused",
+        "pool", "lock",
     )  # fmt: skip
 
     def __init__(
@@ -869,16 +916,26 @@ class Program:
         self.steps = steps  # as recorded (``same_as`` compares these)
         self.n_inputs = n_inputs
         self.recipes = recipes
-        # what a replay runs: kernels of one domain merged (``replay_fuse``), slots renumbered
-        summed = replay_accumulate.accumulate(steps, n_inputs, recipes, layouts)
+        # what a replay runs: sums accumulated (``replay_accumulate``), kernels of one domain
+        # merged (``replay_fuse``), slots renumbered
+        parts = replay_fuse.split_independent(steps)
+        summed = replay_accumulate.accumulate(parts, n_inputs, recipes, layouts)
         self.plan = replay_fuse.merge(summed, n_inputs, recipes, layouts)
         merged, recipes, layouts = self.plan
         self.reused = replay_ops.reusable(merged, recipes, layouts)
         self.pool: list | None = None
         self.lock = threading.Lock()
-        self.ops = [_compile(s, layouts, self.reused) for s in merged]
+        self.compiled = self._compile(False)
         self.results = [replay_ops.result(r, layouts, evaluate) for r in recipes]
         self.replays = 0
+
+    def _compile(self, replayed: bool) -> replay_compile.Compiled:
+        merged, recipes, layouts = self.plan
+        return replay_compile.Compiled(
+            merged, self.n_inputs, layouts, self.reused,
+            lambda step, hot: _kernel_runner(step[0], step[1], hot), evaluate, recipes,
+            _call_op, replayed,
+        )  # fmt: skip
 
     @property
     def kernels(self) -> int:
@@ -892,21 +949,20 @@ class Program:
         if self.replays == HOT_REPLAYS:
             # a loop: its kernels go where those of a hot program run best (engines compiled
             # now, once, where that pays back over the replays to come)
-            merged, _, layouts = self.plan
-            self.ops = [_compile(s, layouts, self.reused, replayed=True) for s in merged]
+            compiled = self._compile(True)
+            with self.lock:
+                self.compiled, self.pool = compiled, None
         slots = list(arrays)
+        compiled = self.compiled
         if not self.lock.acquire(blocking=False):
-            for op in self.ops:
+            for op in compiled.free:
                 op(slots, numbers, None)
             return [r(slots, numbers) for r in self.results]
         try:
             pool = self.pool
             if pool is None:
-                pool = self.pool = [
-                    np.empty(lay[0], lay[2]) if i in self.reused and lay is not None else None
-                    for i, lay in enumerate(self.plan[2])
-                ]
-            for op in self.ops:
+                pool = self.pool = compiled.pool()
+            for op in compiled.pooled:
                 op(slots, numbers, pool)
             return [r(slots, numbers) for r in self.results]
         finally:
@@ -923,51 +979,12 @@ class Program:
         )
 
 
-def _compile(
-    step: tuple, layouts: Sequence[tuple | None], reused: set[int], replayed: bool = False
-) -> replay_ops.Op:
-    """One recorded step as the closure a replay runs (``replay_ops``)."""
-    kind, template, sources, first, dynamic = step
-    if kind == "iadd":
-        into, slot = sources
-        return replay_ops.iadd_op(into, slot, layouts[into][0] == layouts[slot][0])
-    if kind == "alias":
-        into, n, k, shape = sources
-        return replay_ops.alias_op(into, n, k, shape, layouts[into][0] == shape)
-    if kind == "call":
-        args, kwargs = sources
-        prepare, layout, direct = dynamic
-        if direct:
-            mine = [first + j for j in range(len(layout))]
-            return replay_ops.direct_op(
-                template,
-                replay_ops.operands(args[2], layouts, evaluate),
-                mine if any(i in reused for i in mine) else None,
-            )
-        return _call_op(
-            template,
-            replay_ops.getter(args, layouts, evaluate),
-            replay_ops.getter(kwargs, layouts, evaluate),
-            prepare,
-            layout,
-        )
-    if template is None:
-        return replay_ops.fold_op(sources)
-    get = replay_ops.operands(
-        [s if s[0] == "const" else ("view", *s) for s in sources], layouts, evaluate
-    )
-    run = _kernel_runner(kind, template, replayed)
-    mine = [first + j for j in range(len(template.outputs))]
-    writes = getattr(run, "writes_into", False) and any(i in reused for i in mine)
-    return replay_ops.kernel_op(
-        run, get, template.constants, dynamic, evaluate, mine if writes else None
-    )
-
-
-def _call_op(
-    fn: Callable, args: replay_ops.Getter, kwargs: replay_ops.Getter, prepare: Callable, want: tuple
-) -> replay_ops.Op:
+def _call_op(step: tuple, layouts: Sequence[tuple | None], reused: set[int]) -> replay_ops.Op:
     """A step that runs its function again and checks its results' layouts (``StepMismatch``)."""
+    _kind, fn, (args_e, kwargs_e), _first, extra = step
+    prepare, want = extra[0], extra[1]
+    args = replay_ops.getter(args_e, layouts, evaluate)
+    kwargs = replay_ops.getter(kwargs_e, layouts, evaluate)
 
     def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
         raw = fn(*args(slots, numbers), **kwargs(slots, numbers))

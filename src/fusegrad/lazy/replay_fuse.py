@@ -200,6 +200,88 @@ def _split(steps: list[tuple], n_inputs: int) -> list[tuple]:
     return out
 
 
+def split_independent(steps: list[tuple]) -> list[tuple]:
+    """Each kernel cut where the outputs before and after compute nothing in common (a
+    planner's group of unrelated values of one domain: a weight's gradient and a bias's column
+    sums), into kernels of their own, so that the passes after (``replay_accumulate``,
+    ``merge``) see each on its own. Slot numbers are kept (the parts keep the outputs' order).
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel
+    >>> f8 = np.dtype("f8")
+    >>> prog = (Instr("add", (0, 1), f8), Instr("multiply", (0, 0), f8))
+    >>> outs = (Output(2, None, (), f8), Output(3, None, (), f8))
+    >>> k = _template((3,), [(f8, (False,))] * 2, (), prog, outs)
+    >>> x = (0, 0, (3,), (8,), f8)
+    >>> parts = split_independent([("numpy", k, (x, x), 2, ())])
+    >>> [(len(p[1].program), len(p[2]), p[3]) for p in parts]
+    [(1, 2, 2), (1, 1, 3)]
+    """
+    out: list[tuple] = []
+    for step in steps:
+        kind, template, sources, at, numbers = step
+        if kind in ("call", "iadd", "alias") or template is None or len(template.outputs) < 2:
+            out.append(step)
+            continue
+        if numbers or any(o.mirror is not None for o in template.outputs):
+            out.append(step)
+            continue
+        n_in, n_c = len(sources), len(template.constants)
+        first = n_in + n_c
+        deps: list[set[int]] = []  # the instructions each instruction reads, transitively
+        for j, ins in enumerate(template.program):
+            d = {first + j}
+            for a in ins.args:
+                if a >= first:
+                    d |= deps[a - first]
+            deps.append(d)
+        used = [deps[o.value - first] if o.value >= first else set() for o in template.outputs]
+        cuts = [0]
+        for j in range(1, len(template.outputs)):
+            before = set().union(*used[cuts[-1] : j])
+            after = set().union(*used[j:])
+            if not before & after:
+                cuts.append(j)
+        if len(cuts) == 1:
+            out.append(step)
+            continue
+        for lo, hi in zip(cuts, [*cuts[1:], len(template.outputs)]):
+            part = _pruned(kind, template, sources, template.outputs[lo:hi], at + lo, ())
+            out.append(_without_unused_instructions(part))
+    return out
+
+
+def _without_unused_instructions(step: tuple) -> tuple:
+    """A kernel step without the instructions none of its outputs needs."""
+    kind, template, sources, at, numbers = step
+    first = len(sources) + len(template.constants)
+    need: set[int] = set()
+    stack = [o.value for o in template.outputs]
+    while stack:
+        v = stack.pop()
+        if v >= first and v not in need:
+            need.add(v)
+            stack.extend(template.program[v - first].args)
+    keep = [j for j in range(len(template.program)) if first + j in need]
+    if len(keep) == len(template.program):
+        return step
+    new_id = {first + j: first + k for k, j in enumerate(keep)}
+
+    def ren(a: int) -> int:
+        return new_id.get(a, a)
+
+    program = tuple(
+        Instr(template.program[j].op, tuple(ren(a) for a in template.program[j].args),
+              template.program[j].dtype)
+        for j in keep
+    )  # fmt: skip
+    outs = tuple(
+        Output(ren(o.value), o.reduce, o.axes, o.dtype, o.mirror) for o in template.outputs
+    )
+    sigs = template.signature()[1]
+    kept = _template(template.domain, list(sigs), template.constants, program, outs)
+    return _pruned(kind, kept, sources, kept.outputs, at, numbers)
+
+
 def _movable(o: Output, sources: tuple, domain: tuple, made: dict) -> bool:
     """Whether output ``o`` only reduces one input, an elementwise result of a kernel over
     ``domain``."""
@@ -317,6 +399,12 @@ def merge(
             renumbered: tuple
             if kind == "call":
                 renumbered = (_renumber(sources[0], new_of), _renumber(sources[1], new_of))
+                if len(extra) > 3 and extra[3]:  # its products' operands
+                    found = tuple(
+                        (k, _renumber(a, new_of), _renumber(b, new_of), ta, tb)
+                        for k, a, b, ta, tb in extra[3]
+                    )
+                    extra = (*extra[:3], found)
             elif kind == "iadd":
                 renumbered = (new_of[sources[0]], new_of[sources[1]])
             elif kind == "alias":

@@ -1,0 +1,231 @@
+"""A recorded program's steps compiled into the closures a ``jit`` replay runs, and the buffers
+of its own a replay writes into.
+
+Two lists of closures: ``free`` for a replay without the program's buffers (another thread, or
+a step calling the program again, holds them: every result is a new array), and ``pooled`` for
+one with them (``pool``: an array per reused slot, some of them slices of one buffer where
+``replay_batch`` computes several products as one). ``Compiled.pool()`` allocates the buffers.
+
+Example::
+
+    >>> c = Compiled([], 0, [], set(), lambda step, replayed: None, lambda r, n: None)
+    >>> c.free, c.pooled, c.pool()
+    ([], [], [])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import replay_batch, replay_ops
+
+
+class Compiled:
+    """The closures of one program (``free``, ``pooled``) and the layout of its buffers.
+
+    ``runner(step, replayed)``: the function running a kernel step (``replay._kernel_runner``),
+    ``call_op(step, layouts, reused)``: the closure of a step that runs its function again;
+    ``evaluate``: a number recipe's value (``replay.evaluate``)."""
+
+    def __init__(
+        self,
+        steps: Sequence[tuple],
+        n_inputs: int,
+        layouts: Sequence[tuple | None],
+        reused: set[int],
+        runner: Callable[[tuple, bool], Any],
+        evaluate: Callable,
+        recipes: Sequence[tuple] = (),
+        call_op: Callable | None = None,
+        replayed: bool = False,
+    ) -> None:
+        self.layouts = layouts
+        self.reused = reused
+        runners = [
+            runner(s, replayed) if s[0] not in ("call", "iadd", "alias") and s[1] is not None
+            else None
+            for s in steps
+        ]  # fmt: skip
+        products = replay_batch.product_steps(steps, recipes)
+
+        def writes(i: int) -> bool:
+            s = steps[i]
+            if s[0] == "call":
+                return bool(s[4][2])  # direct steps (and products) write into given buffers
+            return getattr(runners[i], "writes_into", False)
+
+        self.batches = replay_batch.plan(steps, n_inputs, layouts, reused, products, writes)
+        n_slots = len(layouts)
+        self.n_slots = n_slots
+        self.free: list[replay_ops.Op] = []
+        self.pooled: list[replay_ops.Op] = []
+        b = self.batches
+        for i, s in enumerate(steps):
+            kind = s[0]
+            if kind == "call" and i in products:
+                op = _product_op(s, layouts, evaluate, set(), set())
+                drop, ready = b.drop.get(i, set()), b.ready.get(i, set())
+                pooled = _product_op(s, layouts, evaluate, drop, ready)
+            elif kind == "call" and not s[4][2]:
+                op = pooled = call_op(s, layouts, reused)  # type: ignore[misc]
+            else:
+                op = pooled = _op(s, layouts, reused, runners[i], evaluate)
+            self.free.append(op)
+            if i in b.skip:
+                continue
+            gemm = b.gemms.get(i)
+            if gemm is not None:
+                pooled = _with_gemm(gemm, s, pooled, layouts, n_slots, evaluate)
+            self.pooled.append(pooled)
+
+    def pool(self) -> list:
+        """The program's buffers: one array per reused slot (stacked slots: slices of their
+        stack's buffer), then the stacks' buffers."""
+        pool: list[Any] = [None] * (self.n_slots + len(self.batches.stacks))
+        for sid, (shape, dtype, slots) in enumerate(self.batches.stacks):
+            buf = np.empty((len(slots), *shape), dtype)
+            pool[self.n_slots + sid] = buf
+            for j, s in enumerate(slots):
+                pool[s] = buf[j]
+        for i in self.reused:
+            lay = self.layouts[i]
+            if pool[i] is None and lay is not None:
+                pool[i] = np.empty(lay[0], lay[2])
+        return pool
+
+
+def _op(step: tuple, layouts, reused: set[int], run: Any, evaluate: Callable) -> replay_ops.Op:
+    """The closure of a kernel, fold, ``iadd``, ``alias`` or direct step."""
+    kind, template, sources, first, dynamic = step
+    if kind == "iadd":
+        into, slot = sources
+        return replay_ops.iadd_op(into, slot, layouts[into][0] == layouts[slot][0])
+    if kind == "alias":
+        into, n, k, shape = sources
+        return replay_ops.alias_op(into, n, k, shape, layouts[into][0] == shape)
+    if kind == "call":  # direct
+        args = sources[0]
+        mine = [first + j for j in range(len(dynamic[1]))]
+        return replay_ops.direct_op(
+            template,
+            replay_ops.operands(args[2], layouts, evaluate),
+            mine if any(i in reused for i in mine) else None,
+        )
+    if template is None:
+        return replay_ops.fold_op(sources)
+    get = replay_ops.operands(
+        [s if s[0] == "const" else ("view", *s) for s in sources], layouts, evaluate
+    )
+    mine = [first + j for j in range(len(template.outputs))]
+    writes = getattr(run, "writes_into", False) and any(i in reused for i in mine)
+    return replay_ops.kernel_op(
+        run, get, template.constants, dynamic, evaluate, mine if writes else None
+    )
+
+
+def _product_op(
+    step: tuple, layouts, evaluate: Callable, drop: set[int], ready: set[int]
+) -> replay_ops.Op:
+    """A step of matrix products run as ``np.matmul`` calls: each array result its product
+    (into the program's buffer when there is one), or none (``drop``: only a batched sum
+    read it), or the program's buffer already holding it (``ready``); its other results
+    (pullbacks, which no step run again reads) None."""
+    _kind, _fn, _sources, first, extra = step
+    by_item = {p[0]: p for p in extra[3]}
+    specs: list[tuple | None] = []
+    for k, w in enumerate(extra[1]):
+        if w is None or k in drop:
+            specs.append(None)
+        elif k in ready:
+            specs.append(("ready", first + k))
+        else:
+            _, a, b, ta, tb = by_item[k]
+            specs.append(
+                (
+                    "mm",
+                    replay_ops.getter(a, layouts, evaluate),
+                    replay_ops.getter(b, layouts, evaluate),
+                    ta,
+                    tb,
+                    first + k,
+                )
+            )
+    matmul = np.matmul
+
+    def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+        out: list = []
+        for spec in specs:
+            if spec is None:
+                out.append(None)
+            elif spec[0] == "ready":
+                out.append(pool[spec[1]])  # type: ignore[index]
+            else:
+                _, ga, gb, ta, tb, slot = spec
+                a = ga(slots, numbers)
+                b = gb(slots, numbers)
+                buf = None if pool is None else pool[slot]
+                a = a.T if ta else a
+                b = b.T if tb else b
+                out.append(matmul(a, b) if buf is None else matmul(a, b, out=buf))
+        slots.extend(out)
+
+    return op
+
+
+def _region(src: tuple, layouts, n_slots: int, evaluate: Callable) -> Callable:
+    """A function of the slots and the pool giving a batched product's stacked operand: a run
+    of consecutive blocks of one slot, or entries ``j0:j1`` of a stack's buffer, as a 2-d
+    array."""
+    if src[0] == "base":
+        _, slot, offset, shape, dtype = src
+        rows, cols = shape
+        get = replay_ops.getter(
+            ("view", slot, offset, shape, (cols * dtype.itemsize, dtype.itemsize), dtype),
+            layouts,
+            evaluate,
+        )
+        return lambda slots, numbers, pool: get(slots, numbers)
+    _, sid, j0, j1 = src
+    at = n_slots + sid
+
+    def stacked(slots: list, numbers: Sequence[Any], pool: list) -> np.ndarray:
+        buf = pool[at]
+        return buf[j0:j1].reshape(-1, buf.shape[-1])
+
+    return stacked
+
+
+def _with_gemm(gemm: tuple, step: tuple, op: replay_ops.Op, layouts, n_slots, evaluate):
+    """``op`` of ``step`` preceded (a batched forward) or replaced (a batched sum) by one large
+    product (``replay_batch``)."""
+    matmul = np.matmul
+    if gemm[0] == "forward":
+        _, base, b, region = gemm
+        get_a = _region(base, layouts, n_slots, evaluate)
+        get_b = replay_ops.getter(b, layouts, evaluate)
+        get_out = _region(region, layouts, n_slots, evaluate)
+
+        def forward(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+            out = get_out(slots, numbers, pool)
+            matmul(get_a(slots, numbers, pool), get_b(slots, numbers), out=out)
+            op(slots, numbers, pool)
+
+        return forward
+    _, sa, sc = gemm
+    into, n, k, shape = step[2]
+    total = step[3] + k
+    get_a = _region(sa, layouts, n_slots, evaluate)
+    get_c = _region(sc, layouts, n_slots, evaluate)
+
+    def summed(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+        buf = None if pool is None else pool[total]
+        a, c = get_a(slots, numbers, pool), get_c(slots, numbers, pool)
+        value = matmul(a.T, c) if buf is None else matmul(a.T, c, out=buf)
+        out: list = [None] * n
+        out[k] = value if value.shape == shape else value.reshape(shape)
+        slots.extend(out)
+
+    return summed
