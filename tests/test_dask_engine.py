@@ -92,20 +92,9 @@ def test_trees_of_any_fan_in_with_tile_results_whole_or_split(
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("retained_max", [1 << 20, 0])
-def test_a_graph_of_tiles_and_shallow_trees(monkeypatch, retained_max):
-    # W3's shape: one kernel of row sums, column sums and the total over 16 tiles (blocks of
-    # rows). The tiles' outputs go whole to the combining tasks (no task per output), and each
-    # reduction over the 16 blocks is a tree of fan-in 8: 2 + 1 tasks, two levels. The row
-    # sums (one part per slot) are taken from the tiles' lists on the client, unless that would
-    # keep more than RETAINED_MAX elements of column partials on the workers to the end: then a
-    # task per tile takes them out.
-    monkeypatch.setattr(dask_engine, "RETAINED_MAX", retained_max)
-    monkeypatch.setattr(dask_engine, "tile_points", lambda: 200 * 1200 // 16)
-    monkeypatch.setattr(dask_engine, "worker_threads", lambda: 1)
-    k = _pairwise_kernel(200, 1200, OUTPUT_SETS["all three"])
-    assert [len(b) for b in dask_engine.grid(k)] == [16, 1]
-    graphs = []
+def _count_tasks(monkeypatch) -> list[int]:
+    """The number of tasks of each graph the dask engine computes (``dask.compute`` wrapped)."""
+    graphs: list[int] = []
     compute = dask.compute
 
     def counting(*collections, **kwargs):
@@ -114,16 +103,54 @@ def test_a_graph_of_tiles_and_shallow_trees(monkeypatch, retained_max):
         return compute(*collections, **kwargs)
 
     monkeypatch.setattr(dask, "compute", counting)
+    return graphs
+
+
+def test_a_graph_of_tiles_and_shallow_trees(monkeypatch):
+    # W3's shape: one kernel of row sums, column sums and the total, in 16 tiles about square
+    # (2 x 8). The tiles' outputs go whole to the combining tasks (no task per output), and
+    # each sum is a tree of fan-in 8: rows 8 -> 1 per block of rows, columns 2 -> 1 per block
+    # of columns, the total 16 -> 2 -> 1.
+    monkeypatch.setattr(dask_engine, "tile_points", lambda: 200 * 1200 // 16)
+    monkeypatch.setattr(dask_engine, "worker_threads", lambda: 1)
+    k = _pairwise_kernel(200, 1200, OUTPUT_SETS["all three"])
+    assert [len(b) for b in dask_engine.grid(k)] == [2, 8]
+    graphs = _count_tasks(monkeypatch)
     for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    inputs, tiles, trees = 2, 16, 2 * (2 + 1)  # column sums and total: 16 -> 2 -> 1
-    takes = 16 if 16 * (1200 + 1) > retained_max else 0
+    inputs, tiles, trees = 2, 16, 2 * 1 + 8 * 1 + (2 + 1)
+    assert graphs == [inputs + tiles + trees]
+
+
+@pytest.mark.parametrize("retained_max", [1 << 20, 0])
+def test_a_slot_of_one_part_taken_on_the_client_or_by_a_task(monkeypatch, retained_max):
+    # Row sums and the total over blocks of whole rows (no output keeps axis 1): a block's row
+    # sums are one tile's, taken from its list on the client, unless that would keep more than
+    # RETAINED_MAX elements the client does not take (here each tile's part of the total) on
+    # the workers to the end: then a task per tile takes them out.
+    monkeypatch.setattr(dask_engine, "RETAINED_MAX", retained_max)
+    monkeypatch.setattr(dask_engine, "tile_points", lambda: 200 * 1200 // 16)
+    monkeypatch.setattr(dask_engine, "worker_threads", lambda: 1)
+    outputs = (Output(3, "sum", (1,), F8), Output(3, "sum", (0, 1), F8))
+    k = _pairwise_kernel(200, 1200, outputs)
+    assert [len(b) for b in dask_engine.grid(k)] == [16, 1]
+    graphs = _count_tasks(monkeypatch)
+    for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    inputs, tiles, trees = 2, 16, 2 + 1
+    takes = 16 if 16 * 1 > retained_max else 0
     assert graphs == [inputs + tiles + trees + takes]
 
 
 def test_three_dimensional_domain(small_tiles):
-    k = _pairwise_kernel(80, 90, (Output(3, "sum", (1, 2), F8), Output(3, "sum", (0,), F8)), (3,))
+    rows = (Output(3, "sum", (1, 2), F8),)
+    k = _pairwise_kernel(80, 90, rows, (3,))
     assert [len(b) for b in dask_engine.grid(k)] == [6, 1, 1]  # a row of 270 points fits a tile
+    k = _pairwise_kernel(80, 90, rows + (Output(3, "sum", (0,), F8),), (3,))
+    # column sums: a partial as wide as a tile, so tiles about square (side ~ sqrt(4096 / 3))
+    assert [len(b) for b in dask_engine.grid(k)] == [3, 2, 1]
+    for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     k = _pairwise_kernel(80, 2000, k.outputs, (3,))
     assert [len(b) for b in dask_engine.grid(k)] == [3, 40, 1]
     for got, want in zip(dask_engine.run(k), numpy_blocked.run(k)):

@@ -147,7 +147,8 @@ def balanced_points(kernel: Kernel) -> int:
 
 def grid(kernel: Kernel, points: int | None = None) -> list[list[tuple[int, int]]]:
     """The blocks of each domain axis: axes 0 and 1 are cut (by one grid when a mirrored output
-    needs them alike), the others kept whole. ``points`` per tile default to
+    needs them alike), the others kept whole. Tiles are blocks of whole rows while a row fits a
+    tile and no output keeps axis 1, else about as wide as tall. ``points`` per tile default to
     ``balanced_points(kernel)``.
 
     >>> k = Kernel((1000, 1000), (), (), (), ())
@@ -171,7 +172,11 @@ def grid(kernel: Kernel, points: int | None = None) -> list[list[tuple[int, int]
         per_axis = math.isqrt(tiles - 1) + 1
         axes[0] = blocks(domain[0], per_axis)
         axes[1] = blocks(domain[1], per_axis)
-    elif domain[1] * rest > points:  # tiles about as wide as tall
+    elif domain[1] * rest > points or (
+        # an output that keeps axis 1 (column sums) gives a partial as wide as the tile: blocks
+        # of whole rows would make it N wide (8 MB at N = 10^6), and the workers hold dozens
+        any(1 not in o.axes for o in kernel.outputs) and domain[1] ** 2 * rest > points
+    ):  # tiles about as wide as tall
         p0 = min(domain[0], max(1, math.ceil(math.sqrt(tiles * domain[0] / domain[1]))))
         axes[0] = blocks(domain[0], p0)
         axes[1] = blocks(domain[1], -(-tiles // p0))
