@@ -95,10 +95,12 @@ HOT_MIN = 10_000
 NUMBA_MIN = 1_024
 # REPLAY_NUMBA_MIN: in a program jit has replayed HOT_CALLS times, kernels of at least this many
 #   points go to numba (numba_engine.replay_cost): its replayer calls the compiled loop with
-#   ~2.5 us of dispatch, numpy_blocked's whole-domain path ~1 us per instruction and buffer
-#   (3-op arithmetic at 128 points: 2.7 us against 4.2; add-add-tanh at 1024 points: 8 us
-#   against 23, NumPy's float64 tanh taking ~20 ns a point here, numba_math's ~5.5).
-REPLAY_NUMBA_MIN = 256
+#   ~2.5 us of dispatch, numpy_blocked's whole-domain path ~1-3 us per instruction and buffer
+#   (5-op arithmetic and a sum at 32 points: 5 us against 19; 3-op arithmetic at 128 points:
+#   2.7 us against 4.2; add-add-tanh at 1024 points: 8 us against 23, NumPy's float64 tanh
+#   taking ~20 ns a point here, numba_math's ~5.5). A kernel compiles once per machine (the
+#   disk cache), which a program replayed in a loop pays back.
+REPLAY_NUMBA_MIN = 32
 
 
 @runtime_checkable
