@@ -946,12 +946,15 @@ class Program:
         """The results for new C-contiguous ``arrays`` (the inputs, in recorded order) and number
         arguments ``numbers`` (plain Python values, in recorded order)."""
         self.replays += 1
-        if self.replays == HOT_REPLAYS:
+        if self.replays >= HOT_REPLAYS and not self.compiled.replayed:
             # a loop: its kernels go where those of a hot program run best (engines compiled
-            # now, once, where that pays back over the replays to come)
-            compiled = self._compile(True)
-            with self.lock:
-                self.compiled, self.pool = compiled, None
+            # now, once, where that pays back over the replays to come); swapped in when no
+            # replay holds the buffers (not from inside one: a step calling the program)
+            if self.lock.acquire(blocking=False):
+                try:
+                    self.compiled, self.pool = self._compile(True), None
+                finally:
+                    self.lock.release()
         slots = list(arrays)
         compiled = self.compiled
         if not self.lock.acquire(blocking=False):

@@ -152,6 +152,12 @@ def accumulate(
             continue  # a partial sum another step reads
         slots.sort()
         into = slots[0]
+        maker = steps[made_by[into]]
+        if maker[0] == "call" and not maker[4][2]:
+            # a step that runs its function again may hand back a view of its operand (an
+            # input of the call): only a result made fresh (a kernel's, a direct step's) is
+            # written into
+            continue
         for s in slots[1:]:
             after.setdefault(made_by[s], []).append(("iadd", None, (into, s), -1, ()))
         replaced[i] = ("alias", None, (into, len(template.outputs), k, template.domain), at, ())
