@@ -971,9 +971,10 @@ def replayer(kernel):
         else:
             bufs = arrays(outs)
         if indexed:
-            inputs = list(inputs)
+            given = list(inputs)
             for j in indexed:
-                inputs[j] = inputs[j][views[j]]
+                given[j] = given[j][views[j]]
+            inputs = tuple(given)
         fn(*head, *inputs, *constants, *bufs)
         return bufs[:n_out] if len(bufs) > n_out else bufs
 
