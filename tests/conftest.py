@@ -28,7 +28,7 @@ import fusegrad as fg  # noqa: E402
 from fusegrad.lazy import small  # noqa: E402
 from fusegrad.lazy.engines import numba_engine  # noqa: E402
 
-DEFAULT_EAGER_BELOW = 10_000
+DEFAULT_EAGER_BELOW = small.DEFAULT_EAGER_BELOW
 os.environ["FUSEGRAD_EAGER_BELOW"] = "0"  # for the subprocesses some tests start
 
 NIGHTLY_FACTOR = 10

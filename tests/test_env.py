@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from fusegrad.lazy import small
 from fusegrad.lazy.engines import numpy_blocked
 
 CHILD = textwrap.dedent(
@@ -89,10 +90,10 @@ def test_eager_below_accepts_whole_numbers_in_either_notation(value, want):
 @pytest.mark.parametrize("value", ["lots", "-5", "2.5", "inf", "nan"])
 def test_a_bad_eager_below_warns_and_keeps_the_default(value):
     res = child(FUSEGRAD_EAGER_BELOW=value)
-    assert res["imported"] and res["ok"] and res["eager_below"] == 10_000
+    assert res["imported"] and res["ok"] and res["eager_below"] == small.DEFAULT_EAGER_BELOW
     (msg,) = res["warnings"]
     assert msg.startswith(f"FUSEGRAD_EAGER_BELOW={value!r} is not a number of elements")
-    assert "such as 10000 or 1e4" in msg and "using 10000" in msg
+    assert "such as 65536 or 1e5" in msg and f"using {small.DEFAULT_EAGER_BELOW}" in msg
 
 
 def test_a_good_thread_count_is_used():

@@ -22,7 +22,8 @@ def _kernels(rec):
     seed=st.integers(0, 2**16),
 )
 def test_small_expressions_are_numpy_exactly_and_run_no_kernel(shapes, dtype, seed):
-    small.EAGER_BELOW = 10_000  # hypothesis runs outside fixtures' scope per example
+    # hypothesis runs outside fixtures' scope per example
+    small.EAGER_BELOW = small.DEFAULT_EAGER_BELOW
     try:
         rng = np.random.default_rng(seed)
         x = (rng.normal(size=shapes.input_shapes[0]) * 3).astype(dtype)
@@ -51,11 +52,11 @@ def test_a_large_broadcast_of_small_inputs_stays_lazy(small_path):
 
 
 def test_lazy_values_still_feed_small_ops(small_path):
-    x = fl.asarray(np.arange(20000.0))
+    x = fl.asarray(np.arange(200_000.0))
     assert isinstance(x[:5000] * 2, fl.Leaf)  # a small view of a large array: eager
     s = np.sum(np.cos(x * 0))  # a lazy (large) operand: the lazy path
     assert isinstance(s, fl.LazyArray) and not isinstance(s, fl.Leaf)
-    assert float(s) == 20000.0
+    assert float(s) == 200_000.0
     y = np.tanh(fl.asarray(np.zeros(3))) + s  # s is now computed: eager again
     assert isinstance(y, fl.Leaf)
 
@@ -128,7 +129,7 @@ _SCALARS = st.sampled_from([2, 2.0, 0.5, -1, 1, 3, True, np.float32(1.5), np.int
     seed=st.integers(0, 2**16),
 )
 def test_operators_on_small_leaves_are_numpy_exactly(shapes, dtype, op, scalar, seed):
-    small.EAGER_BELOW = 10_000
+    small.EAGER_BELOW = small.DEFAULT_EAGER_BELOW
     try:
         rng = np.random.default_rng(seed)
         x = np.asarray(rng.normal(size=shapes.input_shapes[0]) * 3).astype(dtype)

@@ -46,7 +46,7 @@ def ema(x):
 
 def _both_ways(fun, args, argnums):
     """The gradient with the path on and with it off (fused at every size)."""
-    small.EAGER_BELOW = 10_000
+    small.EAGER_BELOW = small.DEFAULT_EAGER_BELOW
     try:
         on = fg.grad(fun, argnums=argnums)(*args)
     finally:
@@ -137,7 +137,7 @@ def test_grad_of_grad_with_the_path_on(small_path):
     np.testing.assert_allclose(h, 2 * (1 - t**2) * (1 - 3 * t**2), rtol=1e-12)
 
 
-@pytest.mark.parametrize("n", [10, 1000, 9999])
+@pytest.mark.parametrize("n", [10, 1000, small.DEFAULT_EAGER_BELOW - 1])
 def test_w1_below_the_threshold_is_eager_and_exact(small_path, n):
     x = np.linspace(0.0, 1.0, n)
     with fl.recording() as rec:

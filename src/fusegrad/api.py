@@ -206,7 +206,7 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
         else:
             tracers.append(None)
             values.append(leaf)
-    if evaluate:
+    if evaluate and (replay.active() is not None or any(isinstance(v, LazyArray) for v in values)):
         with replay.sanctioned():
             values = materialize_many(values)
     return rebuild(values), list(zip(tracers, values))
@@ -278,6 +278,8 @@ def _handed_out(v: Any, given: list, seeds: tuple) -> Any:
 
 
 def _shape(x: Any) -> tuple:
+    if type(x) is float:
+        return ()
     s = getattr(x, "shape", None)
     return tuple(np.shape(x) if s is None else s)
 

@@ -221,10 +221,24 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     if entry is None or f in OPTED_OUT:
         raise _no_rule(f)
     rule, lazy = entry
-    uargs = tuple(
-        (a.value if a.trace.level == level else a) if type(a) is Tracer else _unbox(a, level)
-        for a in args
-    )
+    values: list = []
+    parents: list = []
+    traced = False  # whether an argument is of this trace (else the result is a constant)
+    for a in args:
+        if type(a) is Tracer:
+            mine = a.trace.level == level
+            values.append(a.value if mine else a)
+            parents.append(a if mine else None)
+            traced = traced or mine
+        elif isinstance(a, list | tuple):
+            values.append(_unbox(a, level))
+            p = _parents(a, level)
+            parents.append(p)
+            traced = traced or p is not None
+        else:
+            values.append(a)
+            parents.append(None)
+    uargs = tuple(values)
     ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()} if kwargs else kwargs
     rec = replay.active()  # a jit recording: a rule that needs arrays may be a step of it
     step = rec.rule_step(f, args, uargs, ukwargs, lazy) if rec and rec.rule_step else None
@@ -239,14 +253,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         if out is None:
             raise _declined(f, uargs, ukwargs)
         y, pullback = out
-    parents = [
-        (a if a.trace.level == level else None) if type(a) is Tracer else _parents(a, level)
-        for a in args
-    ]
-    for p in parents:
-        if p is not None:
-            break
-    else:  # no argument of this trace: a constant
+    if not traced:  # no argument of this trace: a constant
         return y
     if isinstance(y, tuple | list):
         node = TapeNode(pullback, parents, len(y), f, uargs, lazy)

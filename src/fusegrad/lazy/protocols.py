@@ -357,7 +357,7 @@ def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
     view, as JAX gives it: the value is shared with every expression that reads it, so writing
     into it would change them. ``np.array(lazy)`` is a writable copy; a leaf gives its own array.
 
-    >>> v = np.asarray(asarray(np.ones(20000)) * 2)
+    >>> v = np.asarray(asarray(np.ones(200_000)) * 2)
     >>> v.flags.writeable, np.array(asarray(np.ones(3)) * 2).flags.writeable
     (False, True)
     """

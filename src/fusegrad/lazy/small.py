@@ -35,12 +35,17 @@ from .nodes import LazyArray, Leaf, install_small_path, interning_scope
 
 # Without this path, a 2-op expression on 10^3 float64 elements through the planner cost ~19x
 # NumPy eager, a 5-op one ~22x (benchmarks/bench_lazy.py --only 4); from ~10^5 elements fused
-# kernels beat eager NumPy (section 2 there), and an N-array below 10^4 is at most 80 KB.
-# FUSEGRAD_EAGER_BELOW=0 turns the path off.
+# kernels beat eager NumPy (section 2 there). Inside grad, eager NumPy was still faster at
+# 2-6·10^4 elements (W1 n = 2·10^4: 0.38 against 0.72 ms; the MLP at batch 256, 32768-element
+# activations: 3.0 against 4.3 ms), so the path runs ops up to 2^16 elements, except a broadcast
+# that grows past its inputs (x[:, None] - y[None, :]): memory is what fusing it saves, so it
+# stays lazy from EAGER_BELOW // GROWTH (8192) elements. FUSEGRAD_EAGER_BELOW=0 turns it off.
+DEFAULT_EAGER_BELOW = 65_536
+GROWTH = 8
 
 
-def _eager_below(default: int = 10_000) -> int:
-    """``FUSEGRAD_EAGER_BELOW``: a whole number of elements, written ``10000`` or ``1e4``; any
+def _eager_below(default: int = DEFAULT_EAGER_BELOW) -> int:
+    """``FUSEGRAD_EAGER_BELOW``: a whole number of elements, written ``65536`` or ``1e5``; any
     other value warns, naming it, and the default applies (a speed setting, read at import:
     an error there would make ``import fusegrad`` fail)."""
     raw = os.environ.get("FUSEGRAD_EAGER_BELOW", "").strip()
@@ -58,7 +63,7 @@ def _eager_below(default: int = 10_000) -> int:
         return n
     warnings.warn(
         f"FUSEGRAD_EAGER_BELOW={raw!r} is not a number of elements: it accepts a whole number "
-        f"such as 10000 or 1e4 (0 turns the small-array path off); using {default}",
+        f"such as 65536 or 1e5 (0 turns the small-array path off); using {default}",
         RuntimeWarning,
         stacklevel=2,
     )
@@ -104,8 +109,9 @@ _NUMBERS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int6
 
 
 def values_if_small(args: tuple) -> list | None:
-    """The concrete values of ``args`` (lazy values, arrays, numbers) when their broadcast result
-    has fewer than ``EAGER_BELOW`` elements and all are concrete; else ``None``.
+    """The concrete values of ``args`` (lazy values, arrays, numbers) when all are concrete and
+    their broadcast result has fewer than ``EAGER_BELOW`` elements (fewer than
+    ``EAGER_BELOW // GROWTH`` when it is larger than every argument); else ``None``.
 
     >>> values_if_small((np.zeros(3), 2.0))
     [array([0., 0., 0.]), 2.0]
@@ -144,12 +150,15 @@ def values_if_small(args: tuple) -> list | None:
             shape = False
         vals.append(v)
     if shape is False:
+        arrays = [v for v in vals if isinstance(v, np.ndarray)]
         try:
-            size = np.broadcast(*[v for v in vals if isinstance(v, np.ndarray)]).size
+            size = np.broadcast(*arrays).size
         except ValueError:
             return None  # the lazy path raises NumPy's broadcasting message
-        if size >= EAGER_BELOW:
-            return None
+        if size >= EAGER_BELOW or (
+            size >= EAGER_BELOW // GROWTH and size > max(v.size for v in arrays)
+        ):
+            return None  # a blow-up: fused, it never exists in memory
     return vals
 
 

@@ -231,10 +231,13 @@ def pull(f: Any, pullback: Callable, args: tuple, lazy: bool, dy: Any) -> tuple:
     for i, a in enumerate(args):
         if type(a) is np.ndarray:
             if a.dtype.kind not in "fc":
-                out[i] = NoTangent()
+                out[i] = _NO_TANGENT
         elif not is_differentiable(a):
-            out[i] = NoTangent()
+            out[i] = _NO_TANGENT
     return tuple(out)
+
+
+_NO_TANGENT = NoTangent()  # a singleton: bound once, not constructed per argument
 
 
 def missing_frules() -> list[Any]:
