@@ -133,6 +133,33 @@ def test_jit_grad_agrees_with_grad_numpy_engine(program, seed):
 
 
 @pytest.mark.property
+@settings(max_examples=10)
+@given(program=programs, seed=st.integers(0, 2**16))
+def test_hot_replays_agree_with_grad_numpy_engine(program, seed):
+    # past replay.HOT_REPLAYS calls a program runs recompiled, in buffers of its own (products,
+    # accumulated sums, merged kernels): every call still gives what grad gives, and what a
+    # call returned is never written by the next
+    from fusegrad.lazy import replay
+
+    rng = np.random.default_rng(seed)
+    f = lambda x, y, s: run(program, x, y, s)  # noqa: E731
+    g = fg.grad(f, argnums=(0, 2))
+    jg = fg.jit(g)
+    kept = []
+    with fg.use_engine("numpy"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(replay.HOT_REPLAYS + 2):
+            x = rng.uniform(-1.5, 1.5, N)
+            y = rng.uniform(-2.0, 2.0, N)
+            got = jg(x, y, 0.75)
+            _close(got, g(x, y, 0.75))
+            kept.append((got, [np.copy(a) for a in got]))
+    for got, copies in kept:
+        for a, c in zip(got, copies):
+            np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.property
 @pytest.mark.slow  # each program compiles its kernels; the numpy engine's twin runs by default
 @pytest.mark.skipif(not numba_engine.available(), reason="numba unavailable")
 @settings(max_examples=8)
