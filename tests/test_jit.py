@@ -147,6 +147,21 @@ def test_numpy_scalar_input_keeps_its_type_and_is_not_compiled_in():
     assert len(g.cache_info()) == 1
 
 
+def test_numpy_scalar_feeding_a_kernel_of_its_own_replays(engine):
+    # 2 * s**2 is a 0-d kernel of the scalar alone; its replay input must stay 0-d
+    def f(x, y, s):
+        return np.sum(np.exp(-((x[:, None] - y[None, :]) ** 2) / (2 * s**2)))
+
+    g = fg.jit(fg.grad(f, argnums=(0, 1, 2)))
+    rng = np.random.default_rng(0)
+    for s in (np.float64(1.3), np.float64(0.9), np.float64(2.5)):
+        x, y = rng.random(40), rng.random(30)
+        got, want = g(x, y, s), fg.grad(f, argnums=(0, 1, 2))(x, y, s)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert g.cache_info()[0].replayable
+
+
 def test_python_floats_are_inputs_and_do_not_trace_again(engine):
     traced = []
 

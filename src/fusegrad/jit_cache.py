@@ -337,8 +337,9 @@ def _fast_key(args: tuple) -> tuple:
 def _replay(
     entry: _Entry, arrays: list | tuple, numbers: list | tuple, fun: Callable, args, kwargs
 ) -> Any:
+    # np.asarray, not np.ascontiguousarray: that makes a 0-d array (a NumPy scalar) 1-d
     inputs = [
-        a if type(a) is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
+        a if type(a) is np.ndarray and a.flags.c_contiguous else np.asarray(a, order="C")
         for a in arrays
     ]
     program, rebuild = entry.program, entry.rebuild
