@@ -334,3 +334,18 @@ def test_scalar_rule_declares_both_directions(monkeypatch, engine):
     h = np.asarray(fg.hvp(lambda a: np.sum(u(a, b)), (a,), (np.ones(5),)))
     np.testing.assert_allclose(h, np.log(2.0) * want * (1 - want), rtol=1e-10)
     assert calls  # the new partial was the one used
+
+
+def test_every_fused_ufunc_is_declared_with_its_derivatives():
+    """Each ufunc of the lazy IR's op table has both rules, declared in one entry with its op
+    (``elementwise_op``): the partials of all but ``conj``, whose rules are written by hand."""
+    from fusegrad.lazy import ops
+    from fusegrad.rules import registry
+    from fusegrad.rules.elementwise import PARTIALS
+
+    fused = set(ops.BY_UFUNC)
+    assert {np.tanh, np.add, np.isnan, sp.expit, np.conjugate} <= fused
+    assert not {u.__name__ for u in fused - set(registry.RRULES)}
+    assert not {u.__name__ for u in fused - set(registry.FRULES)}
+    assert {u.__name__ for u in fused - set(PARTIALS)} == {"conjugate"}
+    assert fused - {np.conjugate} <= NUMPY_PARTIALS  # declared in rules/elementwise.py

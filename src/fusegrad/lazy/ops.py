@@ -8,8 +8,15 @@ engine of this package: ``numpy_blocked`` calls ``ufunc`` itself (into a block b
 (``engines/numba_codegen.py``) writes into its loops. An engine supports an op exactly when it
 has an expression for it: ``numba=None`` (or no ``numba`` at all) means the numba engine
 declines kernels with that op, so ``auto`` runs them on numpy_blocked and naming ``numba``
-raises ``UnsupportedKernel``. Each op is named after its NumPy (or SciPy) ufunc, so
-``grep tanh`` finds it.
+raises ``UnsupportedKernel``. Each op is named after its NumPy (or SciPy) ufunc.
+
+Entries are added with :func:`register`, as engines register themselves. A NumPy function is
+declared once, with its derivatives beside its entry, by the rules layer: ``elementwise_op`` in
+``rules/common.py`` registers the entry and both rules, and ``rules/elementwise.py`` declares
+every fusable ufunc that way (``grep "np.tanh," src/fusegrad/rules`` finds all of tanh). This
+module registers only the ops the IR makes itself, ``real`` and ``imag`` (below). Importing
+``fusegrad.lazy`` imports the package, and so the rules layer, first: the table is complete
+before any expression is built.
 
 ``numba`` is a template of the scalar expression (``str.format``): ``{0}``, ``{1}`` are the
 arguments' sources, already converted to the loop dtype, ``{T}`` that dtype's scalar
@@ -19,12 +26,9 @@ a mapping from kinds to templates (``{"f": ..., "iub": ...}``; a kind it leaves 
 as ``negative`` declines bool), and where it needs a value
 computed in the loop dtype, a function of the dtype returning the template. A template may call
 ``math.*``, ``np.*``, ``vm.*`` (``numba_math``: branch-free versions LLVM vectorises) and the
-scalar helpers of ``numba_codegen.HELPERS`` by name; the generator adds what it calls.
-
-Adding an elementwise op to both engines is one entry of ``_TABLE`` below, e.g.
-``_op("cbrt", "np.cbrt({0})", expensive=True, float_only=True)``; its derivatives are rules in
-``rules/elementwise.py``. Engines outside this package keep their own table keyed by op name
-(their ``ops``, see ``engines/registry.py``).
+scalar helpers of ``numba_codegen.HELPERS`` by name; the generator adds what it calls. Engines
+outside this package keep their own table keyed by op name (their ``ops``, see
+``engines/registry.py``).
 
 ``expensive`` marks ops that call a transcendental function: the materialisation policy stores
 such a value rather than recompute it many times (DESIGN.md, "When to materialise").
@@ -39,8 +43,7 @@ Example::
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +76,59 @@ class Op:
     numba: NumbaExpr | None = None
 
 
-def _part(fn):
+LOOPS = ("result", "args", "bool")
+
+OPS: dict[str, Op] = {}
+# Aliases NumPy exposes under two names (np.abs is np.absolute) are one ufunc, so one entry.
+BY_UFUNC: dict[np.ufunc, Op] = {}
+
+
+def register(
+    function: Any,
+    *,
+    numba: NumbaExpr | None = None,
+    expensive: bool = False,
+    float_only: bool = False,
+    loop: str = "result",
+    name: str | None = None,
+    nin: int | None = None,
+) -> Op:
+    """Add ``function`` (a ufunc, or a function called like one, with ``out=``) to the table,
+    under its ``__name__`` unless ``name`` is given, and return its entry. Registering a function
+    again replaces its entry; a name another function holds is refused.
+
+    ``rules/common.py``'s ``elementwise_op`` calls this with the op's derivatives beside it, which
+    is how a NumPy function is declared; the fields are :class:`Op`'s.
+
+    >>> register(np.cbrt, numba="np.cbrt({0})", expensive=True, float_only=True).nin
+    1
+    >>> register(np.cbrt, name="sqrt")
+    Traceback (most recent call last):
+    ValueError: the op name 'sqrt' is held by another function, <ufunc 'sqrt'>; declare <ufunc 'cbrt'> under a name of its own (name=...)
+    """  # noqa: E501
+    name = function.__name__ if name is None else name
+    nin = getattr(function, "nin", None) if nin is None else nin
+    if not isinstance(nin, int) or nin < 1:
+        raise TypeError(f"op {name!r}: {function!r} is not a ufunc; give its arity as nin=")
+    if loop not in LOOPS:
+        raise ValueError(f"op {name!r}: loop={loop!r}, expected one of {LOOPS}")
+    held = OPS.get(name)
+    if held is not None and held.ufunc is not function:
+        raise ValueError(
+            f"the op name {name!r} is held by another function, {held.ufunc!r}; declare "
+            f"{function!r} under a name of its own (name=...)"
+        )
+    same = BY_UFUNC.get(function) if isinstance(function, np.ufunc) else None
+    if same is not None and same.name != name:
+        raise ValueError(f"{function!r} is the op {same.name!r} already; one ufunc is one op")
+    op = Op(name, function, nin, expensive, float_only, loop, numba)
+    OPS[name] = op
+    if isinstance(function, np.ufunc):
+        BY_UFUNC[function] = op
+    return op
+
+
+def _part(fn: Callable) -> Callable:
     """``np.real``/``np.imag`` called like a unary ufunc: ``f(z, out=None)``."""
 
     def part(z, out=None):
@@ -86,173 +141,48 @@ def _part(fn):
     return part
 
 
-def _angle(half_turns_per_unit: bool) -> Callable[[np.dtype], str]:
-    """deg2rad / rad2deg: npymath's ``x * (NPY_PI / 180)``, the constant computed in the loop
-    dtype."""
-
-    def template(lt: np.dtype) -> str:
-        pi, half_turn = lt.type(math.pi), lt.type(180.0)
-        c = pi / half_turn if half_turns_per_unit else half_turn / pi
-        return f"({{0}} * {{T}}({float(c)!r}))"
-
-    return template
+# The parts of a complex value: not ufuncs in NumPy (``np.real(z)`` is a view), so the IR makes
+# these ops itself (``protocols.py`` for ``np.real``/``.real``, ``reductions.py`` for ``var`` of
+# complex values); their derivatives are rules written by hand in ``rules/elementwise.py``.
+register(_part(np.real), name="real", nin=1, numba="{0}")
+register(_part(np.imag), name="imag", nin=1, numba="{T}(0)")
 
 
-def _extremum(cmp: str, nan: str) -> dict[str, str]:
-    """maximum/minimum/fmax/fmin with a strict compare (equal values such as +0/-0 give the
-    second argument, as NumPy's SIMD loops do); on floats the ``nan`` argument wins when it is
-    NaN."""
-    return {
-        "f": f"({{0}} if ({{0}} {cmp} {{1}} or {nan} != {nan}) else {{1}})",
-        "iub": f"({{0}} if {{0}} {cmp} {{1}} else {{1}})",
-    }
+# The loop dtypes a numba expression may be filled in for (what ``fingerprint`` evaluates).
+_LOOP_DTYPES = tuple(map(np.dtype, ("f8", "f4", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "?")))
 
 
-def _rounding(fn: str) -> dict[str, str]:
-    return {"f": f"np.{fn}({{0}})", "iub": "{0}"}
+def _template_text(numba: NumbaExpr | None) -> str:
+    if numba is None or isinstance(numba, str):
+        return repr(numba)
+    if isinstance(numba, Mapping):
+        return repr(sorted(numba.items()))
+    filled = []
+    for dt in _LOOP_DTYPES:
+        try:
+            filled.append((dt.str, numba(dt)))
+        except Exception as e:  # a dtype the op is never compiled for
+            filled.append((dt.str, type(e).__name__))
+    return repr(filled)
 
 
-_SIGN = {
-    "f": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else ({T}(0) if {0} == 0 else {0})))",
-    "iu": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else {T}(0)))",
-}
-# NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when the exponent
-# is a constant, so LLVM unswitches it out of the loop.
-_FPOW = "({0} * {0} if {1} == 2 else {0} ** {1})"
+def fingerprint(names: Iterable[str] | None = None) -> str:
+    """A text of the entries ``names`` (all of them by default) that changes when any of their
+    fields does: each numba template as filled in for every loop dtype, flags, function. Entries
+    are declared outside this module (``rules/elementwise.py``, a user's code), so a cache of
+    compiled kernels keys on this rather than on this file's source.
 
-# (name, numba expression, options): the order is the table's order.
-_TABLE: list[tuple[str, NumbaExpr | None, dict[str, Any]]] = []
+    >>> fingerprint(["add"])
+    "add ufunc:add 2 False False result '({0} + {1})'"
+    """
+    lines = []
+    for name in sorted(OPS if names is None else names):
+        op = OPS[name]
+        function = f"{type(op.ufunc).__name__}:{op.ufunc.__name__}"  # no address: stable
+        fields = (name, function, op.nin, op.expensive, op.float_only, op.loop)
+        lines.append(" ".join(map(str, fields)) + " " + _template_text(op.numba))
+    return "\n".join(lines)
 
-
-def _op(name: str, numba: NumbaExpr | None, **options: Any) -> None:
-    _TABLE.append((name, numba, options))
-
-
-# arithmetic
-_op("add", "({0} + {1})")
-_op("subtract", {"fiu": "({0} - {1})"})  # NumPy has no bool subtract
-_op("multiply", "({0} * {1})")
-_op("divide", "({0} / {1})", float_only=True)
-_op("floor_divide", {"f": "_ffloordiv({0}, {1})", "iub": "_ifloordiv({0}, {1})"})
-_op("remainder", {"f": "_fremainder({0}, {1})", "iub": "_iremainder({0}, {1})"})
-_op("fmod", {"f": "np.fmod({0}, {1})", "iub": "_ifmod({0}, {1})"})
-_op("negative", {"fiu": "(-{0})"})
-_op("positive", "{0}")
-_op("absolute", {"fi": "abs({0})", "ub": "{0}"})
-_op("fabs", {"fi": "abs({0})", "ub": "{0}"})
-_op("sign", _SIGN)
-_op("square", "({0} * {0})")
-_op("reciprocal", "({T}(1) / {0})", float_only=True)
-_op("maximum", _extremum(">", "{0}"))
-_op("minimum", _extremum("<", "{0}"))
-_op("fmax", _extremum(">", "{1}"))
-_op("fmin", _extremum("<", "{1}"))
-_op("copysign", "math.copysign({0}, {1})", float_only=True)
-_op("floor", _rounding("floor"))
-_op("ceil", _rounding("ceil"))
-_op("rint", _rounding("rint"))
-_op("trunc", _rounding("trunc"))
-# comparisons and predicates: computed in the arguments' dtype, a bool result
-_op("greater", "({0} > {1})", loop="args")
-_op("greater_equal", "({0} >= {1})", loop="args")
-_op("less", "({0} < {1})", loop="args")
-_op("less_equal", "({0} <= {1})", loop="args")
-_op("equal", "({0} == {1})", loop="args")
-_op("not_equal", "({0} != {1})", loop="args")
-_op("logical_and", "({0} & {1})", loop="bool")
-_op("logical_or", "({0} | {1})", loop="bool")
-_op("logical_xor", "({0} != {1})", loop="bool")
-_op("logical_not", "(not {0})", loop="bool")
-_op("isnan", {"f": "({0} != {0})", "iub": "False"}, loop="args")
-_op("isinf", {"f": "math.isinf({0})", "iub": "False"}, loop="args")
-_op("isfinite", {"f": "math.isfinite({0})", "iub": "True"}, loop="args")
-_op("signbit", {"f": "(math.copysign(1.0, {0}) < 0)", "iub": "({0} < 0)"}, loop="args")
-_op("deg2rad", _angle(True), float_only=True)
-_op("rad2deg", _angle(False), float_only=True)
-_op(
-    "heaviside",
-    "({0} if {0} != {0} else ({1} if {0} == 0 else ({T}(0) if {0} < 0 else {T}(1))))",
-    float_only=True,
-)
-_op("conjugate", "{0}")  # complex values never reach numba kernels
-# transcendental
-_op("power", {"f": _FPOW, "iub": "_ipow({0}, {1})"}, expensive=True)
-_op("float_power", _FPOW, expensive=True, float_only=True)
-_op("sqrt", "np.sqrt({0})", expensive=True, float_only=True)
-_op("cbrt", "np.cbrt({0})", expensive=True, float_only=True)
-_op("exp", "vm.exp{f32}({0})", expensive=True, float_only=True)
-_op("exp2", "np.exp2({0})", expensive=True, float_only=True)
-_op("expm1", "vm.expm1{f32}({0})", expensive=True, float_only=True)
-_op("log", "vm.log{f32}({0})", expensive=True, float_only=True)
-_op("log2", "math.log2({0})", expensive=True, float_only=True)
-_op("log10", "math.log10({0})", expensive=True, float_only=True)
-_op("log1p", "vm.log1p{f32}({0})", expensive=True, float_only=True)
-_op("logaddexp", "_logaddexp({0}, {1})", expensive=True, float_only=True)
-_op("logaddexp2", "_logaddexp2({0}, {1})", expensive=True, float_only=True)
-_op("sin", "math.sin({0})", expensive=True, float_only=True)
-_op("cos", "math.cos({0})", expensive=True, float_only=True)
-_op("tan", "math.tan({0})", expensive=True, float_only=True)
-_op("arcsin", "math.asin({0})", expensive=True, float_only=True)
-_op("arccos", "math.acos({0})", expensive=True, float_only=True)
-_op("arctan", "math.atan({0})", expensive=True, float_only=True)
-_op("sinh", "math.sinh({0})", expensive=True, float_only=True)
-_op("cosh", "math.cosh({0})", expensive=True, float_only=True)
-_op("tanh", "vm.tanh{f32}({0})", expensive=True, float_only=True)
-_op("arcsinh", "math.asinh({0})", expensive=True, float_only=True)
-_op("arccosh", "math.acosh({0})", expensive=True, float_only=True)
-_op("arctanh", "math.atanh({0})", expensive=True, float_only=True)
-_op("arctan2", "math.atan2({0}, {1})", expensive=True, float_only=True)
-_op("hypot", "math.hypot({0}, {1})", expensive=True, float_only=True)
-# SciPy ufuncs (scipy.special), fused when SciPy is installed
-_op("expit", "({T}(1) / ({T}(1) + vm.exp{f32}(-{0})))", expensive=True, float_only=True, scipy=True)
-_op("logit", "_logit({0})", expensive=True, float_only=True, scipy=True)
-_op("erf", "math.erf({0})", expensive=True, float_only=True, scipy=True)
-_op("erfc", "math.erfc({0})", expensive=True, float_only=True, scipy=True)
-_op(
-    "xlogy",
-    "({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log{f32}({1}))",
-    expensive=True,
-    float_only=True,
-    scipy=True,
-)
-_op(
-    "xlog1py",
-    "({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log1p{f32}({1}))",
-    expensive=True,
-    float_only=True,
-    scipy=True,
-)
-_op("log_expit", "_log_expit({0})", expensive=True, float_only=True, scipy=True)
-# The parts of a complex value: not ufuncs in NumPy (``np.real(z)`` is a view), fused as ops.
-_op("real", "{0}", function=_part(np.real), nin=1)
-_op("imag", "{T}(0)", function=_part(np.imag), nin=1)
-
-
-def _build() -> dict[str, Op]:
-    try:  # SciPy is optional.
-        import scipy.special as sp
-    except ImportError:  # pragma: no cover - depends on the environment
-        sp = None
-    table: dict[str, Op] = {}
-    for name, numba, opts in _TABLE:
-        fn = opts.pop("function", None)
-        nin = opts.pop("nin", None)
-        if fn is None:
-            module = sp if opts.pop("scipy", False) else np
-            fn = getattr(module, name, None) if module is not None else None
-            if fn is None:  # pragma: no cover - an old SciPy
-                continue
-            nin = fn.nin
-        table[name] = Op(name, fn, nin, numba=numba, **{"expensive": False, **opts})
-    return table
-
-
-OPS: dict[str, Op] = _build()
-
-# Aliases NumPy exposes under two names point at one entry.
-BY_UFUNC: dict[np.ufunc, Op] = {
-    op.ufunc: op for op in OPS.values() if isinstance(op.ufunc, np.ufunc)
-}
 
 REDUCING_UFUNCS = {np.add: "sum", np.multiply: "prod", np.maximum: "max", np.minimum: "min"}
 

@@ -10,7 +10,11 @@
 - the primal side of traced values: ``primal``, ``primal_tree``, ``value``, ``as_array``,
   ``dispatch``.
 
-This module imports only ``registry``, ``lazy_values``, ``tangents`` and the lazy array type.
+Declarators: ``scalar_rule``, ``elementwise_op`` (an op of the lazy IR's table and its
+derivatives, in one entry), ``linear``, ``bilinear``, ``nondiff``.
+
+This module imports only ``registry``, ``lazy_values``, ``tangents``, the lazy array type and the
+lazy op table (``elementwise_op`` adds to it).
 
 Example::
 
@@ -26,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, small
+from ..lazy import ops as op_table
+from ..lazy.ops import NumbaExpr
 from ..tangents import (
     AbstractThunk,
     AbstractZero,
@@ -389,8 +395,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
 
     >>> scalar_rule(np.exp, lambda x, y: y)  # how rules/elementwise.py declares exp
     """
-    if len(partials) != ufunc.nin:
-        raise ValueError(f"{ufunc.__name__} takes {ufunc.nin} inputs: give one partial each")
+    _check_partials(ufunc, partials)
     PARTIALS[ufunc] = partials
 
     def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
@@ -426,6 +431,46 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     forward.__name__ = f"frule_{ufunc.__name__}"
     register_rrule(ufunc, lazy=True)(rule)
     _register_frule(ufunc, forward, True)
+
+
+def _check_partials(ufunc: np.ufunc, partials: tuple) -> None:
+    if len(partials) != ufunc.nin:
+        raise ValueError(f"{ufunc.__name__} takes {ufunc.nin} inputs: give one partial each")
+
+
+def elementwise_op(
+    ufunc: np.ufunc,
+    *partials: Callable | None,
+    numba: NumbaExpr | None = None,
+    expensive: bool = False,
+    float_only: bool = False,
+    loop: str = "result",
+    name: str | None = None,
+) -> np.ufunc:
+    """Declare an elementwise ufunc once: its entry in the lazy IR's op table and both of its
+    derivatives.
+
+    - the entry (``lazy/ops.py``'s ``register``): the ufunc is fused into kernels on every
+      engine that has an expression for it: numpy_blocked calls the ufunc, the numba engine
+      fills in ``numba`` (a template, see ``lazy/ops.py``; None: numba declines the op);
+      ``expensive`` is the cost class (a transcendental call, which the policy stores rather
+      than recompute), ``float_only`` makes numba decline integer and bool loops, ``loop`` is
+      the dtype the scalar loop runs in (``"args"`` for comparisons, ``"bool"`` for logical ops);
+      ``name`` the op's name when another ufunc holds the ufunc's own (``scipy.special.expm1``
+      beside ``np.expm1``);
+    - the derivatives (``scalar_rule``): one partial per argument, ``∂y/∂xᵢ = partial(*args,
+      y)`` written with NumPy calls, ``None`` where there is none (piecewise-constant ops).
+
+    >>> elementwise_op(np.tanh, lambda x, y: 1 - y * y,  # how rules/elementwise.py declares tanh
+    ...                numba="vm.tanh{f32}({0})", expensive=True, float_only=True)
+    <ufunc 'tanh'>
+    """
+    _check_partials(ufunc, partials)
+    op_table.register(
+        ufunc, numba=numba, expensive=expensive, float_only=float_only, loop=loop, name=name
+    )
+    scalar_rule(ufunc, *partials)
+    return ufunc
 
 
 def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: Any) -> tuple:

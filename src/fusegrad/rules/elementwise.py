@@ -1,10 +1,20 @@
-"""Elementwise rules: one line per ufunc, its partial derivatives as data.
+"""The fusable elementwise functions: each ufunc declared once, its op and its derivatives.
 
-``scalar_rule(ufunc, *partials)`` declares an elementwise op once: each partial is a function of
-the inputs and the output, ``∂y/∂xᵢ(x..., y)``, written with NumPy operations. That gives the
-reverse rule (``ȳ * ∂y/∂xᵢ``, summed over broadcast axes), lazy from end to end: the primal is a
-lazy map, each cotangent a ``BroadcastThunk`` that fuses into whatever consumes it. ``None`` as a
-partial means the derivative is zero everywhere it exists (``floor``, ``sign``).
+``elementwise_op(ufunc, *partials, numba=..., expensive=..., float_only=..., loop=...)``
+(``rules/common.py``) is everything about an elementwise function, in one entry:
+
+- its op in the lazy IR's table (``lazy/ops.py``): the ufunc is fused into kernels, called into
+  blocks by numpy_blocked and written as the ``numba`` template by the numba engine; the flags
+  are its cost class and the loops numba takes;
+- its derivatives, from one partial per argument, ``∂y/∂xᵢ(x..., y)`` written with NumPy calls:
+  the reverse rule (``ȳ * ∂y/∂xᵢ``, summed over broadcast axes) and the forward rule
+  (``Σᵢ ∂y/∂xᵢ · ẋᵢ``), lazy from end to end: the primal is a lazy map, each cotangent a
+  ``BroadcastThunk`` that fuses into whatever consumes it. ``None`` as a partial means the
+  derivative is zero everywhere it exists (``floor``, ``sign``, comparisons).
+
+So ``grep "np.tanh," src/fusegrad/rules`` shows all of tanh. ``scalar_rule(ufunc, *partials)``
+alone declares the derivatives of a ufunc the lazy IR does not fuse (it runs on NumPy arrays:
+``rules/special.py``'s gamma and Bessel functions).
 
 Kinks and ties follow JAX: ``maximum``/``minimum`` split the derivative evenly at ties (so
 ``clip`` at a bound gives ½), ``abs`` has derivative 1 at 0 (and at -0.0), as ``jax.grad(jnp.abs)``;
@@ -18,24 +28,28 @@ conjugate). ``conj``, ``real``, ``imag`` and ``angle`` have rules of their own b
 
 Example::
 
-    >>> scalar_rule(np.sinh, lambda x, y: np.cosh(x))   # how sinh is declared below
+    >>> elementwise_op(np.sinh, lambda x, y: np.cosh(x),  # how sinh is declared below
+    ...                numba="math.sinh({0})", expensive=True, float_only=True)
+    <ufunc 'sinh'>
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..lazy import ops as op_table
 from ..tangents import NoTangent, ZeroTangent
 from .common import (
     PARTIALS,
+    elementwise_op,
     fit,
     is_complex,
     lazy_frule,
     lazy_tangent,
-    nondiff,
     real_for,
     scalar_rule,
     unbroadcast_to,
@@ -95,82 +109,199 @@ def _logaddexp_partial(a: Any, y: Any, exp: Any) -> Any:
     return exp(np.fmin(a - y, 0.0))
 
 
+def _pow_exponent_partial(a: Any, y: Any) -> Any:
+    """``d(a**b)/db = a**b log(a)``, 0 where ``a == 0``."""
+    return np.where(np.equal(a, 0), 0.0, y * np.log(np.where(np.equal(a, 0), 1.0, a)))
+
+
+# maximum, minimum, fmax, fmin: each argument's partial, split evenly at ties
+_TIES_SPLIT = (lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))
+
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))
+TWO_OVER_SQRT_PI = float(2 / np.sqrt(np.pi))
 
+
+# Numba templates several entries share (the template language is lazy/ops.py's).
+
+
+def _angle_scale(half_turns_per_unit: bool) -> Callable[[np.dtype], str]:
+    """deg2rad / rad2deg: npymath's ``x * (NPY_PI / 180)``, the constant computed in the loop
+    dtype."""
+
+    def template(lt: np.dtype) -> str:
+        pi, half_turn = lt.type(math.pi), lt.type(180.0)
+        c = pi / half_turn if half_turns_per_unit else half_turn / pi
+        return f"({{0}} * {{T}}({float(c)!r}))"
+
+    return template
+
+
+def _extremum(cmp: str, nan: str) -> dict[str, str]:
+    """maximum/minimum/fmax/fmin with a strict compare (equal values such as +0/-0 give the
+    second argument, as NumPy's SIMD loops do); on floats the ``nan`` argument wins when it is
+    NaN."""
+    return {
+        "f": f"({{0}} if ({{0}} {cmp} {{1}} or {nan} != {nan}) else {{1}})",
+        "iub": f"({{0}} if {{0}} {cmp} {{1}} else {{1}})",
+    }
+
+
+def _rounding(fn: str) -> dict[str, str]:
+    return {"f": f"np.{fn}({{0}})", "iub": "{0}"}
+
+
+_SIGN = {
+    "f": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else ({T}(0) if {0} == 0 else {0})))",
+    "iu": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else {T}(0)))",
+}
+# NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when the exponent
+# is a constant, so LLVM unswitches it out of the loop.
+_FPOW = "({0} * {0} if {1} == 2 else {0} ** {1})"
+_HEAVISIDE = "({0} if {0} != {0} else ({1} if {0} == 0 else ({T}(0) if {0} < 0 else {T}(1))))"
+
+# Each fusable ufunc, once: its partials, then its op table entry. ``expensive``: a
+# transcendental call (the policy stores it rather than recompute it); ``float_only``: numba
+# declines integer and bool loops; ``loop="args"``/``"bool"``: the dtype comparisons and logical
+# ops compute in.
 # fmt: off
-scalar_rule(np.add,         lambda a, b, y: 1,                  lambda a, b, y: 1)
-scalar_rule(np.subtract,    lambda a, b, y: 1,                  lambda a, b, y: -1)
-scalar_rule(np.multiply,    lambda a, b, y: b,                  lambda a, b, y: a)
-scalar_rule(np.divide,      lambda a, b, y: 1 / b,              lambda a, b, y: -y / b)
-scalar_rule(np.power,       lambda a, b, y: _pow_base_partial(a, b),
-                            lambda a, b, y: np.where(np.equal(a, 0), 0.0, y * np.log(np.where(np.equal(a, 0), 1.0, a))))  # noqa: E501
-scalar_rule(np.float_power, lambda a, b, y: _float_pow_base_partial(a, b),
-                            lambda a, b, y: np.where(np.equal(a, 0), 0.0, y * np.log(np.where(np.equal(a, 0), 1.0, a))))  # noqa: E501
-scalar_rule(np.negative,    lambda x, y: -1)
-scalar_rule(np.positive,    lambda x, y: 1)
-scalar_rule(np.absolute,    lambda x, y: _abs_partial(x, y))
-scalar_rule(np.fabs,        lambda x, y: _abs_partial(x, y))
-scalar_rule(np.square,      lambda x, y: 2 * x)
-scalar_rule(np.sqrt,        lambda x, y: 0.5 / y)
-scalar_rule(np.cbrt,        lambda x, y: 1 / (3 * y * y))
-scalar_rule(np.reciprocal,  lambda x, y: -y * y)
-scalar_rule(np.exp,         lambda x, y: y)
-scalar_rule(np.exp2,        lambda x, y: LN2 * y)
-scalar_rule(np.expm1,       lambda x, y: y + 1)
-scalar_rule(np.log,         lambda x, y: 1 / x)
-scalar_rule(np.log2,        lambda x, y: 1 / (LN2 * x))
-scalar_rule(np.log10,       lambda x, y: 1 / (LN10 * x))
-scalar_rule(np.log1p,       lambda x, y: 1 / (1 + x))
-scalar_rule(np.logaddexp,   lambda a, b, y: _logaddexp_partial(a, y, np.exp),
-                            lambda a, b, y: _logaddexp_partial(b, y, np.exp))
-scalar_rule(np.logaddexp2,  lambda a, b, y: _logaddexp_partial(a, y, np.exp2),
-                            lambda a, b, y: _logaddexp_partial(b, y, np.exp2))
-scalar_rule(np.sin,         lambda x, y: np.cos(x))
-scalar_rule(np.cos,         lambda x, y: -np.sin(x))
-scalar_rule(np.tan,         lambda x, y: 1 + y * y)
-scalar_rule(np.arcsin,      lambda x, y: 1 / np.sqrt(1 - x * x))
-scalar_rule(np.arccos,      lambda x, y: -1 / np.sqrt(1 - x * x))
-scalar_rule(np.arctan,      lambda x, y: 1 / (1 + x * x))
-scalar_rule(np.sinh,        lambda x, y: np.cosh(x))
-scalar_rule(np.cosh,        lambda x, y: np.sinh(x))
-scalar_rule(np.tanh,        lambda x, y: 1 - y * y)
-scalar_rule(np.arcsinh,     lambda x, y: 1 / np.sqrt(x * x + 1))
-scalar_rule(np.arccosh,     lambda x, y: _arccosh_partial(x))
-scalar_rule(np.arctanh,     lambda x, y: 1 / (1 - x * x))
-scalar_rule(np.arctan2,     lambda a, b, y: b / (a * a + b * b),
-                            lambda a, b, y: -a / (a * a + b * b))
-scalar_rule(np.hypot,       lambda a, b, y: a / y,              lambda a, b, y: b / y)
-scalar_rule(np.deg2rad,     lambda x, y: float(np.pi / 180))
-scalar_rule(np.rad2deg,     lambda x, y: float(180 / np.pi))
-scalar_rule(np.maximum,     lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))  # noqa: E501
-scalar_rule(np.minimum,     lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))  # noqa: E501
-scalar_rule(np.fmax,        lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))  # noqa: E501
-scalar_rule(np.fmin,        lambda a, b, y: _balanced_eq(a, y, b), lambda a, b, y: _balanced_eq(b, y, a))  # noqa: E501
-scalar_rule(np.copysign,    lambda a, b, y: np.sign(a) * np.sign(y), None)
-scalar_rule(np.floor_divide, None,                              None)
-scalar_rule(np.remainder,   lambda a, b, y: 1,                  lambda a, b, y: -np.floor_divide(a, b))  # noqa: E501
-scalar_rule(np.fmod,        lambda a, b, y: 1,                  lambda a, b, y: -np.trunc(a / b))
-# Piecewise constant: the derivative is zero wherever it exists.
-for _u in (np.floor, np.ceil, np.rint, np.trunc, np.sign, np.signbit, np.isnan, np.isinf,
-           np.isfinite, np.logical_not, np.greater, np.greater_equal, np.less, np.less_equal,
-           np.equal, np.not_equal, np.logical_and, np.logical_or, np.logical_xor, np.heaviside):
-    nondiff(_u)
+# arithmetic
+elementwise_op(np.add,          lambda a, b, y: 1, lambda a, b, y: 1, numba="({0} + {1})")
+elementwise_op(np.subtract,     lambda a, b, y: 1, lambda a, b, y: -1,
+               numba={"fiu": "({0} - {1})"})  # NumPy has no bool subtract
+elementwise_op(np.multiply,     lambda a, b, y: b, lambda a, b, y: a, numba="({0} * {1})")
+elementwise_op(np.divide,       lambda a, b, y: 1 / b, lambda a, b, y: -y / b,
+               numba="({0} / {1})", float_only=True)
+elementwise_op(np.floor_divide, None, None,
+               numba={"f": "_ffloordiv({0}, {1})", "iub": "_ifloordiv({0}, {1})"})
+elementwise_op(np.remainder,    lambda a, b, y: 1, lambda a, b, y: -np.floor_divide(a, b),
+               numba={"f": "_fremainder({0}, {1})", "iub": "_iremainder({0}, {1})"})
+elementwise_op(np.fmod,         lambda a, b, y: 1, lambda a, b, y: -np.trunc(a / b),
+               numba={"f": "np.fmod({0}, {1})", "iub": "_ifmod({0}, {1})"})
+elementwise_op(np.negative,     lambda x, y: -1, numba={"fiu": "(-{0})"})
+elementwise_op(np.positive,     lambda x, y: 1, numba="{0}")
+elementwise_op(np.absolute,     _abs_partial, numba={"fi": "abs({0})", "ub": "{0}"})
+elementwise_op(np.fabs,         _abs_partial, numba={"fi": "abs({0})", "ub": "{0}"})
+elementwise_op(np.sign,         None, numba=_SIGN)
+elementwise_op(np.square,       lambda x, y: 2 * x, numba="({0} * {0})")
+elementwise_op(np.reciprocal,   lambda x, y: -y * y, numba="({T}(1) / {0})", float_only=True)
+elementwise_op(np.maximum,      *_TIES_SPLIT, numba=_extremum(">", "{0}"))
+elementwise_op(np.minimum,      *_TIES_SPLIT, numba=_extremum("<", "{0}"))
+elementwise_op(np.fmax,         *_TIES_SPLIT, numba=_extremum(">", "{1}"))
+elementwise_op(np.fmin,         *_TIES_SPLIT, numba=_extremum("<", "{1}"))
+elementwise_op(np.copysign,     lambda a, b, y: np.sign(a) * np.sign(y), None,
+               numba="math.copysign({0}, {1})", float_only=True)
+# piecewise constant: no derivative (None), the output is a constant both ways
+elementwise_op(np.floor,        None, numba=_rounding("floor"))
+elementwise_op(np.ceil,         None, numba=_rounding("ceil"))
+elementwise_op(np.rint,         None, numba=_rounding("rint"))
+elementwise_op(np.trunc,        None, numba=_rounding("trunc"))
+# comparisons and predicates: computed in the arguments' dtype, a bool result
+elementwise_op(np.greater,       None, None, numba="({0} > {1})", loop="args")
+elementwise_op(np.greater_equal, None, None, numba="({0} >= {1})", loop="args")
+elementwise_op(np.less,          None, None, numba="({0} < {1})", loop="args")
+elementwise_op(np.less_equal,    None, None, numba="({0} <= {1})", loop="args")
+elementwise_op(np.equal,         None, None, numba="({0} == {1})", loop="args")
+elementwise_op(np.not_equal,     None, None, numba="({0} != {1})", loop="args")
+elementwise_op(np.logical_and,   None, None, numba="({0} & {1})", loop="bool")
+elementwise_op(np.logical_or,    None, None, numba="({0} | {1})", loop="bool")
+elementwise_op(np.logical_xor,   None, None, numba="({0} != {1})", loop="bool")
+elementwise_op(np.logical_not,   None, numba="(not {0})", loop="bool")
+elementwise_op(np.isnan,         None, numba={"f": "({0} != {0})", "iub": "False"}, loop="args")
+elementwise_op(np.isinf,         None, numba={"f": "math.isinf({0})", "iub": "False"}, loop="args")
+elementwise_op(np.isfinite,      None, numba={"f": "math.isfinite({0})", "iub": "True"},
+               loop="args")
+elementwise_op(np.signbit,       None,
+               numba={"f": "(math.copysign(1.0, {0}) < 0)", "iub": "({0} < 0)"}, loop="args")
+elementwise_op(np.deg2rad,      lambda x, y: float(np.pi / 180),
+               numba=_angle_scale(True), float_only=True)
+elementwise_op(np.rad2deg,      lambda x, y: float(180 / np.pi),
+               numba=_angle_scale(False), float_only=True)
+elementwise_op(np.heaviside,    None, None, numba=_HEAVISIDE, float_only=True)
+# transcendental
+elementwise_op(np.power,       lambda a, b, y: _pow_base_partial(a, b),
+                               lambda a, b, y: _pow_exponent_partial(a, y),
+               numba={"f": _FPOW, "iub": "_ipow({0}, {1})"}, expensive=True)
+elementwise_op(np.float_power, lambda a, b, y: _float_pow_base_partial(a, b),
+                               lambda a, b, y: _pow_exponent_partial(a, y),
+               numba=_FPOW, expensive=True, float_only=True)
+elementwise_op(np.sqrt,        lambda x, y: 0.5 / y,
+               numba="np.sqrt({0})", expensive=True, float_only=True)
+elementwise_op(np.cbrt,        lambda x, y: 1 / (3 * y * y),
+               numba="np.cbrt({0})", expensive=True, float_only=True)
+elementwise_op(np.exp,         lambda x, y: y,
+               numba="vm.exp{f32}({0})", expensive=True, float_only=True)
+elementwise_op(np.exp2,        lambda x, y: LN2 * y,
+               numba="np.exp2({0})", expensive=True, float_only=True)
+elementwise_op(np.expm1,       lambda x, y: y + 1,
+               numba="vm.expm1{f32}({0})", expensive=True, float_only=True)
+elementwise_op(np.log,         lambda x, y: 1 / x,
+               numba="vm.log{f32}({0})", expensive=True, float_only=True)
+elementwise_op(np.log2,        lambda x, y: 1 / (LN2 * x),
+               numba="math.log2({0})", expensive=True, float_only=True)
+elementwise_op(np.log10,       lambda x, y: 1 / (LN10 * x),
+               numba="math.log10({0})", expensive=True, float_only=True)
+elementwise_op(np.log1p,       lambda x, y: 1 / (1 + x),
+               numba="vm.log1p{f32}({0})", expensive=True, float_only=True)
+elementwise_op(np.logaddexp,   lambda a, b, y: _logaddexp_partial(a, y, np.exp),
+                               lambda a, b, y: _logaddexp_partial(b, y, np.exp),
+               numba="_logaddexp({0}, {1})", expensive=True, float_only=True)
+elementwise_op(np.logaddexp2,  lambda a, b, y: _logaddexp_partial(a, y, np.exp2),
+                               lambda a, b, y: _logaddexp_partial(b, y, np.exp2),
+               numba="_logaddexp2({0}, {1})", expensive=True, float_only=True)
+elementwise_op(np.sin,         lambda x, y: np.cos(x),
+               numba="math.sin({0})", expensive=True, float_only=True)
+elementwise_op(np.cos,         lambda x, y: -np.sin(x),
+               numba="math.cos({0})", expensive=True, float_only=True)
+elementwise_op(np.tan,         lambda x, y: 1 + y * y,
+               numba="math.tan({0})", expensive=True, float_only=True)
+elementwise_op(np.arcsin,      lambda x, y: 1 / np.sqrt(1 - x * x),
+               numba="math.asin({0})", expensive=True, float_only=True)
+elementwise_op(np.arccos,      lambda x, y: -1 / np.sqrt(1 - x * x),
+               numba="math.acos({0})", expensive=True, float_only=True)
+elementwise_op(np.arctan,      lambda x, y: 1 / (1 + x * x),
+               numba="math.atan({0})", expensive=True, float_only=True)
+elementwise_op(np.sinh,        lambda x, y: np.cosh(x),
+               numba="math.sinh({0})", expensive=True, float_only=True)
+elementwise_op(np.cosh,        lambda x, y: np.sinh(x),
+               numba="math.cosh({0})", expensive=True, float_only=True)
+elementwise_op(np.tanh,        lambda x, y: 1 - y * y,
+               numba="vm.tanh{f32}({0})", expensive=True, float_only=True)
+elementwise_op(np.arcsinh,     lambda x, y: 1 / np.sqrt(x * x + 1),
+               numba="math.asinh({0})", expensive=True, float_only=True)
+elementwise_op(np.arccosh,     lambda x, y: _arccosh_partial(x),
+               numba="math.acosh({0})", expensive=True, float_only=True)
+elementwise_op(np.arctanh,     lambda x, y: 1 / (1 - x * x),
+               numba="math.atanh({0})", expensive=True, float_only=True)
+elementwise_op(np.arctan2,     lambda a, b, y: b / (a * a + b * b),
+                               lambda a, b, y: -a / (a * a + b * b),
+               numba="math.atan2({0}, {1})", expensive=True, float_only=True)
+elementwise_op(np.hypot,       lambda a, b, y: a / y, lambda a, b, y: b / y,
+               numba="math.hypot({0}, {1})", expensive=True, float_only=True)
 # fmt: on
 
 try:  # SciPy's ufuncs, when SciPy is installed.
     import scipy.special as sp
 
     # fmt: off
-    scalar_rule(sp.expit,     lambda x, y: y * (1 - y))
-    scalar_rule(sp.logit,     lambda x, y: 1 / (x * (1 - x)))
-    scalar_rule(sp.log_expit, lambda x, y: 1 - np.exp(y))
-    scalar_rule(sp.erf,       lambda x, y: float(2 / np.sqrt(np.pi)) * np.exp(-x * x))
-    scalar_rule(sp.erfc,      lambda x, y: float(-2 / np.sqrt(np.pi)) * np.exp(-x * x))
-    scalar_rule(sp.xlogy,     lambda a, b, y: np.where(np.equal(a, 0), 0.0, np.log(np.where(np.equal(a, 0), 1.0, b))),  # noqa: E501
-                              lambda a, b, y: a / b)
-    scalar_rule(sp.xlog1py,   lambda a, b, y: np.where(np.equal(a, 0), 0.0, np.log1p(np.where(np.equal(a, 0), 0.0, b))),  # noqa: E501
-                              lambda a, b, y: a / (1 + b))
+    elementwise_op(sp.expit,     lambda x, y: y * (1 - y),
+                   numba="({T}(1) / ({T}(1) + vm.exp{f32}(-{0})))", expensive=True, float_only=True)  # noqa: E501
+    elementwise_op(sp.logit,     lambda x, y: 1 / (x * (1 - x)),
+                   numba="_logit({0})", expensive=True, float_only=True)
+    elementwise_op(sp.erf,       lambda x, y: TWO_OVER_SQRT_PI * np.exp(-x * x),
+                   numba="math.erf({0})", expensive=True, float_only=True)
+    elementwise_op(sp.erfc,      lambda x, y: -TWO_OVER_SQRT_PI * np.exp(-x * x),
+                   numba="math.erfc({0})", expensive=True, float_only=True)
+    elementwise_op(sp.xlogy,     lambda a, b, y: np.where(np.equal(a, 0), 0.0, np.log(np.where(np.equal(a, 0), 1.0, b))),  # noqa: E501
+                                 lambda a, b, y: a / b,
+                   numba="({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log{f32}({1}))",
+                   expensive=True, float_only=True)
+    elementwise_op(sp.xlog1py,   lambda a, b, y: np.where(np.equal(a, 0), 0.0, np.log1p(np.where(np.equal(a, 0), 0.0, b))),  # noqa: E501
+                                 lambda a, b, y: a / (1 + b),
+                   numba="({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log1p{f32}({1}))",
+                   expensive=True, float_only=True)
+    elementwise_op(sp.log_expit, lambda x, y: 1 - np.exp(y),
+                   numba="_log_expit({0})", expensive=True, float_only=True)
     # fmt: on
 except ImportError:  # pragma: no cover - depends on the environment
     pass
@@ -179,6 +310,11 @@ except ImportError:  # pragma: no cover - depends on the environment
 # --------------------------------------------------------------------------------------------------
 # The non-holomorphic parts of a complex number: conj, real, imag, angle
 # --------------------------------------------------------------------------------------------------
+
+
+# conj is not holomorphic, so it has no partial: its op table entry is registered here, its rules
+# are written out (the forward rule is _conjugate_jvp below)
+op_table.register(np.conjugate, numba="{0}")  # complex values never reach numba kernels
 
 
 @register_rrule(np.conjugate, lazy=True)
@@ -371,4 +507,4 @@ def _astype_jvp(tangents, x, dtype):
 # The ufuncs declared in this module (rules/special.py and users declare more into PARTIALS).
 NUMPY_PARTIALS = frozenset(PARTIALS)
 
-__all__ = ["NUMPY_PARTIALS", "PARTIALS", "angle_of", "astype", "scalar_rule"]
+__all__ = ["NUMPY_PARTIALS", "PARTIALS", "angle_of", "astype", "elementwise_op", "scalar_rule"]

@@ -1,7 +1,9 @@
 """Rules for scipy.special: the gamma family, error functions, entropies and Bessel functions.
 
-Each ufunc is declared once with ``scalar_rule`` (its partials as data), so its reverse rule is
-lazy and fused and its forward rule is derived from the same partials.
+Each ufunc is declared once with ``scalar_rule`` (its partials as data): both of its rules come
+from the same partials, and the products of cotangents and partials are lazy and fused. These
+ufuncs are not ops of the lazy IR (the function itself runs on NumPy arrays); SciPy ufuncs the IR
+fuses (``expit``, ``erf``, ``xlogy``, ...) are declared with their op in ``rules/elementwise.py``.
 
 | ufunc | partial(s) |
 |---|---|

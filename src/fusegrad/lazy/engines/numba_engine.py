@@ -139,8 +139,7 @@ def _codegen_hash() -> str:
     # into its kernels), so that file's source is part of the key too
     here = os.path.dirname(_cg.__file__)
     files = ["numba_codegen.py", "numba_engine.py", "numba_math.py", "numba_pairs.py"]
-    # ... and so is the op table's, which holds each op's numba expression
-    for path in [os.path.join(here, name) for name in files] + [_ops.__file__]:
+    for path in [os.path.join(here, name) for name in files]:
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()
@@ -491,7 +490,12 @@ class _Entry:
 
 
 def _key(sig) -> str:
-    return hashlib.sha256((repr(sig) + "|" + _salt()).encode()).hexdigest()
+    """The disk cache key of a signature: its text, the versions and generator sources, and the
+    op table's entries of the ops it uses (declared in ``rules/elementwise.py`` or by a user, so
+    keyed by their fields rather than by a file)."""
+    used = sorted({op for op, _, _ in sig[3]} & _ops.OPS.keys())
+    text = f"{sig!r}|{_salt()}|{_ops.fingerprint(used)}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _write_atomic(path: str, text: str) -> None:
