@@ -424,13 +424,16 @@ def astype(x: Any, dtype: Any) -> Any:
 
 @register_rrule(astype, lazy=True)
 def _astype(x: Any, dtype: Any) -> tuple[Any, Callable]:
-    """The cotangent is cast back to ``x``'s dtype."""
+    """The cotangent is cast back to ``x``'s dtype; of a real ``x`` made complex it is the real
+    part (the transpose of embedding R in C: ``Re``, not a cast that warns)."""
     lx = _lazy(x)
     y = lx.astype(np.dtype(dtype)) if hasattr(lx, "astype") else np.asarray(x, dtype)
 
     def pullback(dy: Any) -> tuple:
         d = _operand(dy)
         src = np.result_type(x)
+        if src.kind != "c" and is_complex(d):
+            d = np.real(d)
         return (_as_cotangent(d.astype(src) if hasattr(d, "astype") else d), NoTangent())
 
     return y, pullback
@@ -501,6 +504,8 @@ def _astype_jvp(tangents, x, dtype):
     if _zero(t) or not np.issubdtype(np.dtype(dtype), np.inexact):
         return y, ZeroTangent()
     t = lazy_tangent(t)
+    if np.dtype(dtype).kind != "c" and is_complex(t):
+        t = np.real(t)  # the user's cast discards the imaginary part (and warns once, there)
     return y, (t.astype(np.dtype(dtype)) if hasattr(t, "astype") else np.asarray(t, dtype))
 
 
