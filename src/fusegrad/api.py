@@ -22,10 +22,12 @@ import numpy as np
 
 from .ad import conversions
 from .ad.core import Trace, Tracer, backward, constants_copied
+from .ad.forward import cast_like
+from .ad.forward import jvp as forward_jvp
 from .ad.pytree import flatten
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
 from .lazy.nodes import current_scope, interning_scope
-from .rules.registry import is_differentiable
+from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
 from .tangents import (
     AbstractThunk,
     AbstractZero,
@@ -631,8 +633,6 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
     >>> jvp(np.sin, (np.zeros(2),), (np.ones(2),))
     (array([0., 0.]), array([1., 1.]))
     """
-    from .ad.forward import jvp as forward_jvp
-
     for leaf in flatten(tuple(primals))[0]:
         _check_array_type(leaf, "a primal")
         if dask_leaves.is_dask_array(leaf):
@@ -654,9 +654,6 @@ def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
     >>> hvp(lambda x: np.sum(x ** 3), (np.ones(2),), (np.ones(2),))
     array([6., 6.])
     """
-    from .ad.forward import cast_like
-    from .ad.forward import jvp as forward_jvp
-
     primals, tangents = tuple(primals), tuple(tangents)
     nums = tuple(range(len(primals)))
     with conversions.tracing():
@@ -693,8 +690,6 @@ def checkpoint(fun: Callable) -> Callable:
     >>> grad(f)(np.zeros(2))
     array([1., 1.])
     """
-    from .rules.registry import primitive, register_frule, register_rrule
-
     checkpointed = primitive(functools.wraps(fun)(lambda *args: fun(*args)))
 
     @register_rrule(checkpointed)

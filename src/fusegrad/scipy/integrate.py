@@ -38,6 +38,7 @@ import numpy as np
 import scipy.integrate as _si
 from scipy.integrate._ivp.ivp import OdeResult
 
+from .. import api
 from ..rules import registry
 from ..rules.common import value
 from ..rules.registry import register_frule, register_rrule
@@ -56,8 +57,6 @@ def _solve(func: Any, y0: Any, t: Any, *params: Any, **opts: Any) -> Any:
 def _adjoint_rhs(f: Any, s: np.ndarray, n: int, params: tuple) -> np.ndarray:
     """The augmented system's right-hand side at state ``s = (y, a, ...)``, for ``f(y, *params)``
     at one time: ``(f, -aᵀ ∂f/∂y, -aᵀ ∂f/∂params)``, flat (one ``vjp`` of the user's function)."""
-    from .. import api  # the API sits above this module
-
     y, a = s[:n], s[n : 2 * n]
     fy, f_vjp = api.vjp(f, y, *params)
     cts = f_vjp(a)
@@ -123,8 +122,6 @@ def _solve_rule(func, y0, t, *params, **opts):
 @register_frule(_solve)
 def _solve_frule(tangents, func, y0, t, *params, **opts):
     """Forward sensitivities: v̇ = ∂f/∂y v + ∂f/∂p ṗ beside ẏ = f, v(t₀) = ẏ₀."""
-    from .. import api
-
     _first_order_only((y0, *params, *tangents))
     n = int(np.size(y0))
     ty = tangents[1]
@@ -249,8 +246,6 @@ def _tangent(t: Any, like: Any) -> np.ndarray:
 def _ivp_frule(tangents, fun, t0, t1, y0, t_eval, *params, **opts):
     """Forward sensitivities: v̇ = ∂f/∂y v + ∂f/∂p ṗ, v(t₀) = ẏ₀ - f(t₀, y₀) ṫ₀; the output
     ẏ(tᵢ) = v(tᵢ) + f(tᵢ, y(tᵢ)) ṫᵢ."""
-    from .. import api
-
     _first_order_only((t0, t1, y0, t_eval, *params, *tangents))
     out = _ivp(fun, t0, t1, y0, t_eval, *params, **opts)
     ts, ys = out[0], out[1:]
