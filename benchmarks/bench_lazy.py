@@ -179,7 +179,7 @@ def _per_call(fn: Callable, *args, calls: int = 200) -> Callable:
 
 def bench_small(repeat: int) -> None:
     """Issue 4's small-array target (<= 3x NumPy eager below 10^4 elements) and the per-call cost
-    of grad, jit(grad) and autograd on DESIGN.md's small gradient (medians, interleaved)."""
+    of grad, jit(grad) and autograd on a small gradient (``f`` below) (medians, interleaved)."""
     calls = 200
     print(f"4. small arrays: microseconds per call (median of {repeat} rounds of {calls} calls)")
     exprs = {

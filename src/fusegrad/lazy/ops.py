@@ -31,7 +31,7 @@ outside this package keep their own table keyed by op name (their ``ops``, see
 ``engines/registry.py``).
 
 ``expensive`` marks ops that call a transcendental function: the materialisation policy stores
-such a value rather than recompute it many times (DESIGN.md, "When to materialise").
+such a value rather than recompute it many times (``plan.py``'s policy).
 
 Example::
 

@@ -2,7 +2,8 @@
 
 ``materialize(*nodes)`` evaluates nodes together. Outputs over the same domain (a map's shape,
 or a reduction's argument shape) become one multi-output kernel. Reductions nested inside an
-expression run first, in their own kernels. The policy of DESIGN.md decides what else is stored:
+expression run first, in their own kernels. A policy decides what else is stored
+(docs/architecture.md, "The lazy IR"):
 
 1. an expensive value (a transcendental op) that a kernel would broadcast over a larger domain
    is stored at its own size, instead of being recomputed once per broadcast copy;
