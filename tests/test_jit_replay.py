@@ -300,3 +300,52 @@ def test_a_loops_products_run_as_one_and_its_weight_gradients_as_one(monkeypatch
             free = program.run([np.ascontiguousarray(a) for a in (Wx, Wh, b, xs)])
     for got, want in zip(free, g(Wx, Wh, b, xs)):
         np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("shapes", [((64, 9), (9, 5)), ((5, 64), (64, 48)), ((40, 30), (30, 7))])
+def test_split_products_equal_numpy_and_restore_blas_threads(monkeypatch, shapes):
+    # every product split (threshold 1): row blocks, column blocks, transposed operands
+    from fusegrad.lazy import replay_blas
+
+    monkeypatch.setattr(replay_blas, "SPLIT_MIN_MADDS", 1)
+    monkeypatch.setenv("FUSEGRAD_THREADS", "2")
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
+    single = replay_blas.single_threaded()
+    before = None if single is None else single.get()
+    np.testing.assert_allclose(replay_blas.matmul(a, b), a @ b, rtol=1e-13, atol=1e-13)
+    out = np.empty((b.shape[1], a.shape[0]))
+    got = replay_blas.matmul(b.T, np.ascontiguousarray(a.T).T.T, out=out)
+    assert got is out
+    np.testing.assert_allclose(out, b.T @ a.T, rtol=1e-13, atol=1e-13)
+    if single is not None:
+        assert single.get() == before and single.inside == 0
+
+
+def test_mlp_replay_with_split_products(monkeypatch):
+    # the MLP's products split across two workers in every replay agree with grad, and the
+    # gradients handed out are never written by a later call
+    from fusegrad.lazy import replay_blas
+
+    monkeypatch.setattr(replay_blas, "SPLIT_MIN_MADDS", 1)
+    monkeypatch.setenv("FUSEGRAD_THREADS", "2")
+
+    def loss(W1, b1, W2, b2, X, y):
+        return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+    rng = np.random.default_rng(4)
+    g = fg.grad(loss, argnums=(0, 1, 2, 3))
+    jg = fg.jit(g)
+    kept = []
+    for _ in range(replay.HOT_REPLAYS + 3):
+        args = (
+            rng.standard_normal((7, 12)), rng.standard_normal(12), rng.standard_normal((12, 3)),
+            rng.standard_normal(3), rng.standard_normal((40, 7)), rng.standard_normal((40, 3)),
+        )  # fmt: skip
+        got = jg(*args)
+        for x, w in zip(got, g(*args)):
+            np.testing.assert_allclose(x, w, rtol=1e-12, atol=1e-14)
+        kept.append((got, [x.copy() for x in got]))
+    for got, copy in kept:
+        for x, c in zip(got, copy):
+            np.testing.assert_array_equal(x, c)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import replay_batch, replay_ops
+from . import replay_batch, replay_blas, replay_ops
 
 
 class Compiled:
@@ -130,7 +130,8 @@ def _op(step: tuple, layouts, reused: set[int], run: Any, evaluate: Callable) ->
 def _product_op(
     step: tuple, layouts, evaluate: Callable, drop: set[int], ready: set[int]
 ) -> replay_ops.Op:
-    """A step of matrix products run as ``np.matmul`` calls: each array result its product
+    """A step of matrix products run as ``np.matmul`` calls (``replay_blas``: large ones split
+    across the worker pool): each array result its product
     (into the program's buffer when there is one), or none (``drop``: only a batched sum
     read it), or the program's buffer already holding it (``ready``); its other results
     (pullbacks, which no step run again reads) None."""
@@ -154,7 +155,7 @@ def _product_op(
                     first + k,
                 )
             )
-    matmul = np.matmul
+    matmul = replay_blas.matmul
     if all(spec is None for spec in specs):  # every product made elsewhere (a batched sum)
         nones = [None] * len(specs)
         return lambda slots, numbers, pool: slots.extend(nones)
@@ -205,7 +206,7 @@ def _region(src: tuple, layouts, n_slots: int, evaluate: Callable) -> Callable:
 def _with_gemm(gemm: tuple, step: tuple, op: replay_ops.Op, layouts, n_slots, evaluate):
     """``op`` of ``step`` preceded (a batched forward) or replaced (a batched sum) by one large
     product (``replay_batch``)."""
-    matmul = np.matmul
+    matmul = replay_blas.matmul
     if gemm[0] == "forward":
         _, base, b, region = gemm
         get_a = _region(base, layouts, n_slots, evaluate)

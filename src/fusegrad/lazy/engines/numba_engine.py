@@ -78,6 +78,11 @@ STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, 
 # pool costs tens of microseconds, so kernels from ~2 ms of work go parallel.
 PARALLEL_MIN_NS = 2e6
 ARITH_NS = 0.15
+# A replayed kernel (``replayer``) also goes parallel from this many points: the estimate above
+# counts arithmetic, not the memory a kernel streams, and a replay pays the pool's hand-off
+# at every call, not a compile. MLP batch 4096's backward kernel (1M points, 5 multiplies, two
+# column sums, 8 MB read and 8 MB written) is estimated at 0.16 ms and took 0.54 ms serial.
+REPLAY_PARALLEL_MIN_POINTS = 1 << 19
 EXPENSIVE_NS = 10.0
 VECTOR_NS = 3.0
 
@@ -878,7 +883,12 @@ def replayer(kernel):
         return None
     outs = kernel.outputs
     parallel = (
-        len(dom) > 0 and dom[0] > 1 and kernel.size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
+        len(dom) > 0
+        and dom[0] > 1
+        and (
+            kernel.size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
+            or kernel.size >= REPLAY_PARALLEL_MIN_POINTS
+        )
     )
     specs = []  # (shape, dtype, fill value or None) of each output, then of each partial
     for j, o in enumerate(outs):
