@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize, replay
+from ..lazy import LazyArray, Leaf, materialize, materialize_many, replay
+from ..lazy.nodes import Reduce
 from ..rules import registry
 from ..rules.registry import OPTED_OUT, RRULES, is_differentiable, pull
-from ..tangents import AbstractZero, NoTangent, ZeroTangent, add, iadd
+from ..tangents import AbstractZero, BroadcastThunk, NoTangent, ZeroTangent, add, iadd
 from ..tangents.thunks import AbstractThunk
 
 _levels = itertools.count(1)
@@ -366,6 +367,26 @@ def _reverse_order(roots: list) -> list:
     return sorted(seen.values(), key=_SEQ, reverse=True)
 
 
+def _evaluate_with_sums(node: Any, cts: dict) -> None:
+    """Evaluate ``node``, a lazy cotangent a rule needs as an array, together with the pending
+    cotangents that are sums over its domain: one pass computes the cotangent of ``tanh(X @ W
+    + b)``'s argument and ``b``'s (its column sum), where evaluating it alone left the sum to
+    read it back from memory in a kernel of its own. Only sums are taken: their results are
+    small, and they are needed anyway; anything else stays lazy until it is used."""
+    if type(node) is Leaf or node.cached is not None:
+        return
+    domain = node.shape
+    sums = [
+        g.node
+        for g in cts.values()
+        if type(g) is BroadcastThunk
+        and type(g.node) is Reduce
+        and g.node.cached is None
+        and g.node.arg.shape == domain
+    ]
+    materialize_many([node, *sums])
+
+
 def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[Any]:
     """Cotangents of ``inputs`` given ``(output tracer, output cotangent)`` pairs.
 
@@ -395,6 +416,8 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
             if all(p is None for p in parts):
                 continue
             ct = tuple(ZeroTangent() if p is None else p for p in parts)
+        if not node.lazy and type(ct) is BroadcastThunk:
+            _evaluate_with_sums(ct.node, cts)
         grads = pull(node.f, node.pullback, node.args, node.lazy, ct)
         for parent, g in zip(node.parents, grads):
             if type(parent) is Tracer:

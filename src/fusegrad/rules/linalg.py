@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tangents import NoTangent, ZeroTangent, unthunk
+from ..lazy import small
+from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
 from .common import (
     add_tangents,
     bilinear,
@@ -58,6 +59,7 @@ from .common import conj as _conj
 from .common import is_zero as _zero
 from .common import mH as _mH
 from .common import mT as _mT
+from .lazy_values import as_cotangent, as_lazy
 from .registry import register_frule, register_rrule
 
 
@@ -206,8 +208,53 @@ def _outer_tb(dy, a, b, *args, **kwargs):
     return project(np.reshape(np.matmul(np.ravel(a), dy), np.shape(b)), b)
 
 
+def _fused_outer_ta(dy: Any, a: Any, b: Any) -> Any:
+    """``dY @ Bᵀ`` as a lazy broadcast product when it is an outer product (a contraction of
+    length 1: ``dY`` of one column, as the cotangent of ``h @ w`` with a one-column ``w``) too
+    large for the small-array path; else None. BLAS writes such a product out at memory speed
+    for the next kernel to read back (1.7 ms for 4096×256); fused, each element is one multiply
+    inside the kernel that consumes it (the ``tanh``'s cotangent of an MLP's hidden layer)."""
+    if b.shape[1] != 1 or small.fits(a.shape):
+        return None
+    return as_cotangent(as_lazy(dy) * as_lazy(b).reshape(1, b.shape[0]))
+
+
+def _fused_outer_tb(dy: Any, a: Any, b: Any) -> Any:
+    """``Aᵀ @ dY`` as a lazy broadcast product when it is an outer product (``A`` of one row);
+    else None (see ``_fused_outer_ta``)."""
+    if a.shape[0] != 1 or small.fits(b.shape):
+        return None
+    return as_cotangent(as_lazy(a).reshape(a.shape[1], 1) * as_lazy(dy))
+
+
+def _transpose_cotangent(transpose: Any, fused: Any, dy: Any, a: Any, b: Any) -> Any:
+    """One operand's cotangent of ``a @ b``: fused into its consumer when it is a large outer
+    product of NumPy matrices (``fused``), else a ``Thunk`` of ``transpose`` (the cotangent of a
+    constant operand, the data ``X`` of ``X @ w``, is then never computed)."""
+    if _matrices(dy, a, b):
+        lazy = fused(dy, a, b)
+        if lazy is not None:
+            return lazy
+    return Thunk(lambda: transpose(dy, a, b))
+
+
+@register_rrule(np.matmul)
+def _matmul(a, b, *args, **kwargs):
+    """np.matmul: ā = ȳ @ Bᵀ, b̄ = Aᵀ @ ȳ (``_matmul_ta``/``_matmul_tb``; large outer products
+    lazy, see ``_fused_outer_ta``)."""
+
+    def pullback(dy):
+        return (
+            _transpose_cotangent(_matmul_ta, _fused_outer_ta, dy, a, b),
+            _transpose_cotangent(_matmul_tb, _fused_outer_tb, dy, a, b),
+            *no_tangents(len(args)),
+        )
+
+    return np.matmul(a, b, *args, **kwargs), pullback
+
+
 # fmt: off
-bilinear(np.matmul,    _matmul_ta, _matmul_tb)
+bilinear(np.matmul)
 bilinear(np.vdot,      _vdot_ta,   _vdot_tb)
 bilinear(np.outer,     _outer_ta,  _outer_tb)
 bilinear(np.tensordot, _tensordot_ta, _tensordot_tb)
