@@ -108,6 +108,8 @@ def _dtype_name(v: Any) -> str:
 def _check_array_type(v: Any, where: str) -> None:
     """Masked arrays and ``np.matrix`` would silently lose their mask or semantics in traced
     NumPy operations (as in JAX, they are refused)."""
+    if type(v) is np.ndarray:
+        return  # neither (both are subclasses); np.ma is a module __getattr__ away (0.2 us)
     if isinstance(v, np.ma.MaskedArray):
         raise TypeError(
             f"{where} is a numpy.ma.MaskedArray: fusegrad differentiates plain arrays, and its "
@@ -175,9 +177,19 @@ def _check_scalar_output(out: Any, holomorphic: bool, who: str) -> None:
         )
 
 
+def _first(leaves: list) -> Any:
+    return leaves[0]
+
+
+_ONE_BOXED = [True]
+
+
 def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list, Callable, list[bool]]:
     """``tree`` with its differentiable leaves boxed as inputs of ``trace``; the new tracers;
     and how to rebuild a tree of gradients (``rebuild``, which leaves were boxed)."""
+    if type(tree) is np.ndarray and tree.dtype.kind in "fc":  # the common case: one array
+        t = trace.input(tree)
+        return t, [t], _first, _ONE_BOXED
     leaves, rebuild = flatten(tree)
     boxed = []
     tracers = []
@@ -198,6 +210,12 @@ def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list, Callable, list[bool]]
 def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, list]:
     """The output's value (lazy parts materialised together, when ``evaluate``) and its tracers
     of ``trace``."""
+    if type(out) is Tracer and out.trace is trace and replay.active() is None:
+        value = out.value  # the common case: the traced output itself
+        if evaluate and isinstance(value, LazyArray):
+            with replay.sanctioned():
+                value = materialize_many([value])[0]
+        return value, [(out, value)]
     leaves, rebuild = flatten(out)
     tracers: list[Tracer | None] = []
     values = []
@@ -216,6 +234,10 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
 
 def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
     """Project cotangents on their inputs and materialise them together, in one planning step."""
+    if replay.active() is None:
+        arrays = _arrays_in_place(grads, inputs, seeds)
+        if arrays is not None:
+            return arrays
     projected: list[Any] = []
     projectors: list[ProjectTo | None] = []
     lazy = replay.active() is not None
@@ -263,20 +285,40 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
     return out
 
 
+def _arrays_in_place(grads: list, inputs: list, seeds: tuple) -> list | None:
+    """The gradients, handed out, when each is an ndarray already in its input's space (shape
+    and dtype: the small-array path's cotangents, nothing to project or evaluate); else None."""
+    out: list[Any] = []
+    for g, x in zip(grads, inputs):
+        primal = x.value
+        if not (
+            type(g) is np.ndarray
+            and type(primal) is np.ndarray
+            and g.shape == primal.shape
+            and g.dtype == primal.dtype
+        ):
+            return None
+        out.append(_handed_out(g, out, seeds))
+    return out
+
+
 def _handed_out(v: Any, given: list, seeds: tuple) -> Any:
     """``v`` as a gradient the caller may keep and write into: a copy when it is a view, is
     read-only (a broadcast cotangent), is another gradient of this call, or is a cotangent the
     caller passed in (``x + 0`` hands its cotangent through)."""
     if type(v) is not np.ndarray:
         return v
-    if (
-        v.base is not None
-        or not v.flags.writeable
-        or any(v is g for g in given)
-        or any(v is s for s in seeds)
-    ):
+    if v.base is not None or not v.flags.writeable or _among(v, given) or _among(v, seeds):
         return replay.note_derived(np.array(v), v, np.array)
     return v
+
+
+def _among(v: Any, values: Sequence) -> bool:
+    """Whether ``v`` is one of ``values`` (identity, not equality)."""
+    for w in values:
+        if v is w:
+            return True
+    return False
 
 
 def _shape(x: Any) -> tuple:
@@ -346,6 +388,14 @@ def _vjp(
         return _traced_vjp(fun, primals, has_aux, evaluate, snapshot)
 
 
+def _own(tree: Any) -> Any:
+    """``tree`` with private copies of its NumPy arrays."""
+    leaves, rebuild = flatten(tree)
+    for v in leaves:
+        _check_array_type(v, "an input")  # np.array would drop a mask silently
+    return rebuild([np.array(v) if isinstance(v, np.ndarray) else v for v in leaves])
+
+
 def _traced_vjp(
     fun: Callable, primals: tuple, has_aux: bool, evaluate: bool, snapshot: bool = False
 ) -> tuple:
@@ -356,14 +406,8 @@ def _traced_vjp(
     # snapshot=True (the public vjp, whose pullback outlives the call): the pullback must give
     # the call-time answer even if the user writes into the primals, a closure array or the
     # returned output before calling it, so it reads copies of all three.
-    def own(tree: Any) -> Any:  # private copies of a pytree's NumPy arrays
-        leaves, rebuild = flatten(tree)
-        for v in leaves:
-            _check_array_type(v, "an input")  # np.array would drop a mask silently
-        return rebuild([np.array(v) if isinstance(v, np.ndarray) else v for v in leaves])
-
     if snapshot:
-        primals = tuple(own(p) for p in primals)
+        primals = tuple(_own(p) for p in primals)
     trace = Trace()
     scope = current_scope()  # the pullback adds its nodes to the forward's (shared leaves)
     boxes = [_box_tree(p, trace) for p in primals]
@@ -382,7 +426,7 @@ def _traced_vjp(
         aux, _ = _unbox_output(aux, trace)
     out, pairs = _unbox_output(result, trace, evaluate)
     if snapshot:
-        out = own(out)
+        out = _own(out)
 
     def vjp_fn(ct: Any) -> tuple:
         with interning_scope(scope):
@@ -407,10 +451,10 @@ def _traced_vjp(
             seeds.append((t, c))
         all_inputs = [t for ins in inputs_per_arg for t in ins]
         with ownership_scope():
-            grads = _finish(backward(seeds, all_inputs), all_inputs, tuple(c for _, c in seeds))
+            grads = _finish(backward(seeds, all_inputs), all_inputs, tuple([c for _, c in seeds]))
         it = iter(grads)
         return tuple(
-            rebuild([next(it) if m else None for m in mask]) for _, _, rebuild, mask in boxes
+            [rebuild([next(it) if m else None for m in mask]) for _, _, rebuild, mask in boxes]
         )
 
     if has_aux:
@@ -459,7 +503,7 @@ def _value_and_grad(
             )
 
         partial_fun = _with_args(fun, args, kwargs, nums)
-        primals = tuple(args[n] for n in nums)
+        primals = tuple([args[n] for n in nums])
         res = _vjp(partial_fun, primals, has_aux, evaluate=with_value)
         out, f_vjp = res[0], res[1]
         _check_scalar_output(out, holomorphic, who)

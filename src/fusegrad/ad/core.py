@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import operator
 import sys
 import threading
 from collections.abc import Iterator
@@ -56,7 +55,6 @@ class Trace:
 
 
 _sequence = itertools.count()  # creation order of tape nodes: a topological order
-_SEQ = operator.attrgetter("seq")
 
 
 class InputNode:
@@ -146,6 +144,20 @@ def _concrete(x: Any) -> Any:
     return x
 
 
+def _concrete_args(args: tuple) -> tuple:
+    """``args`` with lazy values materialised (``_concrete``); the tuple itself when none is
+    lazy or a container (the common case: arrays and numbers)."""
+    for a in args:
+        if type(a) not in _CONSTANTS:
+            return tuple([_concrete(a) for a in args])
+    return args
+
+
+# Exact types of arguments that are neither traced nor containers nor lazy (record's fast path).
+_CONSTANTS = frozenset({np.ndarray, float, int, bool, complex, np.float64, np.float32, np.int64})
+_SEQUENCES = (list, tuple)
+
+
 class NoRuleError(TypeError):
     """A NumPy function was called on a traced value and has no reverse rule."""
 
@@ -231,7 +243,10 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
             values.append(a.value if mine else a)
             parents.append(a if mine else None)
             traced = traced or mine
-        elif isinstance(a, list | tuple):
+        elif type(a) in _CONSTANTS:
+            values.append(a)
+            parents.append(None)
+        elif isinstance(a, _SEQUENCES):
             values.append(_unbox(a, level))
             p = _parents(a, level)
             parents.append(p)
@@ -248,8 +263,9 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         lazy = True  # the step's pullback makes its cotangent concrete itself, as a step
     else:
         if not lazy:
-            uargs = tuple(_concrete(a) for a in uargs)
-            ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
+            uargs = _concrete_args(uargs)
+            if ukwargs:
+                ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
         out = rule(*uargs, **ukwargs)
         if out is None:
             raise _declined(f, uargs, ukwargs)
@@ -351,20 +367,21 @@ def _accumulate(cts: dict, fresh: set, tracer: Tracer, g: Any) -> None:
 def _reverse_order(roots: list) -> list:
     """The tape nodes the ``roots`` depend on, children before parents: a node is made after
     its parents, so its sequence number orders the tape topologically (reversed here)."""
-    seen: dict[int, Any] = {}
+    seen: dict[int, Any] = {}  # by sequence number: unique, and the order sorts on it
     stack = list(roots)
     while stack:
         node = stack.pop()
-        if id(node) in seen:
+        seq = node.seq
+        if seq in seen:
             continue
-        seen[id(node)] = node
+        seen[seq] = node
         if type(node) is TapeNode:
             for p in node.parents:
                 if type(p) is Tracer:
                     stack.append(p.node)
                 elif p is not None:
                     stack.extend(t.node for t in _tracers(p))
-    return sorted(seen.values(), key=_SEQ, reverse=True)
+    return [seen[seq] for seq in sorted(seen, reverse=True)]
 
 
 def _evaluate_with_sums(node: Any, cts: dict) -> None:
@@ -405,10 +422,11 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
                 results[id(node)] = cts.pop((id(node), None), ZeroTangent())
             continue
         if node.n_out is None:
-            ct = cts.pop((id(node), None), None)
-            fresh.discard((id(node), None))
+            key = (id(node), None)
+            ct = cts.pop(key, None)
             if ct is None:
                 continue
+            fresh.discard(key)
         else:
             parts = [cts.pop((id(node), i), None) for i in range(node.n_out)]
             for i in range(node.n_out):

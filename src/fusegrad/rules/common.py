@@ -479,13 +479,17 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
     """
     grads: list[Any] = []
     for a, v, partial in zip(args, vals, partials):
-        if not is_differentiable(a):
-            grads.append(NoTangent())
+        t = type(a)
+        if t in _NOT_DIFFERENTIABLE or not is_differentiable(a):
+            grads.append(_NO_TANGENT)
         elif partial is None:
-            grads.append(ZeroTangent())
+            grads.append(_ZERO)
         else:
             p = partial(*vals, y)
-            g = dy if _is_one(p) else dy * p
+            if type(p) in _PYTHON_REALS and (p == 1 or p == -1):
+                g = dy if p == 1 else -dy  # a negation: a third cheaper in NumPy than * -1
+            else:
+                g = dy * p
             if type(g) is np.ndarray and type(v) is np.ndarray and g.dtype.kind != "c":
                 grads.append(g if g.shape == v.shape else unbroadcast_to(g, v.shape))
                 continue  # the small-array path's common case: a real array
@@ -494,8 +498,9 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
     return tuple(grads)
 
 
-def _is_one(p: Any) -> bool:
-    return type(p) in (int, float) and p == 1  # not a jit number argument: its value may change
+_NO_TANGENT, _ZERO = NoTangent(), ZeroTangent()  # singletons, bound once
+_NOT_DIFFERENTIABLE = frozenset({int, bool, np.bool_, np.int64})
+_PYTHON_REALS = (int, float)  # a partial of 1 (not a jit number argument: its value may change)
 
 
 def _register_frule(f: Any, rule: Callable, lazy: bool) -> Callable:
