@@ -14,6 +14,7 @@ import fusegrad as fg
 import fusegrad.lazy as fl
 from fusegrad.lazy import plan, readers
 from fusegrad.lazy.nodes import Map, make_map, make_reduce
+from fusegrad.testing import check_grads
 
 UNARY = ("exp", "tanh", "negative")
 BINARY = ("add", "multiply", "subtract")
@@ -101,3 +102,35 @@ def test_planning_every_step_of_a_loop_is_linear_in_the_steps():
     # kernel walked every later kernel's graph); now 0.96M, 1.88M, 3.75M.
     small, large = materialize_every_step_calls(1500), materialize_every_step_calls(3000)
     assert large <= 2.2 * small, (small, large)
+
+
+# Two plans that never ended (found by test_ad_programs' random programs, small-array path off):
+# selection sums found again inside their own terms at every level, and an expensive value whose
+# stored form was a leaf (moving it down computed it) planned as pending again and again.
+def _self_outer_steps(x):
+    for _ in range(3):
+        x = x + x[:, 0][:, None] * x[0][None, :]
+    return np.sum(x)
+
+
+def _pow_steps(x, full):
+    x = x * (x[:, 0][:, None] * x[0][None, :])
+    x = (x * x + 1.0) ** (0.5 * np.tanh(full))
+    x = (x * x + 1.0) ** (0.5 * np.tanh(x[:, 0][:, None] * x[0][None, :]))
+    return np.sum(x)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (4, 300), (300, 4)])
+def test_nested_selection_sums_plan_to_an_end(shape):
+    x = 0.1 * np.random.default_rng(0).standard_normal(shape)
+    _, pullback = fg.vjp(_self_outer_steps, x)
+    got = pullback(1.3)[0]  # (a cotangent of 1 took another path)
+    with fg.use_engine("numpy"):
+        check_grads(_self_outer_steps, modes=("rev",))(x)
+    np.testing.assert_allclose(got, 1.3 * fg.grad(_self_outer_steps)(x), rtol=1e-12)
+
+
+def test_an_expensive_value_computed_while_planning_is_not_planned_again():
+    rng = np.random.default_rng(3)
+    x, full = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    check_grads(_pow_steps, modes=("rev",))(x, full)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -302,6 +303,11 @@ def _walk(
             and n.size <= _largest_leaf(n, memo)
         ):
             stored = _squeezed(n)
+            if isinstance(stored, Leaf):
+                # moving it down computed it (a map of computed values): nothing left to plan,
+                # and a leaf is never "pending" (planning it again made a new leaf each time)
+                n.cached = np.reshape(stored.array, n.shape)
+                continue
             policy_store(stored, "expensive, and broadcast over a larger domain")
             prereqs[id(stored)] = stored
             if stored is not n and aliases is not None:
@@ -552,9 +558,24 @@ def _scatter_sums(outputs: list[LazyArray]) -> list[LazyArray]:
     return [o for o in outputs if o.cached is None]
 
 
+# How deep selection sums are computed inside one another's terms. Each level computes the
+# terms of the sums found at the one above; the terms a level builds (sums of the selected
+# values, reshaped) can hold selection sums again, and a chain of them need not shrink (an
+# unrolled x + x[:, 0][:, None] * x[0][None, :] found itself again at every level, without end).
+# Below this depth the sums are planned as ordinary expressions: slower, never wrong.
+SCATTER_DEPTH = 4
+_nesting = threading.local()
+
+
 def _compute(outputs: list[LazyArray]) -> None:
-    if replay.active() is None:  # (a recording replays kernels, not the buffer's assembly)
-        outputs = _scatter_sums(outputs)
+    # (a recording replays kernels, not the buffer's assembly)
+    depth = getattr(_nesting, "scatter", 0)
+    if replay.active() is None and depth < SCATTER_DEPTH:
+        _nesting.scatter = depth + 1
+        try:
+            outputs = _scatter_sums(outputs)
+        finally:
+            _nesting.scatter = depth
         if not outputs:
             return
     _cut_long_chains(outputs)
