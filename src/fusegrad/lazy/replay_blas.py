@@ -7,7 +7,7 @@ shared 2-core machine ``Xᵀ @ dZ`` of the MLP at batch 4096 (100×4096 by 4096�
 instead of 4 ms on one thread. Split here, a product meets once, at its end: the output's rows
 (or columns, when it has fewer rows) are cut into one block per worker thread, each written by
 ``np.matmul`` into its part of the output while OpenBLAS runs one thread per call
-(``single_threaded``); a smaller product that OpenBLAS would thread runs whole on one thread. No
+(``single_threaded``); a smaller product runs as NumPy runs it (``SPLIT_MIN_MADDS``). No
 block is a partial sum: every element is computed by one call, over the whole contraction. On a
 quiet machine the two are about as fast (the forward product 1.9-2.0 ms either way, ``Xᵀ @ dZ``
 2.3 against 2.6 ms).
@@ -36,12 +36,10 @@ import numpy as np
 from .engines import numpy_blocked
 
 # Products with at least this many multiply-adds are split (2^22: ~0.1 ms on one core; the
-# pool's hand-off costs ~10-20 us): the MLP's at batch 4096 (105M) are, those at batch 256
-# (3.3M) run whole on one thread.
+# pool's hand-off costs ~10-20 us): the MLP's at batch 4096 (105M) are; smaller ones run as
+# NumPy runs them (OpenBLAS's own threads). Running those on one thread instead cost the MLP at
+# batch 256 a third more per replay on a quiet machine (250 -> 350 us).
 SPLIT_MIN_MADDS = 1 << 22
-# OpenBLAS threads a product from 2^18 multiply-adds (65536 * GEMM_MULTITHREAD_THRESHOLD 4):
-# from there to SPLIT_MIN_MADDS a product runs whole on one thread, below it as NumPy runs it.
-THREADED_MIN_MADDS = 1 << 18
 
 # setters and getters of the thread count, by the names OpenBLAS builds export
 _SYMBOLS = (
@@ -128,17 +126,13 @@ def blocks(m: int, n: int, parts: int) -> list[tuple[slice, slice]]:
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.matmul(a, b, out=out)`` (``out``: None or an array of the result's shape and
-    dtype): of 2-d ``a``, ``b`` split across the worker pool when it is large, on one OpenBLAS
-    thread when OpenBLAS would thread it."""
+    dtype): of 2-d ``a``, ``b`` split across the worker pool when it is large."""
     madds = a.shape[0] * a.shape[1] * b.shape[1] if a.ndim == 2 and b.ndim == 2 else 0
-    single = single_threaded() if madds >= THREADED_MIN_MADDS else None
-    if single is None:
-        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
-    m, n = a.shape[0], b.shape[1]
+    single = single_threaded() if madds >= SPLIT_MIN_MADDS else None
+    m, n = (a.shape[0], b.shape[1]) if madds else (0, 0)
     parts = min(numpy_blocked.threads(), max(m, n))
-    if madds < SPLIT_MIN_MADDS or parts < 2:
-        with single:
-            return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    if single is None or parts < 2:
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
         out = np.empty((m, n), np.result_type(a, b))
     cuts = blocks(m, n, parts)
