@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--malloc",
         choices=runner.MALLOC_MODES,
         default="auto",
-        help="auto (default): also run JAX and torch with glibc's huge-page malloc where a "
+        help="auto (default): also run every library with glibc's huge-page malloc where a "
         "temporary reaches 4 MiB and keep each one's faster run; both: every case both ways; "
         "stock: never",
     )
