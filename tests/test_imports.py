@@ -170,8 +170,6 @@ OPTIONAL_PACKAGES = {"scipy", "dask", "numba", "matplotlib", "jax", "autograd", 
 # The other function-level imports that remain, each by (module, imported module), grouped by
 # why. An entry that disappears is fine; a new function-level import fails the test below.
 ALLOWED_FUNCTION_IMPORTS = {
-    # a layer calling the public function of the one above it (fusegrad.numpy imports ad.core)
-    ("fusegrad.ad.conversions", "fusegrad.numpy"),
     # engines loaded by name when first used (a failing numba or dask install stays optional)
     ("fusegrad.lazy.replay", "fusegrad.lazy.engines"),
     ("fusegrad.lazy.engines.numba_engine", "fusegrad.lazy.engines.numba_math"),

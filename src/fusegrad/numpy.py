@@ -22,26 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from .ad.conversions import holds_tracer, stacked
 from .ad.core import Tracer
 from .lazy import LazyArray, materialize
-
-
-def _has_tracer(x: Any) -> bool:
-    if isinstance(x, Tracer):
-        return True
-    if isinstance(x, list | tuple):
-        return any(_has_tracer(v) for v in x)
-    return False
-
-
-def _build(x: Any) -> Any:
-    if isinstance(x, Tracer):
-        return x
-    if isinstance(x, list | tuple):
-        if not _has_tracer(x):
-            return np.asarray(x)
-        return np.stack([_build(v) for v in x])
-    return np.asarray(x)
 
 
 def array(values: Any, dtype: Any = None) -> Any:
@@ -57,9 +40,9 @@ def array(values: Any, dtype: Any = None) -> Any:
     array([[1., 2.],
            [3., 4.]])
     """
-    if not _has_tracer(values):
+    if not holds_tracer(values):
         return np.array(values, dtype=dtype)
-    out = _build(values)
+    out = stacked(values)
     return out if dtype is None else out.astype(dtype)
 
 

@@ -37,18 +37,32 @@ from .core import Tracer
 ORIGINALS: dict[str, Callable] = {}
 
 
-def _holds_tracer(x: Any) -> bool:
+def holds_tracer(x: Any) -> bool:
+    """Whether ``x`` is a traced value or a list or tuple holding one (at any depth)."""
     if isinstance(x, Tracer):
         return True
     if type(x) in (list, tuple):
-        return any(_holds_tracer(v) for v in x)
+        return any(holds_tracer(v) for v in x)
     return False
 
 
-def _traced_array(values: Any, dtype: Any, ndmin: int = 0) -> Any:
-    from ..numpy import array  # fusegrad.numpy sits above this module
+def stacked(values: Any) -> Any:
+    """Nested lists and tuples holding traced values as one traced array: ``np.stack`` level by
+    level, so the gradient flows to each value (what ``fusegrad.numpy.array`` and a traced
+    ``np.array`` build).
 
-    out: Any = values if isinstance(values, Tracer) else array(values)
+    >>> stacked([1.0, 2.0])
+    array([1., 2.])
+    """
+    if isinstance(values, Tracer):
+        return values
+    if isinstance(values, list | tuple) and holds_tracer(values):
+        return np.stack([stacked(v) for v in values])
+    return np.asarray(values)
+
+
+def _traced_array(values: Any, dtype: Any, ndmin: int = 0) -> Any:
+    out: Any = stacked(values)
     if dtype is not None and np.dtype(dtype) != out.dtype:
         out = out.astype(dtype)
     if ndmin > out.ndim:
@@ -69,7 +83,7 @@ def _wrap(name: str) -> Callable:
         try:
             return original(a, dtype, *args, **kwargs)
         except TypeError:  # a traced value inside a list refuses to become an array
-            if type(a) in (list, tuple) and _holds_tracer(a):
+            if type(a) in (list, tuple) and holds_tracer(a):
                 return _traced_array(a, dtype, kwargs.get("ndmin", 0))
             raise
 
