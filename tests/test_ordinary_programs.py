@@ -5,26 +5,14 @@ both engines, with the small-array path on and off."""
 
 import numpy as np
 import pytest
+import test_small_traces as small_traces
 
 import fusegrad as fg
 import fusegrad.lazy as fl
 from fusegrad.lazy import small
 
-
-def _kernels(rec):
-    return [e for e in rec if e["event"] == "kernel"]
-
-
-def mlp(W1, b1, W2, b2, X, y):
-    return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
-
-
-def mlp_by_hand(W1, b1, W2, b2, X, y):
-    h = np.tanh(X @ W1 + b1)
-    r = h @ W2 + b2 - y
-    dr = 2 * r / r.size
-    dh = (dr @ W2.T) * (1 - h**2)
-    return X.T @ dh, dh.sum(0), h.T @ dr, dr.sum(0)
+# the MLP and its gradient by hand, as test_small_traces has them
+_kernels, mlp, mlp_by_hand = small_traces._kernels, small_traces.mlp, small_traces.mlp_by_hand
 
 
 def _mlp_args(batch, n_in, hidden):
