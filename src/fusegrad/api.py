@@ -245,12 +245,7 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
         primal = _concrete_primal(x.value)
         if isinstance(g, AbstractThunk) and not isinstance(g, BroadcastThunk):
             g = unthunk(g)
-        if (
-            type(g) is np.ndarray
-            and type(primal) is np.ndarray
-            and g.shape == primal.shape
-            and g.dtype == primal.dtype
-        ):  # already in the primal's space (the small-array path's cotangents)
+        if _in_space(g, primal):  # the small-array path's cotangents
             projectors.append(None)
             projected.append(g)
             continue
@@ -290,16 +285,21 @@ def _arrays_in_place(grads: list, inputs: list, seeds: tuple) -> list | None:
     and dtype: the small-array path's cotangents, nothing to project or evaluate); else None."""
     out: list[Any] = []
     for g, x in zip(grads, inputs):
-        primal = x.value
-        if not (
-            type(g) is np.ndarray
-            and type(primal) is np.ndarray
-            and g.shape == primal.shape
-            and g.dtype == primal.dtype
-        ):
+        if not _in_space(g, x.value):
             return None
         out.append(_handed_out(g, out, seeds))
     return out
+
+
+def _in_space(g: Any, primal: Any) -> bool:
+    """Whether ``g`` is an ndarray already in the space of the ndarray ``primal`` (its shape and
+    dtype): nothing to project or evaluate."""
+    return (
+        type(g) is np.ndarray
+        and type(primal) is np.ndarray
+        and g.shape == primal.shape
+        and g.dtype == primal.dtype
+    )
 
 
 def _handed_out(v: Any, given: list, seeds: tuple) -> Any:

@@ -37,6 +37,7 @@ from ..rules import registry
 from ..rules.registry import OPTED_OUT, RRULES, is_differentiable, pull
 from ..tangents import AbstractZero, BroadcastThunk, NoTangent, ZeroTangent, add, iadd
 from ..tangents.thunks import AbstractThunk
+from .pytree import PLAIN_LEAVES
 
 _levels = itertools.count(1)
 
@@ -148,13 +149,11 @@ def _concrete_args(args: tuple) -> tuple:
     """``args`` with lazy values materialised (``_concrete``); the tuple itself when none is
     lazy or a container (the common case: arrays and numbers)."""
     for a in args:
-        if type(a) not in _CONSTANTS:
+        if type(a) not in PLAIN_LEAVES:
             return tuple([_concrete(a) for a in args])
     return args
 
 
-# Exact types of arguments that are neither traced nor containers nor lazy (record's fast path).
-_CONSTANTS = frozenset({np.ndarray, float, int, bool, complex, np.float64, np.float32, np.int64})
 _SEQUENCES = (list, tuple)
 
 
@@ -243,7 +242,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
             values.append(a.value if mine else a)
             parents.append(a if mine else None)
             traced = traced or mine
-        elif type(a) in _CONSTANTS:
+        elif type(a) in PLAIN_LEAVES:  # neither traced nor a container nor lazy
             values.append(a)
             parents.append(None)
         elif isinstance(a, _SEQUENCES):

@@ -54,7 +54,7 @@ def _is_namedtuple(x: Any) -> bool:
 
 
 # Leaves that need no look at registered nodes, namedtuples or dataclasses (the common case).
-_PLAIN_LEAVES = frozenset({np.ndarray, float, int, complex, bool, np.float64, np.float32})
+PLAIN_LEAVES = frozenset({np.ndarray, float, int, complex, bool, np.float64, np.float32, np.int64})
 
 
 def _first(new_leaves: list[Any]) -> Any:
@@ -64,7 +64,7 @@ def _first(new_leaves: list[Any]) -> Any:
 def flatten(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
     """The leaves of ``tree`` in a fixed order, and the function that rebuilds the structure."""
     t = type(tree)
-    if t in _PLAIN_LEAVES or getattr(t, "__fusegrad_traced__", False):
+    if t in PLAIN_LEAVES or getattr(t, "__fusegrad_traced__", False):
         return [tree], _first
     leaves: list[Any] = []
     spec = _flatten(tree, leaves)

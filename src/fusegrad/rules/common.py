@@ -479,8 +479,7 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
     """
     grads: list[Any] = []
     for a, v, partial in zip(args, vals, partials):
-        t = type(a)
-        if t in _NOT_DIFFERENTIABLE or not is_differentiable(a):
+        if not is_differentiable(a):  # (its table answers the common scalar types at once)
             grads.append(_NO_TANGENT)
         elif partial is None:
             grads.append(_ZERO)
@@ -499,7 +498,6 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
 
 
 _NO_TANGENT, _ZERO = NoTangent(), ZeroTangent()  # singletons, bound once
-_NOT_DIFFERENTIABLE = frozenset({int, bool, np.bool_, np.int64})
 _PYTHON_REALS = (int, float)  # a partial of 1 (not a jit number argument: its value may change)
 
 
