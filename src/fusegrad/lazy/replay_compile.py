@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from . import replay_batch, replay_blas, replay_ops
+from . import replay_batch, replay_blas, replay_ops, replay_rows
+from .replay_accumulate import count
 
 
 class Compiled:
@@ -45,12 +46,15 @@ class Compiled:
         self.layouts = layouts
         self.reused = reused
         self.replayed = replayed  # compiled for a program replayed HOT_REPLAYS times
-        runners = [
-            runner(s, replayed) if s[0] not in ("call", "iadd", "alias") and s[1] is not None
-            else None
-            for s in steps
-        ]  # fmt: skip
         products = replay_batch.product_steps(steps, recipes)
+        self.rows = replay_rows.plan(steps, n_inputs, layouts, recipes, products)
+        region = set(self.rows.row) if self.rows is not None else set()
+        runners = [
+            runner(s, replayed)
+            if s[0] not in ("call", "iadd", "alias") and s[1] is not None and i not in region
+            else None
+            for i, s in enumerate(steps)
+        ]  # fmt: skip
 
         def writes(i: int) -> bool:
             s = steps[i]
@@ -58,7 +62,15 @@ class Compiled:
                 return bool(s[4][2])  # direct steps (and products) write into given buffers
             return getattr(runners[i], "writes_into", False)
 
-        self.batches = replay_batch.plan(steps, n_inputs, layouts, reused, products, writes)
+        if self.rows is not None:
+            # the row steps run block by block (one op); nothing of theirs is pooled or batched
+            made = set(range(n_inputs, len(layouts))) - {
+                j for i in self.rows.pre + self.rows.post for j in _slots_of(steps[i])
+            }
+            self.reused = reused = {j for j in reused if j not in made}
+            self.batches = replay_batch.Batches()
+        else:
+            self.batches = replay_batch.plan(steps, n_inputs, layouts, reused, products, writes)
         n_slots = len(layouts)
         self.n_slots = n_slots
         self.free: list[replay_ops.Op] = []
@@ -66,6 +78,8 @@ class Compiled:
         b = self.batches
         for i, s in enumerate(steps):
             kind = s[0]
+            if i in region:
+                continue
             if kind == "call" and i in products:
                 op = _product_op(s, layouts, evaluate, set(), set())
                 drop, ready = b.drop.get(i, set()), b.ready.get(i, set())
@@ -82,6 +96,33 @@ class Compiled:
                 pooled = _with_gemm(gemm, s, pooled, layouts, n_slots, evaluate)
             self.pooled.append(pooled)
 
+        if self.rows is not None:
+            rows_op = replay_rows.RowsOp(
+                self.rows, steps, layouts, runner,
+                lambda s, lays, run: _op(s, lays, set(), run, evaluate), replayed,
+            )  # fmt: skip
+            self.free = [self._in_rows(self.free, rows_op, steps, n_inputs, layouts)]
+            self.pooled = [self._in_rows(self.pooled, rows_op, steps, n_inputs, layouts)]
+
+    def _in_rows(self, ops, rows_op, steps, n_inputs, layouts) -> replay_ops.Op:
+        """One op running the program as its row plan says: the pre steps' ``ops``, the row
+        steps block by block (``rows_op``), the post steps' ``ops``, each writing its slots in
+        place."""
+        found = self.rows
+        assert found is not None
+        by_step = dict(zip(sorted(found.pre + found.post), ops))  # ``ops``: in program order
+        order = [replay_rows.placed(by_step[i], steps[i][3], count(steps[i])) for i in found.pre]
+        order.append(rows_op)
+        order += [replay_rows.placed(by_step[i], steps[i][3], count(steps[i])) for i in found.post]
+        pad = [None] * (len(layouts) - n_inputs)
+
+        def run(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+            slots.extend(pad)
+            for op in order:
+                op(slots, numbers, pool)
+
+        return run
+
     def pool(self) -> list:
         """The program's buffers: one array per reused slot (stacked slots: slices of their
         stack's buffer), then the stacks' buffers."""
@@ -96,6 +137,10 @@ class Compiled:
             if pool[i] is None and lay is not None:
                 pool[i] = np.empty(lay[0], lay[2])
         return pool
+
+
+def _slots_of(step: tuple) -> range:
+    return range(step[3], step[3] + count(step))
 
 
 def _op(step: tuple, layouts, reused: set[int], run: Any, evaluate: Callable) -> replay_ops.Op:

@@ -800,7 +800,12 @@ def run(kernel) -> list[np.ndarray]:
     dom = kernel.domain
     outs = kernel.outputs
     size = kernel.size
-    parallel = len(dom) > 0 and dom[0] > 1 and size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
+    parallel = (
+        len(dom) > 0
+        and dom[0] > 1
+        and size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
+        and _nthreads() > 1
+    )
     if e.plan.mirrored:
         return _run_mirrored(e, kernel, parallel)
     out_arrays = []
@@ -885,6 +890,7 @@ def replayer(kernel):
     parallel = (
         len(dom) > 0
         and dom[0] > 1
+        and _nthreads() > 1
         and (
             kernel.size * _ns_per_point(kernel) >= PARALLEL_MIN_NS
             or kernel.size >= REPLAY_PARALLEL_MIN_POINTS

@@ -22,9 +22,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -84,15 +86,40 @@ _pool: ThreadPoolExecutor | None = None
 
 
 _threads_env: tuple[str, int] | None = None
+_serial = threading.local()
+
+
+@contextlib.contextmanager
+def serial() -> Iterator[None]:
+    """Inside the block, ``threads()`` is 1 on this thread: what runs there (a block of a
+    row-blocked replay, itself one of several running on the pool) uses no worker threads.
+
+    >>> with serial():
+    ...     threads()
+    1
+    """
+    before = getattr(_serial, "on", False)
+    _serial.on = True
+    try:
+        yield
+    finally:
+        _serial.on = before
 
 
 def threads() -> int:
     """Worker threads for large kernels: ``FUSEGRAD_THREADS`` (a positive whole number), else
-    the usable cores. A value that is not one raises ``ValueError`` naming it.
+    the usable cores; 1 inside ``serial()``. A value that is not one raises ``ValueError``
+    naming it.
 
     >>> threads() >= 1
     True
     """
+    if getattr(_serial, "on", False):
+        return 1
+    return _configured_threads()
+
+
+def _configured_threads() -> int:
     global _threads_env
     env = os.environ.get("FUSEGRAD_THREADS")
     if env and env.strip():
@@ -126,7 +153,7 @@ def pool() -> ThreadPoolExecutor:
     3
     """
     global _pool
-    n = threads()
+    n = _configured_threads()
     if _pool is None or _pool._max_workers != n:  # FUSEGRAD_THREADS changed
         _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="fusegrad")
     return _pool

@@ -1,0 +1,489 @@
+"""A ``jit`` replay run block of rows by block of rows, every block's intermediates in cache,
+one run of blocks per worker thread.
+
+A training step of an MLP on a batch of 4096 rows (``X @ W1``, ``tanh``, the loss, the
+backward kernels, ``Xᵀ @ dZ``) makes three 4096×256 intermediates (8 MiB each): run step after
+step, each is written to memory by one step and read back by the next, and each product is
+split across the cores on its own. But every step works row by row: row ``i`` of ``X @ W1``
+needs only row ``i`` of ``X``, the elementwise kernels map rows to rows, and what leaves the
+batch is a sum over rows (``Xᵀ @ dZ``, the bias gradients), whose partial sums over blocks of
+rows add up to it. So the whole program runs on a block of rows at a time, its intermediates
+(a few MiB) staying in cache, the rows cut into one contiguous run per worker thread; each
+thread keeps its own partial sums, added up at the end in thread order (the result does not
+depend on timing). Every kernel and product in a block runs on one thread (``serial``,
+OpenBLAS single-threaded): the threads meet once, at the end.
+
+``plan`` decides whether a program qualifies and how: its steps are, in order, steps that read
+no row-wise value (``pre``: run once, before), row steps (the blocked region), and steps that
+read only sums and values of ``pre`` (``post``: run once, after). A row step is
+
+* a kernel whose domain's axis 0 is the batch (``rows``), each operand read row-wise (a view
+  of a row-wise value: an input, or a row step's result, along its rows) or broadcast along the
+  rows (a value that is not row-wise), each output elementwise or reduced over other axes
+  (row-wise) or summed over axis 0 (a sum);
+* a product ``a @ B`` of a row-wise ``a`` and a ``B`` that is not (row-wise), or ``aᵀ @ c`` of
+  row-wise ``a`` and ``c`` (a sum).
+
+A row-wise value read after the region is written into an array of its full shape. Anything
+else (a step that runs its function again, a sum read inside the region, a reduction other
+than a sum over the rows, a mirrored kernel) and the program runs step by step as before.
+Sums are rounded in another order than the step-by-step replay's (blocks, then threads).
+
+Example: ``y = x * 2`` then ``sum(y, axis=0)`` (two kernel steps) over 4096 rows of 1024:
+``y`` is row-wise (8 KiB a row), the sum a sum over the rows, and the two run in blocks of 512
+rows::
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8, dom, st = np.dtype("f8"), (4096, 1024), (8192, 8)
+    >>> def step(prog, out, src, first):
+    ...     sig = Kernel(dom, (np.broadcast_to(1.0, dom),), (2.0,), prog, out).signature()
+    ...     return ("numpy", Kernel(dom, (), (2.0,), prog, out, sig), (src,), first, ())
+    >>> double = step((Instr("multiply", (0, 1), f8),), (Output(2, None, (), f8),),
+    ...               (0, 0, dom, st, f8), 1)
+    >>> total = step((), (Output(0, "sum", (0,), f8),), (1, 0, dom, st, f8), 2)
+    >>> layouts = [(dom, st, f8), (dom, st, f8), ((1, 1024), st, f8)]
+    >>> found = plan([double, total], 1, layouts, [("view", 2, 0, (1024,), (8,), f8)], set())
+    >>> found.row, found.kinds, found.batch, found.rows_per_block
+    ([0, 1], ['rows', 'rows', 'sum'], 4096, 512)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import replay_blas, replay_ops
+from .engines import numpy_blocked
+from .kernel import Kernel
+from .replay_accumulate import count
+
+# Row-wise intermediates of at least this many bytes in all (at full size) make a program
+# worth blocking: below, they fit the cores' caches anyway (the MLP at batch 256: 0.5 MiB).
+MIN_BYTES = 8 << 20
+# A block's row-wise values take about this many bytes, and at least MIN_ROWS rows (a product
+# of fewer runs far below BLAS's peak). Each step costs ~15 us of Python and dispatch per block,
+# so blocks are few and large: in L3, not L2. MLP at batch 4096 (6 KiB of row-wise values per
+# row), 2 threads, `python benchmarks/bench_row_blocks.py --blocks 0.25,0.5,1,2,4,8,32`: 21.1,
+# 19.0, 15.6, 13.9, 13.9, 14.0, 15.3 ms (32: one block per thread); step by step 15.6 ms.
+BLOCK_BYTES = 1 << 22
+MIN_ROWS = 64
+
+# a slot's kind: row-wise, a sum over the rows, made by a post step, anything else
+ROWS, SUM, POST, GLOBAL = "rows", "sum", "post", "global"
+
+
+@dataclasses.dataclass
+class RowPlan:
+    """How a program runs in blocks of rows (see the module): the indices of its ``pre``,
+    ``row`` and ``post`` steps (each list in program order), over ``batch`` rows in blocks of
+    about ``rows_per_block``; ``kinds`` tells each slot's kind, ``sums`` lists the sums and
+    ``kept`` the row-wise values read by a post step or a result (written at full size)."""
+
+    pre: list[int]
+    row: list[int]
+    post: list[int]
+    batch: int
+    kinds: list[str]
+    sums: set[int]
+    kept: set[int]
+    rows_per_block: int
+    row_inputs: list[int]  # inputs read row-wise (sliced per block)
+
+
+def _row_view(e: tuple, batch: int, layouts: Sequence[tuple | None]) -> bool:
+    """Whether the view ``(slot, offset, shape, strides, dtype)`` reads its slot along the
+    slot's rows: axis 0 of the batch's length stepping as the slot's axis 0, from its first
+    row."""
+    slot, offset, shape, strides, _dtype = e
+    lay = layouts[slot]
+    return (
+        lay is not None
+        and len(shape) >= 1
+        and shape[0] == batch
+        and lay[0][:1] == (batch,)
+        and strides[0] == lay[1][0]
+        and 0 <= offset < max(lay[1][0], 1)
+    )
+
+
+def _broadcast(shape: tuple) -> bool:
+    return len(shape) == 0 or shape[0] == 1
+
+
+def _product_kinds(
+    step: tuple, kinds: list[str], batch: int, layouts: Sequence[tuple | None]
+) -> list[str] | None:
+    """The kinds of a product step's results (None: not a row step or not row-wise at all,
+    ``[]``: reads nothing row-wise)."""
+    out: list[str] = []
+    row_any = False
+    for _k, a, b, ta, tb in step[4][3]:
+        va, vb = _as_view(a), _as_view(b)
+        if va is None or vb is None:
+            return None
+        ra, rb = kinds[va[0]] == ROWS, kinds[vb[0]] == ROWS
+        if not ra and not rb:
+            out.append(GLOBAL)
+            continue
+        row_any = True
+        if kinds[va[0]] in (SUM, POST) or kinds[vb[0]] in (SUM, POST):
+            return None
+        if ra and not rb and not ta and _row_view(va, batch, layouts):
+            out.append(ROWS)  # a @ B: row-wise
+        elif ra and rb and ta and not tb:
+            if not (_row_view(va, batch, layouts) and _row_view(vb, batch, layouts)):
+                return None
+            out.append(SUM)  # aᵀ @ c: a sum over the rows
+        else:
+            return None
+    if not row_any:
+        return []
+    if GLOBAL in out:
+        return None  # a product of whole values beside row-wise ones: not made per block
+    kinds_out = [GLOBAL] * len(step[4][1])
+    for (k, *_), kind in zip(step[4][3], out):
+        kinds_out[k] = kind
+    return kinds_out
+
+
+def _as_view(e: tuple) -> tuple | None:
+    if e[0] == "view":
+        return e[1:]
+    return None
+
+
+def _kernel_kinds(
+    step: tuple, kinds: list[str], batch: int, layouts: Sequence[tuple | None]
+) -> list[str] | None:
+    """The kinds of a kernel step's results, as ``_product_kinds``."""
+    _engine, template, sources, _first, _dynamic = step
+    reads = [src for src in sources if src[0] != "const"]
+    if not any(kinds[src[0]] == ROWS for src in reads):
+        return []  # a pre or post step
+    dom = template.domain
+    if len(dom) == 0 or dom[0] != batch:
+        return None
+    for src in sources:
+        if src[0] == "const":
+            c = src[1]
+            if isinstance(c, np.ndarray) and c.ndim and (c.ndim != len(dom) or c.shape[0] != 1):
+                return None  # an array constant read along the rows
+            continue
+        kind = kinds[src[0]]
+        if kind in (SUM, POST):
+            return None  # a sum over all rows, or what is made of one, read row by row
+        if kind == ROWS:
+            if not _row_view(src, batch, layouts):
+                return None
+        elif not _broadcast(src[2]) and src[3][0] != 0:
+            return None  # a value that is not row-wise, read along the rows
+    out = []
+    for o in template.outputs:
+        if o.mirror is not None:
+            return None
+        if 0 not in o.axes:
+            out.append(ROWS)
+        elif o.reduce == "sum":
+            out.append(SUM)
+        else:
+            return None
+    return out
+
+
+def plan(
+    steps: Sequence[tuple],
+    n_inputs: int,
+    layouts: Sequence[tuple | None],
+    recipes: Sequence[tuple],
+    products: set[int],
+    min_bytes: int | None = None,
+) -> RowPlan | None:
+    """How the program of ``steps`` runs in blocks of rows, or None when it does not qualify or
+    would not gain (row-wise intermediates under ``min_bytes``). ``products``: the steps
+    recorded with their products (``replay_batch.product_steps``)."""
+    if any(s[0] in ("iadd", "alias") for s in steps):
+        return None
+    min_bytes = MIN_BYTES if min_bytes is None else min_bytes
+    batch = _batch(steps)
+    if batch is None:
+        return None
+    kinds = [GLOBAL] * len(layouts)
+    row_inputs = []
+    for i in range(n_inputs):
+        lay = layouts[i]
+        if lay is not None and lay[0][:1] == (batch,) and lay[1][0] > 0:
+            kinds[i] = ROWS
+            row_inputs.append(i)
+    if not row_inputs:
+        return None
+    pre: list[int] = []
+    row: list[int] = []
+    post: list[int] = []
+    for i, st in enumerate(steps):
+        kind, template, _sources, first, _extra = st
+        if kind == "call":
+            step_kinds = _product_kinds(st, kinds, batch, layouts) if i in products else []
+        elif template is None:
+            step_kinds = []  # a fold: constant results
+        else:
+            step_kinds = _kernel_kinds(st, kinds, batch, layouts)
+        if step_kinds is None:
+            return None
+        if step_kinds:
+            row.append(i)
+        else:
+            late = any(kinds[j] != GLOBAL for j in _reads(st))
+            (post if late else pre).append(i)
+            step_kinds = [POST if late else GLOBAL] * count(st)
+        for j, kd in enumerate(step_kinds):
+            kinds[first + j] = kd
+    if not row:
+        return None
+    made = [j for i in row for j in range(steps[i][3], steps[i][3] + count(steps[i]))]
+    row_bytes = sum(_row_bytes(layouts[j]) for j in made if kinds[j] == ROWS)
+    if row_bytes * batch < min_bytes or row_bytes == 0:
+        return None
+    read_late: set[int] = set()
+    for i in post:
+        read_late |= _reads(steps[i])
+    for r in recipes:
+        replay_ops.slots_read(r, read_late)
+    kept = {j for j in read_late if kinds[j] == ROWS and j >= n_inputs}
+    per_block = max(MIN_ROWS, BLOCK_BYTES // max(1, row_bytes))
+    if batch < 2 * per_block:
+        return None
+    sums = {j for j in made if kinds[j] == SUM}
+    return RowPlan(pre, row, post, batch, kinds, sums, kept, per_block, row_inputs)
+
+
+def _batch(steps: Sequence[tuple]) -> int | None:
+    """The batch: axis 0 of the largest kernel's domain."""
+    best = None
+    for kind, template, *_ in steps:
+        if kind in ("call", "iadd", "alias") or template is None or not template.domain:
+            continue
+        if best is None or template.size > best.size:
+            best = template
+    return None if best is None or best.domain[0] < 2 else best.domain[0]
+
+
+def _reads(step: tuple) -> set[int]:
+    kind, template, sources, _first, extra = step
+    found: set[int] = set()
+    if kind == "call":
+        replay_ops.slots_read(sources[0], found)
+        replay_ops.slots_read(sources[1], found)
+        for _k, a, b, _ta, _tb in extra[3] if len(extra) > 3 else ():
+            replay_ops.slots_read(a, found)
+            replay_ops.slots_read(b, found)
+    elif template is not None:
+        found.update(src[0] for src in sources if src[0] != "const")
+    return found
+
+
+def _row_bytes(lay: tuple | None) -> int:
+    if lay is None:
+        return 0
+    return math.prod(lay[0][1:]) * lay[2].itemsize
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def _block_layout(lay: tuple, rows: int) -> tuple:
+    shape, strides, dtype = lay
+    return ((rows, *shape[1:]), strides, dtype)
+
+
+def _block_view(e: tuple, rows: int, kinds: list[str]) -> tuple:
+    """A view operand of the full program as it reads a block of ``rows`` rows."""
+    slot, offset, shape, strides, dtype = e
+    if kinds[slot] == ROWS:
+        return (slot, offset, (rows, *shape[1:]), strides, dtype)
+    return e
+
+
+def _block_encoded(e: tuple, rows: int, kinds: list[str]) -> tuple:
+    if e[0] == "view":
+        return ("view", *_block_view(e[1:], rows, kinds))
+    return e
+
+
+def placed(op: replay_ops.Op, first: int, n: int) -> replay_ops.Op:
+    """``op`` (which appends its ``n`` results to the slots it is given) run on a list of every
+    slot, the results written at ``first:first + n``: a plan runs steps out of their recorded
+    order (the slots after ``first`` may hold results already)."""
+    end = first + n
+
+    def run(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+        head = slots[:first]
+        op(head, numbers, pool)
+        slots[first:end] = head[first:]
+
+    return run
+
+
+class RowsOp:
+    """The closure (``op(slots, numbers, pool)``, on a list of every slot) running a plan's
+    row steps block by block: it writes their sums, their kept row-wise values at full size,
+    and None for the others. ``runner(step, replayed)`` and ``kernel_op(step, layouts, run)``:
+    how the program compiles a kernel step (see ``replay_compile``)."""
+
+    def __init__(
+        self,
+        found: RowPlan,
+        steps: Sequence[tuple],
+        layouts: Sequence[tuple | None],
+        runner: Callable[[tuple, bool], Any],
+        kernel_op: Callable[[tuple, Sequence[tuple | None], Any], replay_ops.Op],
+        replayed: bool,
+    ) -> None:
+        self.plan = found
+        self.steps = [steps[i] for i in found.row]
+        self.layouts = layouts
+        self.runner, self.kernel_op, self.replayed = runner, kernel_op, replayed
+        self.made = [
+            j for s in self.steps for j in range(s[3], s[3] + count(s))
+        ]  # the row steps' slots
+        self.compiled: dict[int, list[replay_ops.Op]] = {}
+        self.lock = threading.Lock()
+
+    def _ops(self, rows: int) -> list[replay_ops.Op]:
+        """The row steps' ops for a block of ``rows`` rows (compiled once per length)."""
+        ops = self.compiled.get(rows)
+        if ops is not None:
+            return ops
+        with self.lock, numpy_blocked.serial():
+            ops = self.compiled.get(rows)
+            if ops is not None:
+                return ops
+            kinds = self.plan.kinds
+            layouts = [
+                _block_layout(lay, rows) if lay is not None and kinds[j] == ROWS else lay
+                for j, lay in enumerate(self.layouts)
+            ]
+            for j in self.made:  # a computed row-wise value is a fresh C-contiguous block
+                lay = layouts[j]
+                if lay is not None and kinds[j] == ROWS:
+                    layouts[j] = (lay[0], _c_strides(lay[0], lay[2]), lay[2])
+            ops = []
+            for s in self.steps:
+                if s[0] == "call":
+                    op = _product_op(s, rows, kinds, layouts)
+                else:
+                    engine, template, sources, first, dynamic = s
+                    block = Kernel(
+                        (rows, *template.domain[1:]), (), template.constants,
+                        template.program, template.outputs, template.signature(),
+                    )  # fmt: skip
+                    srcs = tuple(
+                        src if src[0] == "const" else _block_view(src, rows, kinds)
+                        for src in sources
+                    )
+                    step = (engine, block, srcs, first, dynamic)
+                    op = self.kernel_op(step, layouts, self.runner(step, self.replayed))
+                ops.append(placed(op, s[3], count(s)))
+            self.compiled[rows] = ops
+            return ops
+
+    def __call__(self, slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+        p = self.plan
+        nt = max(1, min(numpy_blocked.threads(), p.batch // p.rows_per_block))
+        cuts = [p.batch * t // nt for t in range(nt + 1)]
+        kept = {j: np.empty(self.layouts[j][0], self.layouts[j][2]) for j in p.kept}
+
+        def run(t: int) -> dict[int, np.ndarray]:
+            with numpy_blocked.serial():
+                return self._run_rows(slots, cuts[t], cuts[t + 1], numbers, kept)
+
+        # a block's products are small: OpenBLAS's own threads would only wait on each other
+        with replay_blas.single_threaded() or contextlib.nullcontext():
+            workers = numpy_blocked.pool()
+            done = [workers.submit(run, t) for t in range(1, nt)]
+            try:
+                parts = [run(0)]
+            finally:
+                parts += [f.result() for f in done]
+        total = parts[0]
+        for part in parts[1:]:
+            for j, v in part.items():
+                np.add(total[j], v, out=total[j])
+        for j in self.made:
+            slots[j] = total[j] if j in total else kept.get(j)
+
+    def _run_rows(
+        self, slots: list, r0: int, r1: int, numbers: Sequence[Any], kept: dict
+    ) -> dict[int, np.ndarray]:
+        """Rows ``r0:r1`` in blocks: the sums over them (fresh arrays)."""
+        p = self.plan
+        n_blocks = max(1, round((r1 - r0) / p.rows_per_block))
+        sums: dict[int, np.ndarray] = {}
+        row_inputs = p.row_inputs
+        for b in range(n_blocks):
+            s0 = r0 + (r1 - r0) * b // n_blocks
+            s1 = r0 + (r1 - r0) * (b + 1) // n_blocks
+            bs = list(slots)
+            for j in row_inputs:
+                bs[j] = slots[j][s0:s1]
+            for op in self._ops(s1 - s0):
+                op(bs, numbers, None)
+            for j in p.sums:
+                v = bs[j]
+                if j in sums:
+                    np.add(sums[j], v, out=sums[j])
+                else:
+                    sums[j] = v
+            for j, full in kept.items():
+                full[s0:s1] = bs[j]
+        return sums
+
+
+def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
+    strides = []
+    step = dtype.itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _product_op(
+    step: tuple, rows: int, kinds: list[str], layouts: Sequence[tuple | None]
+) -> replay_ops.Op:
+    """A product step on a block: each array result ``np.matmul`` of its operands' block
+    views (a fresh array), its other results (pullbacks) None."""
+    by_item = {q[0]: q for q in step[4][3]}
+    specs: list[tuple | None] = []
+    for k, w in enumerate(step[4][1]):
+        if w is None:
+            specs.append(None)
+            continue
+        _, a, b, ta, tb = by_item[k]
+        specs.append(
+            (
+                replay_ops.getter(_block_encoded(a, rows, kinds), layouts, None),
+                replay_ops.getter(_block_encoded(b, rows, kinds), layouts, None),
+                ta,
+                tb,
+            )
+        )
+    mm = np.matmul
+
+    def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+        out: list = []
+        for spec in specs:
+            if spec is None:
+                out.append(None)
+                continue
+            ga, gb, ta, tb = spec
+            a, b = ga(slots, numbers), gb(slots, numbers)
+            out.append(mm(a.T if ta else a, b.T if tb else b))
+        slots.extend(out)
+
+    return op

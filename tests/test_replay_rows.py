@@ -1,0 +1,184 @@
+"""Row-blocked replays (``lazy/replay_rows``): a program whose steps all work row by row runs
+block by block of rows, one run of blocks per worker thread. Checked against ``grad`` and
+hand-derived gradients on new values at each call, on both engines and one or two threads; the
+programs that must not be blocked (a sum over the rows read by a later row step) are not, and
+stay right; the blocked MLP never holds a batch-sized intermediate."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusegrad as fg
+from fusegrad.lazy import replay, replay_rows
+from fusegrad.memory import track_allocations
+
+
+@pytest.fixture
+def blocked(monkeypatch):
+    """Programs of any size qualify, in blocks of 8 rows; the blocked runs are counted."""
+    monkeypatch.setattr(replay_rows, "MIN_BYTES", 0)
+    monkeypatch.setattr(replay_rows, "MIN_ROWS", 8)
+    monkeypatch.setattr(replay_rows, "BLOCK_BYTES", 1)
+    runs = []
+    real = replay_rows.RowsOp.__call__
+
+    def counted(self, slots, numbers, pool):
+        runs.append(self.plan)
+        return real(self, slots, numbers, pool)
+
+    monkeypatch.setattr(replay_rows.RowsOp, "__call__", counted)
+    return runs
+
+
+def mlp(W1, b1, W2, b2, X, y):
+    return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+
+def mlp_by_hand(W1, b1, W2, b2, X, y):
+    a = np.tanh(X @ W1 + b1)
+    dout = (a @ W2 + b2 - y) * (2.0 / y.size)
+    dz = (dout @ W2.T) * (1 - a * a)
+    return X.T @ dz, dz.sum(0), a.T @ dout, dout.sum(0)
+
+
+def mlp_args(rng, batch, n_in=5, hidden=7, out=1):
+    return (
+        rng.normal(size=(n_in, hidden)), rng.normal(size=hidden), rng.normal(size=(hidden, out)),
+        rng.normal(size=out), rng.normal(size=(batch, n_in)), rng.normal(size=(batch, out)),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("out", [1, 3])
+def test_the_mlp_runs_in_blocks_of_rows_and_equals_its_gradient_by_hand(
+    blocked, monkeypatch, engine, threads, out
+):
+    monkeypatch.setenv("FUSEGRAD_THREADS", threads)
+    rng = np.random.default_rng(1)
+    with fg.use_engine(engine):
+        jg = fg.jit(fg.grad(mlp, argnums=(0, 1, 2, 3)))
+        kept = []
+        for _ in range(replay.HOT_REPLAYS + 2):
+            args = mlp_args(rng, 53, out=out)
+            got = jg(*args)
+            for g, w in zip(got, mlp_by_hand(*args)):
+                np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)
+            kept.append((got, [g.copy() for g in got]))
+    assert blocked, "the MLP was not run in blocks of rows"
+    assert blocked[-1].batch == 53
+    for got, copy in kept:  # results handed out are never written by a later call
+        for g, c in zip(got, copy):
+            np.testing.assert_array_equal(g, c)
+
+
+def test_value_and_grad_sums_the_loss_after_the_blocks(blocked):
+    rng = np.random.default_rng(2)
+    f = fg.jit(fg.value_and_grad(mlp, argnums=(0, 2)))
+    for _ in range(4):
+        args = mlp_args(rng, 40, out=2)
+        value, (g1, g2) = f(*args)
+        want = mlp_by_hand(*args)
+        np.testing.assert_allclose(value, mlp(*args), rtol=1e-12)
+        np.testing.assert_allclose(g1, want[0], rtol=1e-11, atol=1e-13)
+        np.testing.assert_allclose(g2, want[2], rtol=1e-11, atol=1e-13)
+    assert blocked
+
+
+def test_a_row_wise_result_is_written_at_its_full_shape(blocked):
+    rng = np.random.default_rng(3)
+
+    def layer(W, X):
+        return np.tanh(X @ W) * 2.0
+
+    f = fg.jit(layer)
+    for _ in range(4):
+        W, X = rng.normal(size=(4, 6)), rng.normal(size=(37, 4))
+        got = f(W, X)
+        np.testing.assert_allclose(got, layer(W, X), rtol=1e-13)
+    assert blocked and blocked[-1].kept
+
+
+def test_a_number_argument_is_read_at_every_call(blocked):
+    rng = np.random.default_rng(4)
+
+    def loss(W, X, s):
+        return np.sum(np.tanh(s * (X @ W)))
+
+    g = fg.jit(fg.grad(loss))
+    for s in (0.5, 2.0, -1.5, 3.0):
+        W, X = rng.normal(size=(3, 5)), rng.normal(size=(30, 3))
+        t = np.tanh(s * (X @ W))
+        np.testing.assert_allclose(g(W, X, s), X.T @ (s * (1 - t * t)), rtol=1e-11, atol=1e-13)
+    assert blocked
+
+
+def test_a_sum_over_the_rows_read_by_a_row_step_keeps_the_program_step_by_step(blocked):
+    # a normalisation over the batch: every row's value needs the mean of all rows
+    rng = np.random.default_rng(5)
+
+    def loss(W, X):
+        H = X @ W
+        return np.sum(np.tanh(H - np.mean(H, axis=0)))
+
+    g = fg.jit(fg.grad(loss))
+    for _ in range(3):
+        W, X = rng.normal(size=(3, 4)), rng.normal(size=(32, 3))
+        np.testing.assert_allclose(g(W, X), fg.grad(loss)(W, X), rtol=1e-11, atol=1e-13)
+    assert not blocked
+
+
+@pytest.mark.parametrize("rows", [True, False])
+def test_the_blocked_mlp_never_holds_a_batch_sized_intermediate(monkeypatch, rows):
+    # at the real threshold: batch 4096, hidden 256 (8 MiB per intermediate). Step by step, a
+    # replay keeps its intermediates' buffers from call to call (``Program.pool``); in blocks
+    # of 1 MiB, nothing batch-sized is allocated, kept or not (once hot: the program is compiled
+    # again after HOT_REPLAYS replays, inside the tracked calls)
+    monkeypatch.setattr(replay_rows, "BLOCK_BYTES", 1 << 20)
+    # tracing slows the calls down, two threads much more (each allocation takes the GIL)
+    monkeypatch.setattr(replay, "HOT_REPLAYS", 2)
+    monkeypatch.setenv("FUSEGRAD_THREADS", "1")
+    if not rows:
+        monkeypatch.setattr(replay_rows, "MIN_BYTES", 1 << 62)
+    rng = np.random.default_rng(6)
+    args = mlp_args(rng, 4096, n_in=20, hidden=256)
+    batch_sized = 4096 * 256 * 8
+    with fg.use_engine("numpy"):
+        jg = fg.jit(fg.grad(mlp, argnums=(0, 1, 2, 3)))
+        with track_allocations() as life:  # recorded, replayed, hot, replayed
+            got = [jg(*args) for _ in range(replay.HOT_REPLAYS + 3)]
+        with track_allocations() as call:
+            last = jg(*args)
+    for g, w in zip(last, mlp_by_hand(*args)):
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)
+    kept = life.total_bytes - sum(g.nbytes for gs in got for g in gs)
+    if rows:
+        assert call.peak_bytes < batch_sized, call.peak_bytes
+        assert kept < 1 << 20, kept
+    else:
+        assert kept >= 3 * batch_sized, kept
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+@settings(max_examples=20, deadline=None)
+@given(
+    batch=st.integers(16, 90),
+    widths=st.tuples(st.integers(1, 6), st.integers(1, 9), st.integers(1, 3)),
+    threads=st.sampled_from(["1", "2", "3"]),
+)
+def test_blocked_mlps_of_any_shape_equal_grad(engine, batch, widths, threads):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(replay_rows, "MIN_BYTES", 0)
+        mp.setattr(replay_rows, "MIN_ROWS", 8)
+        mp.setattr(replay_rows, "BLOCK_BYTES", 1)
+        mp.setenv("FUSEGRAD_THREADS", threads)
+        rng = np.random.default_rng(batch)
+        n_in, hidden, out = widths
+        with fg.use_engine(engine):
+            jg = fg.jit(fg.grad(mlp, argnums=(0, 1, 2, 3, 4)))
+            for _ in range(2):
+                args = mlp_args(rng, batch, n_in, hidden, out)
+                want = fg.grad(mlp, argnums=(0, 1, 2, 3, 4))(*args)
+                for g, w in zip(jg(*args), want):
+                    np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
