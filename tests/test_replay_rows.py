@@ -182,3 +182,20 @@ def test_blocked_mlps_of_any_shape_equal_grad(engine, batch, widths, threads):
                 want = fg.grad(mlp, argnums=(0, 1, 2, 3, 4))(*args)
                 for g, w in zip(jg(*args), want):
                     np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_threads_calling_one_blocked_program_each_get_their_own_gradient(blocked, monkeypatch):
+    # one replay holds the program's buffers; the others run it without them, at the same time,
+    # every one of them on the shared worker pool
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("FUSEGRAD_THREADS", "2")
+    jg = fg.jit(fg.grad(mlp, argnums=(0, 1, 2, 3)))
+    cases = [mlp_args(np.random.default_rng(k), 48, out=2) for k in range(8)]
+    jg(*cases[0])
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda args: jg(*args), cases * 3))
+    for args, got in zip(cases * 3, results):
+        for g, w in zip(got, mlp_by_hand(*args)):
+            np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)
+    assert len(blocked) >= len(results)
