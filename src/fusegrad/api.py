@@ -37,6 +37,11 @@ from .tangents import (
     unthunk,
 )
 
+# `np.ndarray` on hot paths read as a module global: numpy has a module __getattr__, which keeps
+# CPython 3.11 from specialising any `np.name` lookup (about 300 instructions each, where a
+# global costs a few).
+_NDARRAY = np.ndarray
+
 
 def _with_args(fun: Callable, args: tuple, kwargs: dict, nums: tuple[int, ...]) -> Callable:
     """``fun`` as a function of the arguments at positions ``nums`` only, the others fixed."""
@@ -108,7 +113,7 @@ def _dtype_name(v: Any) -> str:
 def _check_array_type(v: Any, where: str) -> None:
     """Masked arrays and ``np.matrix`` would silently lose their mask or semantics in traced
     NumPy operations (as in JAX, they are refused)."""
-    if type(v) is np.ndarray:
+    if type(v) is _NDARRAY:
         return  # neither (both are subclasses); np.ma is a module __getattr__ away (0.2 us)
     if isinstance(v, np.ma.MaskedArray):
         raise TypeError(
@@ -187,7 +192,7 @@ _ONE_BOXED = [True]
 def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list, Callable, list[bool]]:
     """``tree`` with its differentiable leaves boxed as inputs of ``trace``; the new tracers;
     and how to rebuild a tree of gradients (``rebuild``, which leaves were boxed)."""
-    if type(tree) is np.ndarray and tree.dtype.kind in "fc":  # the common case: one array
+    if type(tree) is _NDARRAY and tree.dtype.kind in "fc":  # the common case: one array
         t = trace.input(tree)
         return t, [t], _first, _ONE_BOXED
     leaves, rebuild = flatten(tree)
@@ -295,8 +300,8 @@ def _in_space(g: Any, primal: Any) -> bool:
     """Whether ``g`` is an ndarray already in the space of the ndarray ``primal`` (its shape and
     dtype): nothing to project or evaluate."""
     return (
-        type(g) is np.ndarray
-        and type(primal) is np.ndarray
+        type(g) is _NDARRAY
+        and type(primal) is _NDARRAY
         and g.shape == primal.shape
         and g.dtype == primal.dtype
     )
@@ -306,7 +311,7 @@ def _handed_out(v: Any, given: list, seeds: tuple) -> Any:
     """``v`` as a gradient the caller may keep and write into: a copy when it is a view, is
     read-only (a broadcast cotangent), is another gradient of this call, or is a cotangent the
     caller passed in (``x + 0`` hands its cotangent through)."""
-    if type(v) is not np.ndarray:
+    if type(v) is not _NDARRAY:
         return v
     if v.base is not None or not v.flags.writeable or _among(v, given) or _among(v, seeds):
         return replay.note_derived(np.array(v), v, np.array)
@@ -479,8 +484,11 @@ def value_and_grad(
 def _value_and_grad(
     fun: Callable, argnums: Any, has_aux: bool, with_value: bool, holomorphic: bool = False
 ) -> Callable:
+    """``value_and_grad`` (``with_value``) or ``grad``: the one implementation of both; ``grad``'s
+    function returns the gradient (with ``has_aux``, the pair ``(gradient, aux)``)."""
     who = "value_and_grad" if with_value else "grad"
     single = _is_int(argnums)
+    one_array_ok = single and not has_aux and not holomorphic
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -495,29 +503,63 @@ def _value_and_grad(
             nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
         for n in nums:
             a = args[n]
-            if type(a) is np.ndarray and a.dtype.kind == "f" and not holomorphic:
+            if type(a) is _NDARRAY and a.dtype.kind == "f" and not holomorphic:
                 continue  # the common case, differentiable as it is
             leaves, _ = flatten(a)
             _check_differentiable(
                 leaves, f"argument {n} of {getattr(fun, '__name__', 'fun')}", holomorphic
             )
 
-        partial_fun = _with_args(fun, args, kwargs, nums)
-        primals = tuple([args[n] for n in nums])
-        res = _vjp(partial_fun, primals, has_aux, evaluate=with_value)
-        out, f_vjp = res[0], res[1]
-        _check_scalar_output(out, holomorphic, who)
-        ct = np.ones((), _float_dtype(out))[()] if holomorphic else 1.0
-        grads = f_vjp(ct)
-        if with_value and isinstance(out, np.ndarray) and out.shape == ():
-            out = replay.note_derived(out[()], out, replay.item)
-        g = grads[0] if single else grads
+        if one_array_ok and type(args[nums[0]]) is _NDARRAY:
+            out, g = _grad_of_array(fun, args, kwargs, nums[0], with_value, who)
+        else:
+            partial_fun = _with_args(fun, args, kwargs, nums)
+            primals = tuple([args[n] for n in nums])
+            res = _vjp(partial_fun, primals, has_aux, evaluate=with_value)
+            out, f_vjp = res[0], res[1]
+            _check_scalar_output(out, holomorphic, who)
+            ct = np.ones((), _float_dtype(out))[()] if holomorphic else 1.0
+            grads = f_vjp(ct)
+            g = grads[0] if single else grads
+            if has_aux:
+                out = (out, res[2])
+        if not with_value:
+            return (g, out[1]) if has_aux else g
         if has_aux:
-            return (out, res[2]), g
+            value = out[0]
+            if isinstance(value, _NDARRAY) and value.shape == ():
+                out = (replay.note_derived(value[()], value, replay.item), out[1])
+            return out, g
+        if isinstance(out, _NDARRAY) and out.shape == ():
+            out = replay.note_derived(out[()], out, replay.item)
         return out, g
 
     wrapped.__fusegrad_api__ = True  # type: ignore[attr-defined]
     return wrapped
+
+
+def _grad_of_array(
+    fun: Callable, args: tuple, kwargs: dict, n: int, with_value: bool, who: str
+) -> tuple:
+    """``(output, gradient)`` of ``fun`` in its argument ``n``, an ndarray, without aux or
+    ``holomorphic``: the steps of ``_vjp`` and its pullback for the commonest call, without their
+    pytrees, closures and second interning scope (a fixed cost every small gradient paid)."""
+    with interning_scope():
+        trace = Trace()
+        x = trace.input(args[n])
+        if len(args) == 1:
+            result = fun(x, **kwargs)
+        else:
+            full = list(args)
+            full[n] = x
+            result = fun(*full, **kwargs)
+        out, pairs = _unbox_output(result, trace, with_value)
+        _check_scalar_output(out, False, who)
+        # one scalar output: its tracer (None for a constant, whose gradient is zero)
+        seeds = [(t, 1.0) for t, _ in pairs if t is not None]
+        with ownership_scope():
+            (g,) = _finish(backward(seeds, [x]), [x], (1.0,) if seeds else ())
+    return out, g
 
 
 def _is_int(argnums: Any) -> bool:
@@ -547,17 +589,7 @@ def grad(
     >>> grad(lambda z: z * z, holomorphic=True)(1.0 + 2.0j)
     (2+4j)
     """
-    vg = _value_and_grad(fun, argnums, has_aux, with_value=False, holomorphic=holomorphic)
-
-    @functools.wraps(fun)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        (out, g) = vg(*args, **kwargs)
-        if has_aux:
-            return g, out[1]
-        return g
-
-    wrapped.__fusegrad_api__ = True  # type: ignore[attr-defined]
-    return wrapped
+    return _value_and_grad(fun, argnums, has_aux, with_value=False, holomorphic=holomorphic)
 
 
 def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
