@@ -40,6 +40,10 @@ from ..tangents.thunks import AbstractThunk
 from .pytree import PLAIN_LEAVES
 
 _levels = itertools.count(1)
+# `np.ndarray` read as a module global on the per-op paths: numpy's module __getattr__ keeps
+# CPython 3.11 from specialising `np.name` lookups (about 300 instructions each).
+_NDARRAY = np.ndarray
+_ZERO = ZeroTangent()  # a singleton: bound once, not constructed per node
 
 
 class Trace:
@@ -271,6 +275,8 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         y, pullback = out
     if not traced:  # no argument of this trace: a constant
         return y
+    if type(y) is _NDARRAY and y.dtype.kind in "fc":  # _box's common case, without the call
+        return Tracer(y, trace, TapeNode(pullback, parents, None, f, uargs, lazy), None)
     if isinstance(y, tuple | list):
         node = TapeNode(pullback, parents, len(y), f, uargs, lazy)
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
@@ -340,7 +346,7 @@ def _distribute(cts: dict, fresh: set, parent: Any, g: Any) -> None:
 
 
 def _box(v: Any, trace: Trace, node: TapeNode, index: int | None) -> Any:
-    if (type(v) is np.ndarray and v.dtype.kind in "fc") or is_differentiable(v):
+    if (type(v) is _NDARRAY and v.dtype.kind in "fc") or is_differentiable(v):
         return Tracer(v, trace, node, index)
     if isinstance(v, Tracer):
         return Tracer(v, trace, node, index)
@@ -359,7 +365,7 @@ def _accumulate(cts: dict, fresh: set, tracer: Tracer, g: Any) -> None:
     else:
         new = add(old, g)
         cts[key] = new
-        if isinstance(new, np.ndarray):
+        if isinstance(new, _NDARRAY):
             fresh.add(key)  # only this slot holds it: later contributions may add in place
 
 
@@ -418,7 +424,7 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
     for node in _reverse_order([t.node for t, _ in outputs if isinstance(t, Tracer)]):
         if isinstance(node, InputNode):
             if id(node) in input_nodes:
-                results[id(node)] = cts.pop((id(node), None), ZeroTangent())
+                results[id(node)] = cts.pop((id(node), None), _ZERO)
             continue
         if node.n_out is None:
             key = (id(node), None)
@@ -432,7 +438,7 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
                 fresh.discard((id(node), i))
             if all(p is None for p in parts):
                 continue
-            ct = tuple(ZeroTangent() if p is None else p for p in parts)
+            ct = tuple(_ZERO if p is None else p for p in parts)
         if not node.lazy and type(ct) is BroadcastThunk:
             _evaluate_with_sums(ct.node, cts)
         grads = pull(node.f, node.pullback, node.args, node.lazy, ct)
@@ -441,7 +447,7 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
                 _accumulate(cts, fresh, parent, g)
             elif parent is not None:
                 _distribute(cts, fresh, parent, g)
-    return [results.get(id(t.node), ZeroTangent()) for t in inputs]
+    return [results.get(id(t.node), _ZERO) for t in inputs]
 
 
 __all__ = ["NoTangent", "Trace", "Tracer", "apply", "backward", "record"]

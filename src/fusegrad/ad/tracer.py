@@ -27,6 +27,7 @@ from ..rules.elementwise import astype
 from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
 from .core import Tracer, apply
+from .pytree import PLAIN_LEAVES
 
 
 def _primal(x: Any) -> Any:
@@ -77,6 +78,8 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
     composite = COMPOSITES.get(func)
     if composite is not None:
         return composite(*args, **kwargs)
+    if not kwargs and len(args) == 1 and args[0] is self:  # np.sum(x): x's trace, no search
+        return self.trace.apply(func, args, kwargs)
     return apply(func, args, kwargs)
 
 
@@ -125,14 +128,33 @@ def _power(self: Any, other: Any) -> Any:
     return np.power(self, other)
 
 
+def _binary(uf: np.ufunc) -> Any:
+    def op(self: Tracer, o: Any) -> Any:
+        if type(o) in PLAIN_LEAVES:  # a number or an array: self's trace is the innermost
+            return self.trace.apply(uf, (self, o), {})
+        return apply(uf, (self, o), {})
+
+    return op
+
+
+def _reflected(uf: np.ufunc) -> Any:
+    def op(self: Tracer, o: Any) -> Any:
+        if type(o) in PLAIN_LEAVES:
+            return self.trace.apply(uf, (o, self), {})
+        return apply(uf, (o, self), {})
+
+    return op
+
+
 def _operators(cls: Any, names: str, reflected: bool = True) -> None:
-    """The operators ``names`` as calls of their ufuncs' rules, straight to the dispatcher:
-    ``np.add(x, o)`` would reach ``Tracer.__array_ufunc__`` and then the same call."""
+    """The operators ``names`` as calls of their ufuncs' rules, straight to the trace (the
+    dispatcher's answer when the other operand is a plain number or array; the dispatcher
+    otherwise): ``np.add(x, o)`` would reach ``Tracer.__array_ufunc__`` and then the same call."""
     for name in names.split():
         uf = OPERATOR_UFUNCS[name]
-        setattr(cls, f"__{name}__", lambda self, o, _u=uf: apply(_u, (self, o), {}))
+        setattr(cls, f"__{name}__", _binary(uf))
         if reflected:
-            setattr(cls, f"__r{name}__", lambda self, o, _u=uf: apply(_u, (o, self), {}))
+            setattr(cls, f"__r{name}__", _reflected(uf))
 
 
 def _install() -> None:
