@@ -104,6 +104,10 @@ def fits(shape: tuple) -> bool:
     return EAGER_BELOW > 0 and not _fusing[0] and math.prod(shape) < EAGER_BELOW
 
 
+# `np.ndarray` read as a module global in the per-op tests below: numpy's module __getattr__
+# keeps CPython 3.11 from specialising `np.name` lookups (about 300 instructions each).
+_NDARRAY = np.ndarray
+
 # Exact types of the scalars the path takes as they are (subclasses go the isinstance way).
 _NUMBERS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.bool_})
 
@@ -124,7 +128,7 @@ def values_if_small(args: tuple) -> list | None:
     shape = None  # the shape shared by every array so far; False once two differ
     for a in args:
         t = type(a)
-        if t is np.ndarray:
+        if t is _NDARRAY:
             v = a
         elif t is Leaf:
             v = a.array
@@ -174,7 +178,7 @@ def value_if_small(a: Any) -> np.ndarray | None:
     if EAGER_BELOW <= 0 or _fusing[0]:
         return None
     t = type(a)
-    if t is np.ndarray:
+    if t is _NDARRAY:
         v = a
     else:
         v = a.array if t is Leaf else a.cached if isinstance(a, LazyArray) else None

@@ -380,7 +380,7 @@ def is_complex_value(x: Any) -> bool:
 def in_space_of(g: Any, a: Any) -> Any:
     """The cotangent ``g`` in the space of the argument ``a``: ``Re(g)`` for a real ``a`` (a real
     value used in a complex computation, ``x * 1j``), lazily; ``g`` itself otherwise."""
-    if type(g) is np.ndarray and g.dtype.kind != "c":
+    if type(g) is _NDARRAY and g.dtype.kind != "c":
         return g
     return np.real(g) if is_complex_value(g) and not is_complex_value(a) else g
 
@@ -479,7 +479,9 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
     """
     grads: list[Any] = []
     for a, v, partial in zip(args, vals, partials):
-        if not is_differentiable(a):  # (its table answers the common scalar types at once)
+        if not (
+            a.dtype.kind in "fc" if type(a) is _NDARRAY else is_differentiable(a)
+        ):  # (is_differentiable's table answers the common scalar types at once)
             grads.append(_NO_TANGENT)
         elif partial is None:
             grads.append(_ZERO)
@@ -489,7 +491,7 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
                 g = dy if p == 1 else -dy  # a negation: a third cheaper in NumPy than * -1
             else:
                 g = dy * p
-            if type(g) is np.ndarray and type(v) is np.ndarray and g.dtype.kind != "c":
+            if type(g) is _NDARRAY and type(v) is _NDARRAY and g.dtype.kind != "c":
                 grads.append(g if g.shape == v.shape else unbroadcast_to(g, v.shape))
                 continue  # the small-array path's common case: a real array
             g = in_space_of(g, a)
@@ -498,6 +500,9 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
 
 
 _NO_TANGENT, _ZERO = NoTangent(), ZeroTangent()  # singletons, bound once
+# `np.ndarray` read as a module global on the per-op paths: numpy's module __getattr__ keeps
+# CPython 3.11 from specialising `np.name` lookups (about 300 instructions each).
+_NDARRAY = np.ndarray
 _PYTHON_REALS = (int, float)  # a partial of 1 (not a jit number argument: its value may change)
 
 

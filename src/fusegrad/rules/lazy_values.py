@@ -48,13 +48,19 @@ def concrete_ct(dy: Any) -> Any:
     return dy
 
 
+# Read as module globals: numpy's module __getattr__ keeps CPython 3.11 from specialising
+# `np.name` lookups, and this test runs in every small pullback.
+_NDARRAY = np.ndarray
+_CONCRETE_SCALARS = (float, int, complex, np.generic)
+
+
 def is_concrete(x: Any) -> bool:
     """Whether ``x`` is a NumPy array or a number (not lazy, not traced, not a thunk).
 
     >>> is_concrete(np.ones(2)), is_concrete(2.0), is_concrete(as_lazy(np.ones(2)))
     (True, True, False)
     """
-    return type(x) is np.ndarray or isinstance(x, float | int | complex | np.generic)
+    return type(x) is _NDARRAY or isinstance(x, _CONCRETE_SCALARS)
 
 
 def as_cotangent(g: Any) -> Any:
