@@ -396,7 +396,7 @@ class RowsOp:
         p = self.plan
         nt = max(1, min(numpy_blocked.threads(), p.batch // p.rows_per_block))
         cuts = [p.batch * t // nt for t in range(nt + 1)]
-        kept = {j: np.empty(self.layouts[j][0], self.layouts[j][2]) for j in p.kept}
+        kept = {j: _full(self.layouts[j]) for j in p.kept}
 
         def run(t: int) -> dict[int, np.ndarray]:
             with numpy_blocked.serial():
@@ -442,6 +442,11 @@ class RowsOp:
             for j, full in kept.items():
                 full[s0:s1] = bs[j]
         return sums
+
+
+def _full(lay: tuple | None) -> np.ndarray:
+    assert lay is not None  # a kept value is an array (``plan`` keeps only arrays)
+    return np.empty(lay[0], lay[2])
 
 
 def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
