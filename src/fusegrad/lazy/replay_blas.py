@@ -128,8 +128,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     """``np.matmul(a, b, out=out)`` (``out``: None or an array of the result's shape and
     dtype): of 2-d ``a``, ``b`` split across the worker pool when it is large."""
     madds = a.shape[0] * a.shape[1] * b.shape[1] if a.ndim == 2 and b.ndim == 2 else 0
-    single = single_threaded() if madds >= SPLIT_MIN_MADDS else None
-    m, n = (a.shape[0], b.shape[1]) if madds else (0, 0)
+    if madds < SPLIT_MIN_MADDS:  # (before anything else: a small product takes ~2 us)
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    single = single_threaded()
+    m, n = a.shape[0], b.shape[1]
     parts = min(numpy_blocked.threads(), max(m, n))
     if single is None or parts < 2:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)

@@ -139,11 +139,16 @@ def _configured_threads() -> int:
     return _cores()
 
 
+_affinity: list[int] = []  # the usable cores, read once (a system call: ~0.7 us)
+
+
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    if not _affinity:
+        try:
+            _affinity.append(len(os.sched_getaffinity(0)))
+        except AttributeError:  # pragma: no cover - not Linux
+            _affinity.append(os.cpu_count() or 1)
+    return _affinity[0]
 
 
 def pool() -> ThreadPoolExecutor:
