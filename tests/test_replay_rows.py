@@ -160,14 +160,24 @@ def test_the_blocked_mlp_never_holds_a_batch_sized_intermediate(monkeypatch, row
         assert kept >= 3 * batch_sized, kept
 
 
-@pytest.mark.parametrize("engine", ["numpy", "numba"])
 @settings(max_examples=20, deadline=None)
 @given(
     batch=st.integers(16, 90),
     widths=st.tuples(st.integers(1, 6), st.integers(1, 9), st.integers(1, 3)),
     threads=st.sampled_from(["1", "2", "3"]),
 )
-def test_blocked_mlps_of_any_shape_equal_grad(engine, batch, widths, threads):
+def test_blocked_mlps_of_any_shape_equal_grad(batch, widths, threads):
+    _blocked_mlp_equals_grad("numpy", batch, widths, threads)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+@pytest.mark.parametrize("case", [(17, (1, 1, 1), "2"), (61, (4, 9, 2), "3")], ids=str)
+def test_blocked_mlps_with_one_wide_columns_equal_grad(engine, case):
+    # the kernels' broadcast patterns where a width is 1 (numba compiles each pattern once)
+    _blocked_mlp_equals_grad(engine, *case)
+
+
+def _blocked_mlp_equals_grad(engine, batch, widths, threads):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(replay_rows, "MIN_BYTES", 0)
         mp.setattr(replay_rows, "MIN_ROWS", 8)
