@@ -854,3 +854,14 @@ def test_a_replay_runs_a_kernel_recorded_on_numpy_on_numba_once_hot_sized(monkey
     np.testing.assert_allclose(got, 2 * col * x, rtol=1e-12)
     assert f.cache_info().hits == 1
     assert ran and all(k.size == n * n for k in ran)
+
+
+def test_structured_dtypes_of_one_size_are_two_signatures():
+    # dtype.str names both '|V16': the signature holds the dtypes themselves
+    a = np.zeros(3, dtype=[("x", "f8"), ("y", "f8")])
+    b = np.zeros(3, dtype=[("y", "f8"), ("x", "f8")])
+    a["x"], b["x"], b["y"] = 1.0, 2.0, 7.0
+    f = fg.jit(lambda s: np.sin(s["x"]) * 2.0)
+    for s in (a, b, a, b):
+        np.testing.assert_allclose(f(s), 2.0 * np.sin(s["x"]), rtol=1e-15)
+    assert len(f.cache_info()) == 2

@@ -218,7 +218,7 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
         for i, x in enumerate(leaves):
             t = type(x)
             if t is np.ndarray or isinstance(x, np.generic):
-                parts.append((x.shape, x.dtype.str, t))
+                parts.append((x.shape, x.dtype, t))
                 positions.append(i)
                 arrays.append(x)
             elif t in _NUMBERS:
