@@ -64,9 +64,7 @@ class Compiled:
 
         if self.rows is not None:
             # the row steps run block by block (one op); nothing of theirs is pooled or batched
-            made = set(range(n_inputs, len(layouts))) - {
-                j for i in self.rows.pre + self.rows.post for j in _slots_of(steps[i])
-            }
+            made = set(self.rows.made)
             self.reused = reused = {j for j in reused if j not in made}
             self.batches = replay_batch.Batches()
         else:
@@ -111,9 +109,10 @@ class Compiled:
         found = self.rows
         assert found is not None
         by_step = dict(zip(sorted(found.pre + found.post), ops))  # ``ops``: in program order
-        order = [replay_rows.placed(by_step[i], steps[i][3], count(steps[i])) for i in found.pre]
-        order.append(rows_op)
-        order += [replay_rows.placed(by_step[i], steps[i][3], count(steps[i])) for i in found.post]
+        placed = {
+            i: replay_rows.placed(op, steps[i][3], count(steps[i])) for i, op in by_step.items()
+        }
+        order = [*(placed[i] for i in found.pre), rows_op, *(placed[i] for i in found.post)]
         pad = [None] * (len(layouts) - n_inputs)
 
         def run(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
@@ -137,10 +136,6 @@ class Compiled:
             if pool[i] is None and lay is not None:
                 pool[i] = np.empty(lay[0], lay[2])
         return pool
-
-
-def _slots_of(step: tuple) -> range:
-    return range(step[3], step[3] + count(step))
 
 
 def _op(step: tuple, layouts, reused: set[int], run: Any, evaluate: Callable) -> replay_ops.Op:

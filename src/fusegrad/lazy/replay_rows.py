@@ -13,9 +13,10 @@ thread keeps its own partial sums, added up at the end in thread order (the resu
 depend on timing). Every kernel and product in a block runs on one thread (``serial``,
 OpenBLAS single-threaded): the threads meet once, at the end.
 
-``plan`` decides whether a program qualifies and how: its steps are, in order, steps that read
-no row-wise value (``pre``: run once, before), row steps (the blocked region), and steps that
-read only sums and values of ``pre`` (``post``: run once, after). A row step is
+``plan`` decides whether a program qualifies and how. Each step is a ``pre`` step (it reads no
+row-wise value: run once, before the blocks, wherever it was recorded), a row step (run block by
+block), or a ``post`` step (it reads sums, row-wise values whole, or what post steps made: run
+once, after). A row step is
 
 * a kernel whose domain's axis 0 is the batch (``rows``), each operand read row-wise (a view
   of a row-wise value: an input, or a row step's result, along its rows) or broadcast along the
@@ -24,9 +25,10 @@ read only sums and values of ``pre`` (``post``: run once, after). A row step is
 * a product ``a @ B`` of a row-wise ``a`` and a ``B`` that is not (row-wise), or ``aᵀ @ c`` of
   row-wise ``a`` and ``c`` (a sum).
 
-A row-wise value read after the region is written into an array of its full shape. Anything
-else (a step that runs its function again, a sum read inside the region, a reduction other
-than a sum over the rows, a mirrored kernel) and the program runs step by step as before.
+A row-wise value read by a post step or a result is written into an array of its full shape.
+Anything else (a step that runs its function again on row-wise values, a sum read by a row
+step, a reduction other than a sum over the rows, a mirrored kernel) and the program runs step
+by step as before.
 Sums are rounded in another order than the step-by-step replay's (blocks, then threads).
 
 Example: ``y = x * 2`` then ``sum(y, axis=0)`` (two kernel steps) over 4096 rows of 1024:
@@ -94,6 +96,7 @@ class RowPlan:
     kept: set[int]
     rows_per_block: int
     row_inputs: list[int]  # inputs read row-wise (sliced per block)
+    made: list[int]  # the row steps' slots
 
 
 def _row_view(e: tuple, batch: int, layouts: Sequence[tuple | None]) -> bool:
@@ -259,7 +262,7 @@ def plan(
     if batch < 2 * per_block:
         return None
     sums = {j for j in made if kinds[j] == SUM}
-    return RowPlan(pre, row, post, batch, kinds, sums, kept, per_block, row_inputs)
+    return RowPlan(pre, row, post, batch, kinds, sums, kept, per_block, row_inputs, made)
 
 
 def _batch(steps: Sequence[tuple]) -> int | None:
@@ -348,9 +351,6 @@ class RowsOp:
         self.steps = [steps[i] for i in found.row]
         self.layouts = layouts
         self.runner, self.kernel_op, self.replayed = runner, kernel_op, replayed
-        self.made = [
-            j for s in self.steps for j in range(s[3], s[3] + count(s))
-        ]  # the row steps' slots
         self.compiled: dict[int, list[replay_ops.Op]] = {}
         self.lock = threading.Lock()
 
@@ -364,14 +364,12 @@ class RowsOp:
             if ops is not None:
                 return ops
             kinds = self.plan.kinds
+            # a block of a row-wise value steps as the whole does (an input's rows, or a fresh
+            # C-contiguous result: a kernel's or a product's)
             layouts = [
                 _block_layout(lay, rows) if lay is not None and kinds[j] == ROWS else lay
                 for j, lay in enumerate(self.layouts)
             ]
-            for j in self.made:  # a computed row-wise value is a fresh C-contiguous block
-                lay = layouts[j]
-                if lay is not None and kinds[j] == ROWS:
-                    layouts[j] = (lay[0], _c_strides(lay[0], lay[2]), lay[2])
             ops = []
             for s in self.steps:
                 if s[0] == "call":
@@ -414,7 +412,7 @@ class RowsOp:
         for part in parts[1:]:
             for j, v in part.items():
                 np.add(total[j], v, out=total[j])
-        for j in self.made:
+        for j in self.plan.made:
             slots[j] = total[j] if j in total else kept.get(j)
 
     def _run_rows(
@@ -447,15 +445,6 @@ class RowsOp:
 def _full(lay: tuple | None) -> np.ndarray:
     assert lay is not None  # a kept value is an array (``plan`` keeps only arrays)
     return np.empty(lay[0], lay[2])
-
-
-def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
-    strides = []
-    step = dtype.itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def _product_op(
