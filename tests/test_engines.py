@@ -406,3 +406,22 @@ def test_numba_runs_a_long_chain_kernel():
     want = chain_reference(steps)
     np.testing.assert_allclose(out, want, rtol=1e-12)
     np.testing.assert_allclose(total, [want.sum()], rtol=1e-12)
+
+
+def test_the_engine_named_in_the_environment_is_read_at_each_call(monkeypatch):
+    # current() reads os.environ's own store and caches the name it parsed: a change (set,
+    # the same value set again, unset, a bad name) must be seen at the next call
+    for value, want in [("numpy", "numpy"), (" Numba ", "numba"), ("numpy", "numpy"),
+                        ("auto", "auto"), ("auto", "auto")]:  # fmt: skip
+        monkeypatch.setenv("FUSEGRAD_ENGINE", value)
+        assert engines.current() == want
+        assert engines.current() == want
+    monkeypatch.setenv("FUSEGRAD_ENGINE", "gpu")
+    with pytest.raises(ValueError, match="FUSEGRAD_ENGINE='gpu' is not an engine"):
+        engines.current()
+    monkeypatch.delenv("FUSEGRAD_ENGINE")
+    assert engines.current() == "auto"
+    monkeypatch.setenv("FUSEGRAD_ENGINE", "numpy")
+    with fg.use_engine("numba"):
+        assert engines.current() == "numba"  # use_engine comes first
+    assert engines.current() == "numpy"
