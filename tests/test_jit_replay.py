@@ -349,3 +349,42 @@ def test_mlp_replay_with_split_products(monkeypatch):
     for got, copy in kept:
         for x, c in zip(got, copy):
             np.testing.assert_array_equal(x, c)
+
+
+def test_hot_kernels_write_into_the_programs_buffers_and_stay_right(monkeypatch):
+    """A hot replay's numba kernels are bound once to the program's buffers (their sums'
+    start values refilled at each call): many calls on new values give each call's gradient."""
+    if not numba_engine.available():
+        pytest.skip("numba unavailable")
+    binds = []
+    real = numba_engine.replayer
+
+    def spy(kernel):
+        run = real(kernel)
+        if run is not None and hasattr(run, "bare"):
+            bind = run.bare.bind
+            run.bare.bind = lambda outs: binds.append(len(outs)) or bind(outs)
+        return run
+
+    monkeypatch.setattr(numba_engine, "replayer", spy)
+
+    def loss(W1, b1, W2, b2, X, y):
+        return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
+
+    def hand(W1, b1, W2, b2, X, y):
+        a = np.tanh(X @ W1 + b1)
+        dout = (a @ W2 + b2 - y) * (2.0 / y.size)
+        dz = (dout @ W2.T) * (1.0 - a * a)
+        return X.T @ dz, dz.sum(axis=0), a.T @ dout, dout.sum(axis=0)
+
+    rng = np.random.default_rng(0)
+    g = fg.jit(fg.grad(loss, argnums=(0, 1, 2, 3)))
+    with fg.use_engine("auto"):
+        for _ in range(replay.HOT_REPLAYS + 6):
+            args = (rng.standard_normal((5, 7)), rng.standard_normal(7),
+                    rng.standard_normal((7, 1)), rng.standard_normal(1),
+                    rng.standard_normal((32, 5)), rng.standard_normal((32, 1)))  # fmt: skip
+            for got, want in zip(g(*args), hand(*args), strict=True):
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    assert binds  # the hot program's kernels were bound to its buffers
+    assert g.cache_info().hits >= replay.HOT_REPLAYS

@@ -926,7 +926,7 @@ class Program:
         self.pool: list | None = None
         self.lock = threading.Lock()
         self.compiled = self._compile(False)
-        self.results = [replay_ops.result(r, layouts, evaluate) for r in recipes]
+        self.results = replay_ops.results(recipes, layouts, evaluate)
         self.replays = 0
 
     def _compile(self, replayed: bool) -> replay_compile.Compiled:
@@ -960,14 +960,14 @@ class Program:
         if not self.lock.acquire(blocking=False):
             for op in compiled.free:
                 op(slots, numbers, None)
-            return [r(slots, numbers) for r in self.results]
+            return self.results(slots, numbers)
         try:
             pool = self.pool
             if pool is None:
                 pool = self.pool = compiled.pool()
             for op in compiled.pooled:
                 op(slots, numbers, pool)
-            return [r(slots, numbers) for r in self.results]
+            return self.results(slots, numbers)
         finally:
             self.lock.release()
 

@@ -157,9 +157,13 @@ def _op(step: tuple, layouts, reused: set[int], run: Any, evaluate: Callable) ->
         )
     if template is None:
         return replay_ops.fold_op(sources)
-    get = replay_ops.operands(
-        [s if s[0] == "const" else ("view", *s) for s in sources], layouts, evaluate
-    )
+    encoded = [s if s[0] == "const" else ("view", *s) for s in sources]
+    indexes = getattr(run, "indexes", None)
+    if indexes is not None:  # the engine's indexing of its inputs, done by the getters
+        get = replay_ops.indexed_operands(encoded, indexes, layouts, evaluate)
+        run = run.bare
+    else:
+        get = replay_ops.operands(encoded, layouts, evaluate)
     mine = [first + j for j in range(len(template.outputs))]
     writes = getattr(run, "writes_into", False) and any(i in reused for i in mine)
     return replay_ops.kernel_op(

@@ -175,8 +175,84 @@ def operands(
             return lambda slots, numbers: (slots[i],)
         take = operator.itemgetter(*idx)
         return lambda slots, numbers: take(slots)
-    fns = [getter(p, layouts, evaluate) for p in parts]
-    return lambda slots, numbers: tuple([f(slots, numbers) for f in fns])
+    # one generated expression: no call per whole slot, one per view (``view_maker``'s)
+    names: dict[str, Any] = {}
+    items = []
+    for k, p in enumerate(parts):
+        if p[0] == "slot":
+            items.append(f"slots[{p[1]}]")
+        elif p[0] == "view" and layouts[p[1]] is not None:
+            names[f"view{k}"] = view_maker(layouts[p[1]], *p[2:])
+            items.append(f"view{k}(slots[{p[1]}])")
+        else:
+            names[f"get{k}"] = getter(p, layouts, evaluate)
+            items.append(f"get{k}(slots, numbers)")
+    return eval(f"lambda slots, numbers: ({', '.join(items)},)", names)  # noqa: S307
+
+
+def _index_view(e: tuple, index: tuple) -> tuple | None:
+    """The encoded operand ``e`` (a view) indexed by ``index``, a tuple of zeros and whole
+    slices as an engine's replayer takes its inputs (``x[0, :]``), as one view; None when
+    ``index`` keeps no axis (it gives an element, not a view) or is of another kind."""
+    if e[0] != "view" or len(index) != len(e[3]):
+        return None
+    _, i, offset, shape, strides, dtype = e
+    kept = []
+    for k, v in enumerate(index):
+        if isinstance(v, slice):
+            if v != slice(None):
+                return None
+            kept.append(k)
+        elif v != 0:
+            return None
+    if not kept:
+        return None
+    return ("view", i, offset, tuple(shape[k] for k in kept), tuple(strides[k] for k in kept),
+            dtype)  # fmt: skip
+
+
+def indexed_operands(
+    encoded: Sequence[tuple],
+    indexes: Sequence[tuple[int, tuple]],
+    layouts: Sequence[tuple | None],
+    evaluate: Callable | None,
+) -> Callable[[list, Sequence[Any]], tuple]:
+    """As ``operands``, with operand ``j`` indexed by ``index`` for each ``(j, index)`` of
+    ``indexes``: composed into the operand's view when that keeps axes (one view built, or
+    none where the result is a whole slot), else indexed at each call (an element). What an
+    engine replayer's ``bare`` entry takes (``numba_engine.replayer``).
+
+    >>> f8 = np.dtype("f8")
+    >>> layouts = [((3,), (8,), f8)]
+    >>> get = indexed_operands([("view", 0, 0, (1, 3), (24, 8), f8)], [(0, (0, slice(None)))],
+    ...                        layouts, None)
+    >>> x = np.arange(3.0)
+    >>> get([x], ())[0] is x  # (3,) seen as (1, 3), then row 0: the array itself
+    True
+    """
+    parts = list(encoded)
+    elements: list[tuple[int, tuple]] = []
+    for j, index in indexes:
+        e = parts[j]
+        if e[0] == "const":
+            parts[j] = ("const", e[1][index])
+            continue
+        composed = _index_view(e, index)
+        if composed is None:
+            elements.append((j, index))
+        else:
+            parts[j] = composed
+    get = operands(parts, layouts, evaluate)
+    if not elements:
+        return get
+
+    def with_elements(slots: list, numbers: Sequence[Any]) -> tuple:
+        values = list(get(slots, numbers))
+        for j, index in elements:
+            values[j] = values[j][index]
+        return tuple(values)
+
+    return with_elements
 
 
 def kernel_op(
@@ -192,6 +268,10 @@ def kernel_op(
     the call's numbers. ``out_slots``: the slots of its outputs, when ``run`` writes into
     buffers it is given (``run(inputs, constants, outs)``) and some are the program's."""
 
+    bind = getattr(run, "bind", None)
+    if bind is not None and out_slots is not None and not dynamic:
+        return _bound_kernel_op(run, bind, get, constants, out_slots)
+
     def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
         values = constants
         if dynamic:
@@ -203,6 +283,29 @@ def kernel_op(
             slots.extend(run(get(slots, numbers), values))
         else:
             slots.extend(run(get(slots, numbers), values, [pool[i] for i in out_slots]))
+
+    return op
+
+
+def _bound_kernel_op(
+    run: Callable, bind: Callable, get: Callable, constants: tuple, out_slots: Sequence[int]
+) -> Op:
+    """``kernel_op`` of a replayer that binds its buffers (``bind(outs)``): bound once per
+    pool, the program's, so that a replay skips building and checking the buffers' list
+    (unless an output is not the program's: it gets a new array each replay)."""
+    bound: list = [None, None]  # [pool, its bound run]
+
+    def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
+        if pool is None:
+            slots.extend(run(get(slots, numbers), constants))
+            return
+        if bound[0] is not pool:
+            outs = [pool[i] for i in out_slots]
+            if any(b is None for b in outs):  # a result of its own: a new array each replay
+                bound[:] = [pool, lambda inputs, values: run(inputs, values, outs)]
+            else:
+                bound[:] = [pool, bind(outs)]
+        slots.extend(bound[1](get(slots, numbers), constants))
 
     return op
 
@@ -338,6 +441,33 @@ def reusable(
             chosen.add(i)
             total += size
     return chosen
+
+
+def results(
+    recipes: Sequence[tuple], layouts: Sequence[tuple | None], evaluate: Callable
+) -> Callable[[list, Sequence[Any]], list]:
+    """How a replay builds the list of the call's results (``result`` of each recipe), as one
+    generated expression: a whole slot read directly, a view by its ``view_maker``.
+
+    >>> f8 = np.dtype("f8")
+    >>> get = results([("view", 0, 0, (2,), (8,), f8), ("number", None)], [((2,), (8,), f8)],
+    ...               lambda recipe, numbers: 1.5)
+    >>> get([np.zeros(2)], ())
+    [array([0., 0.]), 1.5]
+    """
+    names: dict[str, Any] = {}
+    items = []
+    for k, r in enumerate(recipes):
+        e = _whole(r, layouts) if r[0] == "view" else r
+        if e[0] == "slot":
+            items.append(f"slots[{e[1]}]")
+        elif e[0] == "view" and layouts[e[1]] is not None:
+            names[f"view{k}"] = view_maker(layouts[e[1]], *e[2:])
+            items.append(f"view{k}(slots[{e[1]}])")
+        else:
+            names[f"get{k}"] = result(r, layouts, evaluate)
+            items.append(f"get{k}(slots, numbers)")
+    return eval(f"lambda slots, numbers: [{', '.join(items)}]", names)  # noqa: S307
 
 
 def result(recipe: tuple, layouts: Sequence[tuple | None], evaluate: Callable) -> Getter:

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -977,7 +978,8 @@ def replayer(kernel):
     plain = len(specs) == n_out and all(t is None for t in templates)  # outputs only, unfilled
     checked: dict[int, np.ndarray] = {}  # buffers given before (a program's own: the same)
 
-    def run_serial(inputs: tuple, constants: tuple, outs: list | None = None) -> list[np.ndarray]:
+    def run_bare(inputs: tuple, constants: tuple, outs: list | None = None) -> list[np.ndarray]:
+        """``run_serial`` of inputs already indexed by ``indexes`` (``x[v]``)."""
         if outs is not None and plain and all(b is not None for b in outs):
             for b in outs:
                 if checked.get(id(b)) is not b:
@@ -990,15 +992,41 @@ def replayer(kernel):
                 bufs = outs
         else:
             bufs = arrays(outs)
+        fn(*head, *inputs, *constants, *bufs)
+        return bufs[:n_out] if len(bufs) > n_out else bufs
+
+    def run_serial(inputs: tuple, constants: tuple, outs: list | None = None) -> list[np.ndarray]:
         if indexed:
             given = list(inputs)
             for j in indexed:
                 given[j] = given[j][views[j]]
             inputs = tuple(given)
-        fn(*head, *inputs, *constants, *bufs)
-        return bufs[:n_out] if len(bufs) > n_out else bufs
+        return run_bare(inputs, constants, outs)
 
-    run_serial.writes_into = True
+    def bind(outs: list) -> Callable[[tuple, tuple], list[np.ndarray]]:
+        """``run_bare`` writing into ``outs`` (every output's buffer, checked here once), its
+        scratch buffers made once too: for a program's own buffers, which only one replay at
+        a time uses (``replay.Program``'s lock)."""
+        if len(outs) != n_out or any(b is None for b in outs):
+            raise ValueError(f"bind needs a buffer for each of the {n_out} outputs")
+        bufs = arrays(outs)
+        refill = [(b, t) for b, t in zip(bufs, templates) if t is not None]
+        tail = bufs[:n_out]
+        copyto = np.copyto
+
+        def bound(inputs: tuple, constants: tuple) -> list[np.ndarray]:
+            for b, t in refill:
+                copyto(b, t)
+            fn(*head, *inputs, *constants, *bufs)
+            return tail
+
+        return bound
+
+    # a replay composes each input's index into the view it takes (replay_ops.indexed_operands)
+    run_serial.indexes = tuple((j, views[j]) for j in indexed)
+    run_serial.bare = run_bare
+    run_bare.bind = bind
+    run_serial.writes_into = run_bare.writes_into = True
     return run_serial
 
 
