@@ -314,7 +314,7 @@ def _handed_out(v: Any, given: list, seeds: tuple) -> Any:
     if type(v) is not _NDARRAY:
         return v
     if v.base is not None or not v.flags.writeable or _among(v, given) or _among(v, seeds):
-        return replay.note_derived(np.array(v), v, np.array)
+        return replay.note_derived(v.copy(), v, _NDARRAY.copy)  # C order, as np.array
     return v
 
 

@@ -69,6 +69,7 @@ from .tangents import AbstractZero, ZeroTangent, unthunk
 
 _STATIC = (int, float, complex, bool, str, bytes, type(None))
 _NUMBERS = (float, complex)  # exact types: inputs of the recording (not int, bool)
+_NDARRAY_ONLY = {np.ndarray}
 DEFAULT_CACHE_SIZE = 64
 
 
@@ -204,7 +205,7 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if not kwargs and all(type(a) is np.ndarray for a in args):
+        if not kwargs and {*map(type, args)} <= _NDARRAY_ONLY:
             # The common call, keyed without flattening: positional arrays only.
             entry = fast.get(_fast_key(args))
             if entry is not None and entry.program is not None:

@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +86,10 @@ def structure(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], tuple]:
     """
     leaves: list[Any] = []
     spec = _flatten(tree, leaves)
+    if spec == ("leaf",):
+        return leaves, operator.itemgetter(0), _key(spec)
+    if spec[0] in (tuple, list) and all(s == ("leaf",) for s in spec[1]):
+        return leaves, spec[0], _key(spec)  # a flat tuple or list: the type rebuilds it
 
     def rebuild(new_leaves: list[Any]) -> Any:
         return _rebuild(spec, iter(new_leaves))
