@@ -197,9 +197,9 @@ def _product_op(
                     ta,
                     tb,
                     first + k,
+                    _product_runner(a, b, ta, tb, layouts),
                 )
             )
-    matmul = replay_blas.matmul
     if all(spec is None for spec in specs):  # every product made elsewhere (a batched sum)
         nones = [None] * len(specs)
         return lambda slots, numbers, pool: slots.extend(nones)
@@ -212,7 +212,7 @@ def _product_op(
             elif spec[0] == "ready":
                 out.append(pool[spec[1]])  # type: ignore[index]
             else:
-                _, ga, gb, ta, tb, slot = spec
+                _, ga, gb, ta, tb, slot, matmul = spec
                 a = ga(slots, numbers)
                 b = gb(slots, numbers)
                 buf = None if pool is None else pool[slot]
@@ -222,6 +222,20 @@ def _product_op(
         slots.extend(out)
 
     return op
+
+
+def _product_runner(a: tuple, b: tuple, ta: bool, tb: bool, layouts) -> Callable:
+    """``np.matmul`` itself for a product whose operands' shapes (fixed by the signature) make
+    it smaller than ``replay_blas`` splits; else ``replay_blas.matmul``."""
+    shapes = []
+    for e, t in ((a, ta), (b, tb)):
+        lay = layouts[e[1]] if e[0] == "slot" else None
+        shape = e[3] if e[0] == "view" else lay[0] if lay else getattr(e[1], "shape", None)
+        if not isinstance(shape, tuple) or len(shape) != 2:
+            return replay_blas.matmul
+        shapes.append(shape[::-1] if t else shape)
+    (m, k), (_, n) = shapes
+    return np.matmul if m * k * n < replay_blas.SPLIT_MIN_MADDS else replay_blas.matmul
 
 
 def _region(src: tuple, layouts, n_slots: int, evaluate: Callable) -> Callable:

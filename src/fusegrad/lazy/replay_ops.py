@@ -291,8 +291,8 @@ def _bound_kernel_op(
     run: Callable, bind: Callable, get: Callable, constants: tuple, out_slots: Sequence[int]
 ) -> Op:
     """``kernel_op`` of a replayer that binds its buffers (``bind(outs)``): bound once per
-    pool, the program's, so that a replay skips building and checking the buffers' list
-    (unless an output is not the program's: it gets a new array each replay)."""
+    pool, the program's, so that a replay skips building and checking the buffers' list (an
+    output that is not the program's gets a new array each replay)."""
     bound: list = [None, None]  # [pool, its bound run]
 
     def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
@@ -300,11 +300,7 @@ def _bound_kernel_op(
             slots.extend(run(get(slots, numbers), constants))
             return
         if bound[0] is not pool:
-            outs = [pool[i] for i in out_slots]
-            if any(b is None for b in outs):  # a result of its own: a new array each replay
-                bound[:] = [pool, lambda inputs, values: run(inputs, values, outs)]
-            else:
-                bound[:] = [pool, bind(outs)]
+            bound[:] = [pool, bind([pool[i] for i in out_slots])]
         slots.extend(bound[1](get(slots, numbers), constants))
 
     return op
