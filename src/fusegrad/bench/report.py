@@ -726,6 +726,33 @@ def pictures_section(out_dir: str | None) -> str:
     return "## Pictures\n\n" + "\n".join(lines) + "\n" + img
 
 
+def rounds_line(combined: list[dict]) -> str:
+    """The run's line on rounds (``--rounds``): which cases ran in several, and how their time
+    was kept; empty when none did.
+
+    Example:
+        >>> rows = [{"lib": "jax", "workload": "MLP", "n": 32, "rounds_s": [2.0, 1.0, 3.0]}]
+        >>> rounds_line(rows)[:40]
+        '- Rounds: MLP at 32 ran in 3 rounds, eve'
+    """
+    cases: dict = {}
+    k = 0
+    for r in combined:
+        if len(r.get("rounds_s") or ()) > 1:
+            cases.setdefault(r["workload"], set()).add(r["n"])
+            k = max(k, len(r["rounds_s"]))
+    if not cases:
+        return ""
+    which = "; ".join(
+        f"{w} at {', '.join(f'{n:,}' for n in sorted(ns))}" for w, ns in cases.items()
+    )
+    return (
+        f"- Rounds: {which} ran in {k} rounds, every library's case once per round, one after "
+        f"another; each time is the best of {k} rounds' medians (every round's is in "
+        "results.json)\n"
+    )
+
+
 def render_report(combined, machine, command, malloc, elapsed_s, out_dir=None) -> str:
     """The whole ``report.md``: summary, pictures, targets, the run, then every table.
 
@@ -743,7 +770,9 @@ def render_report(combined, machine, command, malloc, elapsed_s, out_dir=None) -
         + targets_section(combined)
         + "\n## The run\n\n"
         + machine_section(machine, command, malloc, skipped_libs(combined))
-        + f"- Wall time of the whole run: {elapsed_s:.0f} s\n\n"
+        + f"- Wall time of the whole run: {elapsed_s:.0f} s\n"
+        + rounds_line(combined)
+        + "\n"
         + COLUMNS_NOTE
         + "\n## Results\n\n"
         + workload_sections(combined)

@@ -63,6 +63,9 @@ class Workload:
     size_axis: str = "N"  # what the size is, on the plots' x axis
     # Sizes that stand for the workload in the report's summary (besides its largest).
     summary_sizes: tuple = ()
+    # Sizes up to this run in ``--rounds`` rounds (each library's fastest kept): cases timed in
+    # microseconds to milliseconds, where a noisy second on a shared machine moves a ratio 2x.
+    rounds_upto: int = 0
 
     @property
     def argnum_tuple(self) -> tuple:
@@ -470,6 +473,7 @@ WORKLOADS: dict[str, Workload] = {
             "W1", "sum((1 - x) / 2)", "x", w1, w1_torch, w1_hand, w1_inputs, 0,
             quick_sizes=(1000, 1_000_000), full_sizes=(1000, 10_000_000),
             big_elems=lambda n: n, eager_arrays=3, pairwise=False, summary_sizes=(1000,),
+            rounds_upto=1000,
         ),
         Workload(
             "W2", "sum((v[:, None] - v[None, :]) / 2)", "v", w2, w2_torch, w2_hand, vec_inputs, 0,
@@ -515,7 +519,7 @@ WORKLOADS: dict[str, Workload] = {
             grad_elems=_mlp_params,
             size_text=lambda n: "batch {}, {}→{}→1".format(n, *mlp_dims(n)),
             size_axis="batch (with the network: 10→16→1, 100→128→1, 100→256→1)",
-            summary_sizes=tuple(MLP_DIMS),
+            summary_sizes=tuple(MLP_DIMS), rounds_upto=max(MLP_DIMS),
         ),
         Workload(
             "RNN", "h = tanh(x_t@Wx + h@Wh + b) over the steps; mean((h@wo - y)**2)",
@@ -525,7 +529,7 @@ WORKLOADS: dict[str, Workload] = {
             in_elems=lambda n: n * RNN_BATCH * RNN_INPUT + _RNN_PARAMS + RNN_BATCH,
             grad_elems=lambda n: _RNN_PARAMS, tiny_size=3,
             size_text=lambda n: f"{n} steps, batch {RNN_BATCH}, {RNN_INPUT}→{RNN_HIDDEN}",
-            size_axis="steps",
+            size_axis="steps", rounds_upto=100,
         ),
     ]
 }  # fmt: skip
