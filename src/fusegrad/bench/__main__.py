@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m fusegrad.bench",
         description="Gradient benchmarks: fusegrad against a hand-written NumPy gradient, "
         "HIPS autograd, JAX (eager and jit) and PyTorch. Each case runs in a fresh process; "
-        "the quick default takes about 3 minutes on a quiet 2-core machine.",
+        "the quick default takes about 5 minutes on a quiet 2-core machine.",
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
