@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -291,6 +292,13 @@ def run_all(
     last_ok: dict = {}
     failed: dict = {}
     available = mem_available()
+    run = functools.partial(
+        run_subprocess,
+        threads=threads,
+        timeout_s=timeout_s,
+        budget_s=budget_s,
+        min_samples=min_samples,
+    )
     for i, case in enumerate(cases, 1):
         wl = workloads[case.workload]
         lib = LIBS[case.lib]
@@ -314,13 +322,7 @@ def run_all(
         if skip:
             r = {**base, "status": "skipped", "message": skip}
         else:
-            r = run_subprocess(
-                case,
-                threads=threads,
-                timeout_s=timeout_s,
-                budget_s=budget_s,
-                min_samples=min_samples,
-            )
+            r = run(case)
             if r["status"] in ("ok", "wrong"):
                 last_ok[key] = r
             elif r["status"] in ("error", "timeout"):
@@ -334,13 +336,7 @@ def run_all(
     ]
     for k in range(2, rounds + 1):
         for i, case in enumerate(again, 1):
-            r = run_subprocess(
-                case,
-                threads=threads,
-                timeout_s=timeout_s,
-                budget_s=budget_s,
-                min_samples=min_samples,
-            )
+            r = run(case)
             results.append({**r, "round": k})
             label = f"{case.label} (round {k})"
             progress(f"[{i:>3}/{len(again)}] {label:<44} {status_text(r)}")

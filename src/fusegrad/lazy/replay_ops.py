@@ -175,19 +175,28 @@ def operands(
             return lambda slots, numbers: (slots[i],)
         take = operator.itemgetter(*idx)
         return lambda slots, numbers: take(slots)
-    # one generated expression: no call per whole slot, one per view (``view_maker``'s)
+    return _generated(parts, layouts, lambda p: getter(p, layouts, evaluate), "({},)")
+
+
+def _generated(
+    parts: Sequence[tuple], layouts: Sequence[tuple | None], other: Callable, form: str
+) -> Callable[[list, Sequence[Any]], Any]:
+    """One generated expression ``form`` (``"({},)"``, ``"[{}]"``) of the encoded ``parts``: a
+    whole slot read directly, a view by its ``view_maker``, anything else by the getter
+    ``other(part)`` gives; no Python call per whole slot, no list built and then copied."""
     names: dict[str, Any] = {}
     items = []
-    for k, p in enumerate(parts):
-        if p[0] == "slot":
-            items.append(f"slots[{p[1]}]")
-        elif p[0] == "view" and layouts[p[1]] is not None:
-            names[f"view{k}"] = view_maker(layouts[p[1]], *p[2:])
-            items.append(f"view{k}(slots[{p[1]}])")
+    for k, part in enumerate(parts):
+        e = _whole(part, layouts)
+        if e[0] == "slot":
+            items.append(f"slots[{e[1]}]")
+        elif e[0] == "view" and layouts[e[1]] is not None:
+            names[f"view{k}"] = view_maker(layouts[e[1]], *e[2:])
+            items.append(f"view{k}(slots[{e[1]}])")
         else:
-            names[f"get{k}"] = getter(p, layouts, evaluate)
+            names[f"get{k}"] = other(part)
             items.append(f"get{k}(slots, numbers)")
-    return eval(f"lambda slots, numbers: ({', '.join(items)},)", names)  # noqa: S307
+    return eval(f"lambda slots, numbers: {form.format(', '.join(items))}", names)  # noqa: S307
 
 
 def _index_view(e: tuple, index: tuple) -> tuple | None:
@@ -451,19 +460,7 @@ def results(
     >>> get([np.zeros(2)], ())
     [array([0., 0.]), 1.5]
     """
-    names: dict[str, Any] = {}
-    items = []
-    for k, r in enumerate(recipes):
-        e = _whole(r, layouts) if r[0] == "view" else r
-        if e[0] == "slot":
-            items.append(f"slots[{e[1]}]")
-        elif e[0] == "view" and layouts[e[1]] is not None:
-            names[f"view{k}"] = view_maker(layouts[e[1]], *e[2:])
-            items.append(f"view{k}(slots[{e[1]}])")
-        else:
-            names[f"get{k}"] = result(r, layouts, evaluate)
-            items.append(f"get{k}(slots, numbers)")
-    return eval(f"lambda slots, numbers: [{', '.join(items)}]", names)  # noqa: S307
+    return _generated(recipes, layouts, lambda r: result(r, layouts, evaluate), "[{}]")
 
 
 def result(recipe: tuple, layouts: Sequence[tuple | None], evaluate: Callable) -> Getter:
