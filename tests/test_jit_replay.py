@@ -10,6 +10,7 @@ import pytest
 
 import fusegrad as fg
 from fusegrad import direct_matmul
+from fusegrad.bench import workloads
 from fusegrad.lazy import asarray, materialize, replay, small
 from fusegrad.lazy.engines import numba_engine
 
@@ -369,13 +370,7 @@ def test_hot_kernels_write_into_the_programs_buffers_and_stay_right(monkeypatch)
     monkeypatch.setattr(numba_engine, "replayer", spy)
 
     def loss(W1, b1, W2, b2, X, y):
-        return np.mean((np.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
-
-    def hand(W1, b1, W2, b2, X, y):
-        a = np.tanh(X @ W1 + b1)
-        dout = (a @ W2 + b2 - y) * (2.0 / y.size)
-        dz = (dout @ W2.T) * (1.0 - a * a)
-        return X.T @ dz, dz.sum(axis=0), a.T @ dout, dout.sum(axis=0)
+        return workloads.mlp(np, W1, b1, W2, b2, X, y)
 
     rng = np.random.default_rng(0)
     g = fg.jit(fg.grad(loss, argnums=(0, 1, 2, 3)))
@@ -384,7 +379,32 @@ def test_hot_kernels_write_into_the_programs_buffers_and_stay_right(monkeypatch)
             args = (rng.standard_normal((5, 7)), rng.standard_normal(7),
                     rng.standard_normal((7, 1)), rng.standard_normal(1),
                     rng.standard_normal((32, 5)), rng.standard_normal((32, 1)))  # fmt: skip
-            for got, want in zip(g(*args), hand(*args), strict=True):
+            for got, want in zip(g(*args), workloads.mlp_hand(*args), strict=True):
                 np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
     assert binds  # the hot program's kernels were bound to its buffers
     assert g.cache_info().hits >= replay.HOT_REPLAYS
+
+
+def test_hot_bound_kernels_take_each_calls_numbers():
+    """A number argument is a kernel constant computed at each replay; the bound kernels of a
+    hot program must read the new value every call."""
+    if not numba_engine.available():
+        pytest.skip("numba unavailable")
+
+    def loss(W1, b1, W2, b2, X, y, s):
+        return workloads.mlp(np, W1 * s, b1, W2, b2, X, y)
+
+    rng = np.random.default_rng(1)
+    g = fg.jit(fg.grad(loss, argnums=(0, 1, 2, 3)))
+    with fg.use_engine("auto"):
+        for k in range(replay.HOT_REPLAYS + 6):
+            args = (rng.standard_normal((5, 7)), rng.standard_normal(7),
+                    rng.standard_normal((7, 1)), rng.standard_normal(1),
+                    rng.standard_normal((32, 5)), rng.standard_normal((32, 1)))  # fmt: skip
+            s = 0.5 + 0.1 * k
+            dW1, db1, dW2, db2 = workloads.mlp_hand(args[0] * s, *args[1:])
+            want = (dW1 * s, db1, dW2, db2)
+            for got, w in zip(g(*args, s), want, strict=True):
+                np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-14)
+    info = g.cache_info()
+    assert info[0].numbers == "inputs" and info.hits >= replay.HOT_REPLAYS

@@ -277,17 +277,13 @@ def kernel_op(
     the call's numbers. ``out_slots``: the slots of its outputs, when ``run`` writes into
     buffers it is given (``run(inputs, constants, outs)``) and some are the program's."""
 
+    constants_of = _constants_of(constants, dynamic, evaluate)
     bind = getattr(run, "bind", None)
-    if bind is not None and out_slots is not None and not dynamic:
-        return _bound_kernel_op(run, bind, get, constants, out_slots)
+    if bind is not None and out_slots is not None:
+        return _bound_kernel_op(run, bind, get, constants_of, out_slots)
 
     def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
-        values = constants
-        if dynamic:
-            changed = list(constants)
-            for j, recipe in dynamic:
-                changed[j] = evaluate(recipe, numbers)
-            values = tuple(changed)
+        values = constants_of(numbers)
         if pool is None or out_slots is None:
             slots.extend(run(get(slots, numbers), values))
         else:
@@ -296,8 +292,23 @@ def kernel_op(
     return op
 
 
+def _constants_of(constants: tuple, dynamic: tuple, evaluate: Callable) -> Callable:
+    """A function of the call's numbers giving a kernel's constants, those ``dynamic`` lists
+    (``(index, recipe)``) computed from the numbers."""
+    if not dynamic:
+        return lambda numbers: constants
+
+    def of(numbers: Sequence[Any]) -> tuple:
+        changed = list(constants)
+        for j, recipe in dynamic:
+            changed[j] = evaluate(recipe, numbers)
+        return tuple(changed)
+
+    return of
+
+
 def _bound_kernel_op(
-    run: Callable, bind: Callable, get: Callable, constants: tuple, out_slots: Sequence[int]
+    run: Callable, bind: Callable, get: Callable, constants_of: Callable, out_slots: Sequence[int]
 ) -> Op:
     """``kernel_op`` of a replayer that binds its buffers (``bind(outs)``): bound once per
     pool, the program's, so that a replay skips building and checking the buffers' list (an
@@ -306,11 +317,11 @@ def _bound_kernel_op(
 
     def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
         if pool is None:
-            slots.extend(run(get(slots, numbers), constants))
+            slots.extend(run(get(slots, numbers), constants_of(numbers)))
             return
         if bound[0] is not pool:
             bound[:] = [pool, bind([pool[i] for i in out_slots])]
-        slots.extend(bound[1](get(slots, numbers), constants))
+        slots.extend(bound[1](get(slots, numbers), constants_of(numbers)))
 
     return op
 

@@ -975,23 +975,10 @@ def replayer(kernel):
     whole = tuple(slice(None) for _ in dom)
     # an input read whole is passed as it is; the others are indexed (a scalar: ``a[0, ..]``)
     indexed = [j for j, v in enumerate(views) if e.views[j] is None or v != whole]
-    plain = len(specs) == n_out and all(t is None for t in templates)  # outputs only, unfilled
-    checked: dict[int, np.ndarray] = {}  # buffers given before (a program's own: the same)
 
     def run_bare(inputs: tuple, constants: tuple, outs: list | None = None) -> list[np.ndarray]:
         """``run_serial`` of inputs already indexed by ``indexes`` (``x[v]``)."""
-        if outs is not None and plain and all(b is not None for b in outs):
-            for b in outs:
-                if checked.get(id(b)) is not b:
-                    bufs = arrays(outs)  # checks each (a buffer of another layout raises)
-                    if len(checked) > 256:
-                        checked.clear()
-                    checked.update((id(x), x) for x in outs)
-                    break
-            else:
-                bufs = outs
-        else:
-            bufs = arrays(outs)
+        bufs = arrays(outs)  # checks each buffer given (one of another layout raises)
         fn(*head, *inputs, *constants, *bufs)
         return bufs[:n_out] if len(bufs) > n_out else bufs
 
