@@ -106,7 +106,7 @@ def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: An
     if method == "__call__" and not kwargs and uf.nout == 1:
         vals = small.values_if_small(inputs)
         if vals is not None:
-            return small.wrap(uf(*vals))
+            return small.wrap(small.call_ufunc(uf, vals))
     if _foreign(inputs):
         return NotImplemented
     op = op_for(uf)

@@ -401,7 +401,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
         vals = small.values_if_small(args)
         if vals is not None:  # small and concrete: NumPy now, and an eager pullback
-            y = ufunc(*vals, **kwargs)
+            y = ufunc(*vals, **kwargs) if kwargs else small.call_ufunc(ufunc, vals)
             return y, lambda dy: _scalar_pullback(partials, args, vals, y, concrete_ct(dy))
         largs = tuple(as_lazy(a) for a in args)
         y = ufunc(*largs, **kwargs)
