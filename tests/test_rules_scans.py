@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import fusegrad.rules.scans  # noqa: F401  (registers the rules)
 from fusegrad.rules.registry import rrule
+from fusegrad.scipy import _dispatch
 from fusegrad.tangents import NoTangent, ZeroTangent
 from fusegrad.testing import check_rrule
 
@@ -118,6 +119,8 @@ def test_sort_hypothesis(shape, data):
 # --------------------------------------------------------------------------- logsumexp
 
 sp = pytest.importorskip("scipy.special")
+scans = fusegrad.rules.scans
+SCIPY_LOGSUMEXP = _dispatch.original(sp.logsumexp)  # SciPy's own, not fusegrad's dispatcher
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -155,6 +158,45 @@ def test_logsumexp_softmax_hand_derived():
 
 def test_logsumexp_return_sign_has_no_rule():
     assert rrule(sp.logsumexp, np.ones(3), return_sign=True) is None
+
+
+_SPECIAL = st.sampled_from([np.inf, -np.inf, np.nan, 0.0, 700.0, -745.0, 1e308])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 5), min_size=0, max_size=3),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    keepdims=st.booleans(),
+    data=st.data(),
+)
+def test_logsumexp_value_is_scipys_bit_for_bit(shape, dtype, keepdims, data):
+    """The rule's own NumPy logsumexp (SciPy's algorithm, without its array-API dispatch) gives
+    SciPy's values exactly: ties of the maximum, infinities, NaN, every axis form."""
+    shape = tuple(shape)
+    values = st.one_of(st.floats(-50, 50, width=32), st.sampled_from([1.0, 1.0, 2.0]), _SPECIAL)
+    with np.errstate(over="ignore"):  # 1e308 is inf in float32
+        a = np.asarray(
+            data.draw(st.lists(values, min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))),
+            dtype,
+        ).reshape(shape)
+    axes = [None] + list(range(-a.ndim, a.ndim)) + ([tuple(range(a.ndim))] if a.ndim > 1 else [])
+    axis = data.draw(st.sampled_from(axes)) if a.ndim else None
+    with np.errstate(all="ignore"):
+        want = SCIPY_LOGSUMEXP(a, axis=axis, keepdims=keepdims)
+        got, _ = rrule(sp.logsumexp, a, axis=axis, keepdims=keepdims)
+    assert type(got) is type(want)
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_logsumexp_falls_back_to_scipy_when_they_differ(monkeypatch):
+    monkeypatch.setattr(scans, "_LSE_SAME", [])
+    monkeypatch.setattr(scans, "_logsumexp_numpy", lambda a, axis, keepdims: a.sum() + 1.0)
+    assert not scans._same_as_scipy()
+    x = np.array([1.0, 2.0, 3.0])
+    y, _ = rrule(sp.logsumexp, x)
+    assert y == SCIPY_LOGSUMEXP(x)
 
 
 # -------------------------------------------------------------------------------- norm
