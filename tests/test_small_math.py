@@ -19,11 +19,34 @@ pytestmark = pytest.mark.skipif(not numba_engine.available(), reason="numba unav
 UFUNCS = [np.tanh, np.exp, np.expm1, np.log, np.log1p]
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    """Counts and loops as in a new process."""
+    """Counts and loops as in a new process on a machine where they are used (x86-64 without
+    AVX-512: ``small.numpy_math_is_scalar``)."""
     monkeypatch.setattr(small, "_fast_calls", {})
     monkeypatch.setattr(small, "_fast_loops", {})
+    monkeypatch.setattr(small, "_LOOPED", set(small.LOOPABLE))
+
+
+def test_loops_only_where_numpys_own_are_scalar(monkeypatch):
+    import numpy._core._multiarray_umath as umath
+
+    features = dict(umath.__cpu_features__)
+    monkeypatch.setattr(small.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(umath, "__cpu_features__", {**features, "AVX512_SKX": False})
+    assert small.numpy_math_is_scalar()
+    monkeypatch.setattr(umath, "__cpu_features__", {**features, "AVX512_SKX": True})
+    assert not small.numpy_math_is_scalar()
+    monkeypatch.setattr(small.platform, "machine", lambda: "arm64")
+    assert not small.numpy_math_is_scalar()
+
+
+def test_without_loops_every_call_is_numpys(monkeypatch):
+    monkeypatch.setattr(small, "_LOOPED", set())
+    a = np.linspace(0.1, 2.0, 1024)
+    for _ in range(2 * HOT_CALLS):
+        np.testing.assert_array_equal(small.call_ufunc(np.tanh, [a]), np.tanh(a))
+    assert not small._fast_loops
 
 
 def _hot(uf):
@@ -44,7 +67,7 @@ def _ulps(got, want):
 
 
 @pytest.mark.parametrize("uf", UFUNCS, ids=lambda u: u.__name__)
-def test_a_cold_ufunc_is_numpys_call_and_a_hot_one_is_the_loop(uf, fresh):
+def test_a_cold_ufunc_is_numpys_call_and_a_hot_one_is_the_loop(uf):
     a = np.linspace(0.1, 3.0, small.FAST_MATH_MIN)
     for _ in range(HOT_CALLS - 1):
         np.testing.assert_array_equal(small.call_ufunc(uf, [a]), uf(a))
@@ -82,7 +105,7 @@ def test_hot_loops_are_within_one_ulp_of_numpy(uf, shape, data):
         pytest.param(lambda: np.linspace(0.1, 2, 512).view(_Sub), id="subclass"),
     ],
 )
-def test_other_arrays_take_numpys_call(case, fresh, monkeypatch):
+def test_other_arrays_take_numpys_call(case, monkeypatch):
     _hot(np.tanh)
     monkeypatch.setitem(small._fast_loops, np.tanh, _refuse)
     a = case()
@@ -99,7 +122,7 @@ def _refuse(a):
     raise AssertionError("the compiled loop ran on an array NumPy should have taken")
 
 
-def test_the_numpy_engine_never_runs_a_loop(fresh, monkeypatch):
+def test_the_numpy_engine_never_runs_a_loop(monkeypatch):
     a = np.linspace(0.1, 2.0, 1024)
     with fg.use_engine("numpy"):
         for _ in range(2 * HOT_CALLS):
@@ -135,7 +158,7 @@ def _rnn_by_hand(Wx, Wh, b, wo, xs, y):
     return dWx, dWh, db, hs[-1].T @ dz
 
 
-def test_rnn_gradient_through_hot_loops_is_the_hand_derived_one(small_path, fresh):
+def test_rnn_gradient_through_hot_loops_is_the_hand_derived_one(small_path):
     rng = np.random.default_rng(0)
     hidden, batch = 64, 16  # 1024-point tanh per step: the loops' case
     args = (

@@ -23,8 +23,10 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 import os
+import platform
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -171,8 +173,10 @@ def values_if_small(args: tuple) -> list | None:
 # FAST_MATH_MIN: from this many points a float64 tanh, exp, expm1, log or log1p of the path
 #   runs in numba_math's vectorised loop (engines/numba_eager.py) once the ufunc has run
 #   HOT_CALLS times here (a loop: its compile, once per machine, pays back), on the numba and auto
-#   engines. At 1024 points (an RNN step's 16x64) tanh takes 5 us there against NumPy's 14, exp
-#   4.5 against 5.8, log 3.0 against 5.0; at 16 points NumPy's 0.7 us beat the loop's 1.0.
+#   engines, where NumPy's own float64 loops call scalar libm (``numpy_math_is_scalar``). There,
+#   at 1024 points (an RNN step's 16x64) tanh took 5 us against NumPy's 14, exp 4.5 against 5.8,
+#   log 3.0 against 5.0; at 16 points NumPy's 0.7 us beat the loop's 1.0. With AVX-512 NumPy's
+#   are the faster (16x64 tanh 2.1 us against the loop's 2.8, exp 1.2 against 1.9).
 FAST_MATH_MIN = 256
 _F64 = np.dtype(np.float64)
 _fast_calls: dict[Any, int] = {}  # ufunc -> calls seen on the path (reads race harmlessly)
@@ -187,7 +191,7 @@ def call_ufunc(uf: np.ufunc, vals: list) -> Any:
     >>> float(call_ufunc(np.add, [1.0, 2.0]))
     3.0
     """
-    if len(vals) == 1 and uf in _NUMPY_FAST:
+    if len(vals) == 1 and uf in _LOOPED:
         a = vals[0]
         if type(a) is _NDARRAY and a.dtype is _F64 and a.size >= FAST_MATH_MIN:
             loop = _fast_loops.get(uf) or _hot_loop(uf)
@@ -201,7 +205,7 @@ def _hot_loop(uf: np.ufunc) -> Any:
     if n < HOT_CALLS or not _compiled_engine():
         return None
     if not engines.get("numba").available():
-        _NUMPY_FAST.discard(uf)  # never again: NumPy it is
+        _LOOPED.discard(uf)  # never again: NumPy it is
         return None
     from .engines.numba_eager import LOOPS
 
@@ -213,7 +217,26 @@ def _compiled_engine() -> bool:
     return engines.current() in ("auto", "numba")
 
 
-_NUMPY_FAST = {np.tanh, np.exp, np.expm1, np.log, np.log1p}  # not scipy.special's namesakes
+def numpy_math_is_scalar() -> bool:
+    """Whether NumPy's float64 ``tanh``, ``exp``, ``expm1``, ``log`` and ``log1p`` call scalar
+    libm on this machine: x86-64 without AVX-512 (Skylake-X's set, which NumPy's own AVX-512
+    ``exp``/``log`` and its SVML ``tanh``/``expm1``/``log1p`` need). Elsewhere NumPy's are
+    vectorised, or not measured against numba_math's (other architectures): NumPy it is.
+
+    >>> isinstance(numpy_math_is_scalar(), bool)
+    True
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        umath = importlib.import_module("numpy._core._multiarray_umath")
+    except ImportError:  # pragma: no cover - NumPy moved it
+        return False
+    return not getattr(umath, "__cpu_features__", {"AVX512_SKX": True}).get("AVX512_SKX", False)
+
+
+LOOPABLE = (np.tanh, np.exp, np.expm1, np.log, np.log1p)  # not scipy.special's namesakes
+_LOOPED = set(LOOPABLE) if numpy_math_is_scalar() else set()
 
 
 def value_if_small(a: Any) -> np.ndarray | None:
