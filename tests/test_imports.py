@@ -173,6 +173,7 @@ ALLOWED_FUNCTION_IMPORTS = {
     # engines loaded by name when first used (a failing numba or dask install stays optional)
     ("fusegrad.lazy.replay", "fusegrad.lazy.engines"),
     ("fusegrad.lazy.engines.numba_engine", "fusegrad.lazy.engines.numba_math"),
+    ("fusegrad.lazy.small", "fusegrad.lazy.engines.numba_eager"),
     ("fusegrad.lazy.engines.dask_engine", "fusegrad.lazy.engines.numpy_blocked"),
     ("fusegrad.lazy.engines.dask_engine", "fusegrad.lazy.engines.numba_engine"),
     ("fusegrad.lazy.engines.numba_engine", "importlib.metadata"),
