@@ -5,7 +5,9 @@ machines without AVX-512 (~14 ns a point for ``tanh``), while ``numba_math``'s b
 versions vectorise (~4 ns, within 1 ulp). The small-array path computes ops eagerly, so an RNN
 step's ``tanh`` over 16×64 values cost 14 µs in NumPy and takes 5 µs here (2 of them the
 call). ``LOOPS`` maps each ufunc to its loop: ``loop(a)`` is ``ufunc(a)`` for a C-contiguous
-float64 array ``a``.
+float64 array ``a``. The five are written out: numba caches neither a closure made per
+function (every copy has one qualified name) nor a loop taking the function as an argument
+(which also costs ~8 µs a call).
 
 Example::
 
