@@ -72,20 +72,29 @@ class InputNode:
 
 
 class TapeNode:
-    """One primitive on the tape: ``f``'s pullback, the arguments its rule ran on (for
-    ``registry.pull``'s checks), whether the rule is lazy, and per positional argument the parent
-    tracers; ``n_out`` is the number of outputs of a tuple result (None: one value)."""
+    """One primitive on the tape: ``f``'s pullback, per positional argument whether it is
+    differentiable (for ``registry.pull``'s checks) and its parents (``_ref``s, or nested lists
+    of them for a container argument), whether the rule is lazy; ``n_out`` is the number of
+    outputs of a tuple result (None: one value). The node holds no argument value itself: what
+    the backward pass needs of the forward is what the pullback keeps, so an intermediate no
+    pullback reads (the output of ``a + b`` feeding ``tanh``) is freed as the forward goes on."""
 
-    __slots__ = ("pullback", "parents", "n_out", "f", "args", "lazy", "seq")
+    __slots__ = ("pullback", "parents", "n_out", "f", "differentiable", "lazy", "seq")
 
     def __init__(
-        self, pullback: Any, parents: list, n_out: int | None, f: Any, args: tuple, lazy: bool
+        self,
+        pullback: Any,
+        parents: list,
+        n_out: int | None,
+        f: Any,
+        differentiable: tuple,
+        lazy: bool,
     ) -> None:
         self.pullback = pullback
         self.parents = parents
         self.n_out = n_out
         self.f = f
-        self.args = args
+        self.differentiable = differentiable
         self.lazy = lazy
         self.seq = next(_sequence)
 
@@ -96,7 +105,14 @@ class TapeNode:
 
     def pull(self, ct: Any) -> tuple:
         """The cotangents of the arguments, given the output's ``ct`` (``registry.pull``)."""
-        return pull(self.f, self.pullback, self.args, self.lazy, ct)
+        return pull(self.f, self.pullback, self.differentiable, self.lazy, ct)
+
+
+def _ref(t: Tracer) -> Any:
+    """What a tape node keeps of a parent tracer, and the key of its cotangent in ``backward``:
+    the parent's node, or ``(node, index)`` for one output of a tuple result. Not the tracer,
+    which would keep the parent's value alive for as long as the tape."""
+    return t.node if t.index is None else (t.node, t.index)
 
 
 class Tracer:
@@ -133,7 +149,7 @@ def _unbox(x: Any, level: int) -> Any:
 
 def _parents(x: Any, level: int) -> Any:
     if isinstance(x, Tracer):
-        return x if x.trace.level == level else None
+        return _ref(x) if x.trace.level == level else None
     if isinstance(x, list | tuple):
         ps = [_parents(v, level) for v in x]
         return ps if any(p is not None for p in ps) else None
@@ -244,7 +260,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         if type(a) is Tracer:
             mine = a.trace.level == level
             values.append(a.value if mine else a)
-            parents.append(a if mine else None)
+            parents.append((a.node if a.index is None else (a.node, a.index)) if mine else None)
             traced = traced or mine
         elif type(a) in PLAIN_LEAVES:  # neither traced nor a container nor lazy
             values.append(a)
@@ -275,13 +291,14 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         y, pullback = out
     if not traced:  # no argument of this trace: a constant
         return y
+    differentiable = tuple(map(is_differentiable, uargs))
     if type(y) is _NDARRAY and y.dtype.kind in "fc":  # _box's common case, without the call
-        return Tracer(y, trace, TapeNode(pullback, parents, None, f, uargs, lazy), None)
+        return Tracer(y, trace, TapeNode(pullback, parents, None, f, differentiable, lazy), None)
     if isinstance(y, tuple | list):
-        node = TapeNode(pullback, parents, len(y), f, uargs, lazy)
+        node = TapeNode(pullback, parents, len(y), f, differentiable, lazy)
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
         return type(y)(*boxed) if hasattr(type(y), "_fields") else type(y)(boxed)
-    return _box(y, trace, TapeNode(pullback, parents, None, f, uargs, lazy), None)
+    return _box(y, trace, TapeNode(pullback, parents, None, f, differentiable, lazy), None)
 
 
 # A trace's apply records ``f(*args, **kwargs)`` on its tape (the dispatcher calls it).
@@ -322,11 +339,13 @@ def _declined(f: Any, args: tuple, kwargs: dict) -> TypeError:
     )
 
 
-def _tracers(parent: Any) -> Iterator[Tracer]:
-    """The tracers of one entry of ``TapeNode.parents`` (a tracer, or nested lists of them)."""
+def _nodes(parent: Any) -> Iterator[Any]:
+    """The tape nodes of one entry of ``TapeNode.parents`` (a ``_ref``, or nested lists)."""
     if isinstance(parent, list):
         for p in parent:
-            yield from _tracers(p)
+            yield from _nodes(p)
+    elif type(parent) is tuple:
+        yield parent[0]
     elif parent is not None:
         yield parent
 
@@ -353,10 +372,10 @@ def _box(v: Any, trace: Trace, node: TapeNode, index: int | None) -> Any:
     return v
 
 
-def _accumulate(cts: dict, fresh: set, tracer: Tracer, g: Any) -> None:
+def _accumulate(cts: dict, fresh: set, key: Any, g: Any) -> None:
+    """Add ``g`` to the cotangent of the output ``key`` (a ``_ref``)."""
     if isinstance(g, AbstractZero) or g is None:
         return
-    key = (id(tracer.node), tracer.index)
     old = cts.get(key)
     if old is None:
         cts[key] = g
@@ -382,10 +401,10 @@ def _reverse_order(roots: list) -> list:
         seen[seq] = node
         if type(node) is TapeNode:
             for p in node.parents:
-                if type(p) is Tracer:
-                    stack.append(p.node)
+                if type(p) is TapeNode or type(p) is InputNode:
+                    stack.append(p)
                 elif p is not None:
-                    stack.extend(t.node for t in _tracers(p))
+                    stack.extend(_nodes(p))
     return [seen[seq] for seq in sorted(seen, reverse=True)]
 
 
@@ -414,39 +433,40 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
 
     Inputs that the outputs do not depend on get ``ZeroTangent()``.
     """
-    cts: dict = {}
+    cts: dict = {}  # output key (a _ref) -> its accumulated cotangent
     fresh: set = set()
     for t, ct in outputs:
         if isinstance(t, Tracer):
-            _accumulate(cts, fresh, t, ct)
+            _accumulate(cts, fresh, _ref(t), ct)
     input_nodes = {id(t.node) for t in inputs}
     results: dict = {}
     for node in _reverse_order([t.node for t, _ in outputs if isinstance(t, Tracer)]):
-        if isinstance(node, InputNode):
+        if type(node) is InputNode:
             if id(node) in input_nodes:
-                results[id(node)] = cts.pop((id(node), None), _ZERO)
+                results[id(node)] = cts.pop(node, _ZERO)
             continue
         if node.n_out is None:
-            key = (id(node), None)
-            ct = cts.pop(key, None)
+            ct = cts.pop(node, None)
             if ct is None:
                 continue
-            fresh.discard(key)
+            fresh.discard(node)
         else:
-            parts = [cts.pop((id(node), i), None) for i in range(node.n_out)]
-            for i in range(node.n_out):
-                fresh.discard((id(node), i))
+            keys = [(node, i) for i in range(node.n_out)]
+            parts = [cts.pop(k, None) for k in keys]
+            fresh.difference_update(keys)
             if all(p is None for p in parts):
                 continue
             ct = tuple(_ZERO if p is None else p for p in parts)
         if not node.lazy and type(ct) is BroadcastThunk:
             _evaluate_with_sums(ct.node, cts)
-        grads = pull(node.f, node.pullback, node.args, node.lazy, ct)
+        grads = pull(node.f, node.pullback, node.differentiable, node.lazy, ct)
         for parent, g in zip(node.parents, grads):
-            if type(parent) is Tracer:
-                _accumulate(cts, fresh, parent, g)
-            elif parent is not None:
+            if parent is None:
+                continue
+            if type(parent) is list:
                 _distribute(cts, fresh, parent, g)
+            else:
+                _accumulate(cts, fresh, parent, g)
     return [results.get(id(t.node), _ZERO) for t in inputs]
 
 

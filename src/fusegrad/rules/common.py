@@ -24,6 +24,8 @@ Example::
 
 from __future__ import annotations
 
+import dis
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -397,12 +399,18 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     """
     _check_partials(ufunc, partials)
     PARTIALS[ufunc] = partials
+    reads = values_read(partials)
+    lean = not all(reads)
 
     def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
         vals = small.values_if_small(args)
         if vals is not None:  # small and concrete: NumPy now, and an eager pullback
             y = ufunc(*vals, **kwargs) if kwargs else small.call_ufunc(ufunc, vals)
-            return y, lambda dy: _scalar_pullback(partials, args, vals, y, concrete_ct(dy))
+            if lean:  # keep only the values a partial reads (add's: none; tanh's: y)
+                args, vals, y_kept = _kept(reads, args, vals, y)
+            else:
+                y_kept = y
+            return y, lambda dy: _scalar_pullback(partials, args, vals, y_kept, concrete_ct(dy))
         largs = tuple(as_lazy(a) for a in args)
         y = ufunc(*largs, **kwargs)
         return y, lambda dy: _scalar_pullback(partials, args, largs, y, operand(dy))
@@ -431,6 +439,67 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     forward.__name__ = f"frule_{ufunc.__name__}"
     register_rrule(ufunc, lazy=True)(rule)
     _register_frule(ufunc, forward, True)
+
+
+def values_read(partials: tuple) -> tuple[bool, ...]:
+    """Which of ``(*args, y)`` any of the ``partials`` reads, from their bytecode: a partial that
+    is not a plain function, takes ``*args``, or hands an argument to an inner function counts
+    as reading everything. The small-array pullback keeps only these values alive, so the tape
+    of ``tanh(a @ w + b)`` holds ``tanh``'s output but neither sum.
+
+    >>> values_read((lambda a, b, y: 1, lambda a, b, y: 1))
+    (False, False, False)
+    >>> values_read((lambda x, y: 1 - y * y,))
+    (False, True)
+    """
+    n = len(partials) + 1
+    read = [False] * n
+    for partial in partials:
+        if partial is None:
+            continue
+        code = getattr(partial, "__code__", None)
+        if (
+            code is None
+            or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+            or code.co_argcount != n
+            or code.co_cellvars
+        ):
+            return (True,) * n
+        names = code.co_varnames[:n]
+        for ins in dis.get_instructions(code):
+            if ins.opname.startswith("LOAD_FAST"):  # LOAD_FAST, _CHECK, _LOAD_FAST, _BORROW
+                loaded = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+                for name in loaded:
+                    if name in names:
+                        read[names.index(name)] = True
+    return tuple(read)
+
+
+_STAND_INS: dict[tuple, np.ndarray] = {}  # (shape, dtype) -> a zero-strided array of them
+_ZERO_BYTES = bytes(64)  # their one element: no NumPy allocation, read-only (a bytes buffer)
+
+
+def _stand_in(v: np.ndarray) -> np.ndarray:
+    """An array of ``v``'s shape and dtype holding no memory (read-only, zero strides): what
+    the small pullback needs of a value no partial reads (its shape, dtype and type)."""
+    key = (v.shape, v.dtype)
+    hit = _STAND_INS.get(key)
+    if hit is None:
+        if len(_STAND_INS) > 512:
+            _STAND_INS.clear()
+        hit = np.ndarray(v.shape, v.dtype, buffer=_ZERO_BYTES, strides=(0,) * v.ndim)
+        _STAND_INS[key] = hit
+    return hit
+
+
+def _kept(reads: tuple, args: tuple, vals: list, y: Any) -> tuple:
+    """``args``, ``vals`` and ``y`` with every array no partial reads (``reads``) replaced by a
+    stand-in: the pullback keeps only what it will use."""
+    args, vals = list(args), list(vals)
+    for i, v in enumerate(vals):
+        if not reads[i] and type(v) is _NDARRAY and v.ndim and v.dtype.kind in "biufc":
+            vals[i] = args[i] = _stand_in(v)
+    return args, vals, y if reads[-1] else None
 
 
 def _check_partials(ufunc: np.ufunc, partials: tuple) -> None:

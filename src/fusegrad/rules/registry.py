@@ -207,41 +207,40 @@ def rrule(f: Any, *args: Any, **kwargs: Any) -> tuple[Any, Callable] | None:
     if out is None:
         return None
     y, pullback = out
-    return y, lambda dy: pull(f, pullback, args, lazy, dy)
+    differentiable = tuple(map(is_differentiable, args))
+    return y, lambda dy: pull(f, pullback, differentiable, lazy, dy)
 
 
-def pull(f: Any, pullback: Callable, args: tuple, lazy: bool, dy: Any) -> tuple:
-    """``pullback(dy)`` of ``f``'s rule on ``args``, with what every rule gets for free: a zero
-    ``dy`` short-circuits, a thunk is unthunked unless the rule is ``lazy``, the count of
-    cotangents is checked, and a non-differentiable argument gets ``NoTangent()``.
+def pull(f: Any, pullback: Callable, differentiable: tuple, lazy: bool, dy: Any) -> tuple:
+    """``pullback(dy)`` of ``f``'s rule, given per positional argument whether it is
+    differentiable (``is_differentiable``), with what every rule gets for free: a zero ``dy``
+    short-circuits, a thunk is unthunked unless the rule is ``lazy``, the count of cotangents is
+    checked, and a non-differentiable argument gets ``NoTangent()``. Flags, not the arguments:
+    the tape keeps no argument value the pullback itself does not.
 
     >>> y, pb = RRULES[np.sin][0](np.zeros(2))
-    >>> pull(np.sin, pb, (np.zeros(2),), True, ZeroTangent())
+    >>> pull(np.sin, pb, (True,), True, ZeroTangent())
     (ZeroTangent(),)
     """
     if isinstance(dy, AbstractZero):
-        return zero_cotangents(args)
+        return tuple([_ZERO if d else _NO_TANGENT for d in differentiable])
     if not lazy and isinstance(dy, AbstractThunk):
         dy = unthunk(dy)
     grads = pullback(dy)
     if type(grads) is not tuple:
         grads = tuple(grads)
-    if len(grads) != len(args):
+    if len(grads) != len(differentiable):
         raise TypeError(
             f"the rrule of {getattr(f, '__name__', f)!r} returned {len(grads)} cotangents for "
-            f"{len(args)} positional arguments; a pullback returns one per argument"
+            f"{len(differentiable)} positional arguments; a pullback returns one per argument"
         )
-    out = list(grads)
-    for i, a in enumerate(args):
-        if type(a) is _NDARRAY:
-            if a.dtype.kind not in "fc":
-                out[i] = _NO_TANGENT
-        elif not is_differentiable(a):
-            out[i] = _NO_TANGENT
-    return tuple(out)
+    if all(differentiable):
+        return grads
+    return tuple([g if d else _NO_TANGENT for g, d in zip(grads, differentiable)])
 
 
-_NO_TANGENT = NoTangent()  # a singleton: bound once, not constructed per argument
+_NO_TANGENT = NoTangent()  # singletons: bound once, not constructed per argument
+_ZERO = ZeroTangent()
 
 
 def missing_frules() -> list[Any]:
