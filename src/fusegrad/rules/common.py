@@ -495,11 +495,11 @@ def _stand_in(v: np.ndarray) -> np.ndarray:
 def _kept(reads: tuple, args: tuple, vals: list, y: Any) -> tuple:
     """``args``, ``vals`` and ``y`` with every array no partial reads (``reads``) replaced by a
     stand-in: the pullback keeps only what it will use."""
-    args, vals = list(args), list(vals)
+    kept_args, kept_vals = list(args), list(vals)
     for i, v in enumerate(vals):
         if not reads[i] and type(v) is _NDARRAY and v.ndim and v.dtype.kind in "biufc":
-            vals[i] = args[i] = _stand_in(v)
-    return args, vals, y if reads[-1] else None
+            kept_vals[i] = kept_args[i] = _stand_in(v)
+    return tuple(kept_args), kept_vals, y if reads[-1] else None
 
 
 def _check_partials(ufunc: np.ufunc, partials: tuple) -> None:
