@@ -79,6 +79,7 @@ def test_values_read_is_conservative_where_it_cannot_see():
 
     assert values_read((needs_cell,)) == (True, True)
     assert values_read((star,)) == (True, True)
+    assert values_read((lambda x, y: locals()["x"],)) == (True, True)
     assert values_read((functools.partial(lambda s, x, y: s, 1.0),)) == (True, True)
     assert values_read((lambda a, b, y: a, None)) == (True, False, False)
 

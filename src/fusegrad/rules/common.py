@@ -443,9 +443,10 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
 
 def values_read(partials: tuple) -> tuple[bool, ...]:
     """Which of ``(*args, y)`` any of the ``partials`` reads, from their bytecode: a partial that
-    is not a plain function, takes ``*args``, or hands an argument to an inner function counts
-    as reading everything. The small-array pullback keeps only these values alive, so the tape
-    of ``tanh(a @ w + b)`` holds ``tanh``'s output but neither sum.
+    is not a plain function, takes ``*args``, hands an argument to an inner function or calls
+    ``locals``/``vars``/``eval``/``exec`` counts as reading everything. The small-array
+    pullback keeps only these values alive, so the tape of ``tanh(a @ w + b)`` holds ``tanh``'s
+    output but neither sum.
 
     >>> values_read((lambda a, b, y: 1, lambda a, b, y: 1))
     (False, False, False)
@@ -463,6 +464,7 @@ def values_read(partials: tuple) -> tuple[bool, ...]:
             or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
             or code.co_argcount != n
             or code.co_cellvars
+            or _INTROSPECTING.intersection(code.co_names)  # reads locals without LOAD_FAST
         ):
             return (True,) * n
         names = code.co_varnames[:n]
@@ -475,6 +477,7 @@ def values_read(partials: tuple) -> tuple[bool, ...]:
     return tuple(read)
 
 
+_INTROSPECTING = frozenset({"locals", "vars", "eval", "exec"})
 _STAND_INS: dict[tuple, np.ndarray] = {}  # (shape, dtype) -> a zero-strided array of them
 _ZERO_BYTES = bytes(64)  # their one element: no NumPy allocation, read-only (a bytes buffer)
 
