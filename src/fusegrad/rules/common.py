@@ -400,16 +400,17 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     _check_partials(ufunc, partials)
     PARTIALS[ufunc] = partials
     reads = values_read(partials)
-    lean = not all(reads)
+    unread = tuple(i for i, r in enumerate(reads[:-1]) if not r)
+    y_read = reads[-1]
 
     def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
         vals = small.values_if_small(args)
         if vals is not None:  # small and concrete: NumPy now, and an eager pullback
             y = ufunc(*vals, **kwargs) if kwargs else small.call_ufunc(ufunc, vals)
-            if lean:  # keep only the values a partial reads (add's: none; tanh's: y)
-                args, vals, y_kept = _kept(reads, args, vals, y)
-            else:
-                y_kept = y
+            # keep only the values a partial reads (add's: none; tanh's: y; multiply's: x, y)
+            if unread:
+                args, vals = _kept(unread, args, vals)
+            y_kept = y if y_read else None
             return y, lambda dy: _scalar_pullback(partials, args, vals, y_kept, concrete_ct(dy))
         largs = tuple(as_lazy(a) for a in args)
         y = ufunc(*largs, **kwargs)
@@ -495,14 +496,21 @@ def _stand_in(v: np.ndarray) -> np.ndarray:
     return hit
 
 
-def _kept(reads: tuple, args: tuple, vals: list, y: Any) -> tuple:
-    """``args``, ``vals`` and ``y`` with every array no partial reads (``reads``) replaced by a
-    stand-in: the pullback keeps only what it will use."""
-    kept_args, kept_vals = list(args), list(vals)
-    for i, v in enumerate(vals):
-        if not reads[i] and type(v) is _NDARRAY and v.ndim and v.dtype.kind in "biufc":
-            kept_vals[i] = kept_args[i] = _stand_in(v)
-    return tuple(kept_args), kept_vals, y if reads[-1] else None
+# An unread value smaller than this stays (a stand-in's lookup costs more than it frees).
+KEEP_BELOW_BYTES = 1024
+
+
+def _kept(unread: tuple, args: tuple, vals: list) -> tuple[tuple, list]:
+    """``args`` and ``vals`` with each array at the ``unread`` positions (no partial reads it)
+    replaced by a stand-in: the pullback keeps only what it will use."""
+    kept_args = None
+    for i in unread:
+        v = vals[i]
+        if type(v) is _NDARRAY and v.nbytes >= KEEP_BELOW_BYTES and v.dtype.kind in "biufc":
+            if kept_args is None:
+                kept_args, vals = list(args), list(vals)
+            vals[i] = kept_args[i] = _stand_in(v)
+    return (args, vals) if kept_args is None else (tuple(kept_args), vals)
 
 
 def _check_partials(ufunc: np.ufunc, partials: tuple) -> None:
