@@ -43,7 +43,9 @@ from .tangents import (
     unthunk,
 )
 
-_EPS5 = float(np.finfo(np.float64).eps) ** 0.2
+_EPS = float(np.finfo(np.float64).eps)
+_EPS5 = _EPS**0.2
+_ROUNDING = 16  # ulps two evaluations of a long computation at one point may differ by
 _TOLERANCES = {"float64": (1e-5, 1e-8), "float32": (2e-3, 1e-4)}
 MAX_FD_ELEMENTS = 128
 
@@ -196,6 +198,7 @@ def _assert_close(
     rtol: float,
     atol: float,
     labels: tuple[str, str] = ("rule", "finite differences"),
+    floor: Any = 0.0,
 ) -> None:
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
@@ -204,6 +207,7 @@ def _assert_close(
         )
     err = np.abs(got - want)
     tol = atol * max(1.0, float(np.max(np.abs(want), initial=0.0))) + rtol * np.abs(want)
+    tol = tol + floor  # the finite differences' own rounding (``_fd_jvp``)
     both_nan = np.isnan(got) & np.isnan(want)
     bad = ~(err <= tol) & ~both_nan
     if not bad.any():
@@ -487,8 +491,9 @@ def check_frule(
     rtol, atol, y_ref = _check_primal(name, f, y, args, saved_args, kwargs, rtol, atol)
     args64 = [_upcast(a) for a in saved_args]
     t64 = [_upcast(unthunk(t)) for t in saved_tangents]
-    want = _fd_jvp(lambda *a: f(*a, **kwargs), args64, t64)
-    _compare_outputs(f"{name}: the output tangent", ydot, y_ref, want, rtol, atol)
+    floors: list = []
+    want = _fd_jvp(lambda *a: f(*a, **kwargs), args64, t64, floors)
+    _compare_outputs(f"{name}: the output tangent", ydot, y_ref, want, rtol, atol, floors)
 
 
 def _move(args: list[Any], tangents: list[Any], t: float) -> list[Any]:
@@ -506,8 +511,14 @@ def _move(args: list[Any], tangents: list[Any], t: float) -> list[Any]:
     return moved
 
 
-def _fd_jvp(fun: Callable, args: list[Any], tangents: list[Any]) -> list[np.ndarray | None]:
-    """Finite-difference directional derivative of every output leaf of ``fun``."""
+def _fd_jvp(
+    fun: Callable, args: list[Any], tangents: list[Any], floors: list | None = None
+) -> list[np.ndarray | None]:
+    """Finite-difference directional derivative of every output leaf of ``fun``; ``floors``,
+    when given, receives per leaf the rounding floor of that difference (``_ROUNDING`` ulps of
+    the largest value the stencil saw, amplified by its ``1/h``): two evaluations at the same
+    point can differ by an ulp or more (NumPy's sums round differently with the data's
+    alignment), which a large output turns into a finite difference far above ``atol``."""
     scale = max(
         [1.0]
         + [
@@ -536,22 +547,29 @@ def _fd_jvp(fun: Callable, args: list[Any], tangents: list[Any]) -> list[np.ndar
         dtype = np.complex128 if np.iscomplexobj(evals[1][k]) else np.float64
         at = {s: np.asarray(evals[s][k], dtype) for s in evals}
         out.append((-at[2] + 8 * at[1] - 8 * at[-1] + at[-2]) / (12 * h))
+        if floors is not None:
+            big = np.maximum.reduce([np.abs(a) for a in at.values()])
+            floors.append(_ROUNDING * _EPS * 18 * np.nan_to_num(big) / (12 * h))
     return out
 
 
-def _compare_outputs(what: str, ydot: Any, y: Any, want: list, rtol: float, atol: float) -> None:
+def _compare_outputs(
+    what: str, ydot: Any, y: Any, want: list, rtol: float, atol: float, floors: list
+) -> None:
     leaves = _leaves(y)
     dots = _cot_leaves(ydot, y)
+    fl = iter(floors)
     for k, (yl, d, w) in enumerate(zip(leaves, dots, want, strict=True)):
         where = what if len(leaves) == 1 else f"{what}, output {k}"
         if w is None:
             continue
+        floor = next(fl)
         got = _as_array(d, yl)
         if not np.iscomplexobj(yl):
             if np.iscomplexobj(got):
                 raise AssertionError(f"{where}: a real output got a complex tangent")
             w = np.real(w)
-        _assert_close(where, got, w, rtol, atol)
+        _assert_close(where, got, w, rtol, atol, floor=floor)
 
 
 # ---------------------------------------------------------------- check_grads
@@ -600,8 +618,9 @@ def check_grads(
         if "fwd" in modes:
             v = tuple(_random_like(x, rng) for x in args)
             out, tout = api.jvp(fun, tuple(args), v)
-            want = _fd_jvp(fun, args64, [_upcast(t) for t in v])
-            _compare_outputs(f"{name}: jvp", tout, y, want, r, a)
+            floors: list = []
+            want = _fd_jvp(fun, args64, [_upcast(t) for t in v], floors)
+            _compare_outputs(f"{name}: jvp", tout, y, want, r, a, floors)
             if order > 1:
 
                 def jvp_fun(*xs: Any, v: Any = v) -> Any:
@@ -628,21 +647,31 @@ def _check_rev(api, fun, args, args64, ct, rng, name, rtol, atol) -> None:
         v = _random_like(x, rng)
         lhs = _pair(c, v)
         tangents = [v if j == i else NoTangent() for j in range(len(args))]
-        rhs = _rev_rhs(fun, args64, tangents, ct64)
+        rhs, floor = _rev_rhs(fun, args64, tangents, ct64)
         _assert_close(
             f"{name}: {names[i]}, <vjp(ct), v> (rule) vs <ct, J v> (finite differences)",
             lhs,
             rhs,
             rtol,
             atol,
+            floor=floor,
         )
 
 
-def _rev_rhs(fun: Callable, args64: list, tangents: list, ct64: Any) -> float:
-    """<ct, J v> with J v from finite differences."""
-    want = _fd_jvp(fun, args64, [_upcast(t) for t in tangents])
-    jv = _unflatten(fun(*args64), [ZeroTangent() if w is None else w for w in want])
-    return _pair(ct64, jv)
+def _rev_rhs(fun: Callable, args64: list, tangents: list, ct64: Any) -> tuple[float, float]:
+    """<ct, J v> with J v from finite differences, and its rounding floor (``_fd_jvp``)."""
+    floors: list = []
+    want = _fd_jvp(fun, args64, [_upcast(t) for t in tangents], floors)
+    out = fun(*args64)
+    jv = _unflatten(out, [ZeroTangent() if w is None else w for w in want])
+    floor, fl = 0.0, iter(floors)
+    for c, w in zip(_cot_leaves(ct64, out), want, strict=True):
+        if w is None:
+            continue
+        c, f = unthunk(c), next(fl)
+        if not isinstance(c, AbstractZero):
+            floor += float(np.sum(np.abs(np.asarray(c)) * f))
+    return _pair(ct64, jv), floor
 
 
 __all__ = ["check_frule", "check_grads", "check_rrule"]
