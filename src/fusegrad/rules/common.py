@@ -500,13 +500,19 @@ def _stand_in(v: np.ndarray) -> np.ndarray:
 KEEP_BELOW_BYTES = 1024
 
 
+def _droppable(v: Any) -> bool:
+    """Whether a pullback that reads only ``v``'s shape and dtype keeps a stand-in for it: a
+    NumPy array of numbers of at least ``KEEP_BELOW_BYTES``."""
+    return type(v) is _NDARRAY and v.nbytes >= KEEP_BELOW_BYTES and v.dtype.kind in "biufc"
+
+
 def _kept(unread: tuple, args: tuple, vals: list) -> tuple[tuple, list]:
     """``args`` and ``vals`` with each array at the ``unread`` positions (no partial reads it)
     replaced by a stand-in: the pullback keeps only what it will use."""
     kept_args = None
     for i in unread:
         v = vals[i]
-        if type(v) is _NDARRAY and v.nbytes >= KEEP_BELOW_BYTES and v.dtype.kind in "biufc":
+        if _droppable(v):
             if kept_args is None:
                 kept_args, vals = list(args), list(vals)
             vals[i] = kept_args[i] = _stand_in(v)
@@ -662,10 +668,15 @@ def linear(
     tr = transpose
 
     def rule(x: Any, *args: Any, **kwargs: Any) -> tuple:
-        def pullback(dy: Any) -> tuple:
-            return (tr(lazy_ct(dy) if lazy else dy, x, *args, **kwargs), *no_tangents(len(args)))
+        y = f(x, *args, **kwargs)
+        # a linear map's transpose reads x's shape and dtype, never its values: the pullback
+        # keeps a stand-in, not x (np.roll's input is freed once nothing else holds it)
+        kept = _stand_in(x) if _droppable(x) else x
 
-        return f(x, *args, **kwargs), pullback
+        def pullback(dy: Any) -> tuple:
+            return (tr(lazy_ct(dy) if lazy else dy, kept, *args, **kwargs), *no_tangents(len(args)))
+
+        return y, pullback
 
     rule.__doc__ = f"{_fname(f)}: x̄ = {getattr(tr, '__doc__', None) or 'transpose(ȳ)'}"
     register_rrule(f, lazy=lazy)(rule)
