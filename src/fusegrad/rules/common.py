@@ -500,6 +500,17 @@ def _stand_in(v: np.ndarray) -> np.ndarray:
 KEEP_BELOW_BYTES = 1024
 
 
+def shape_only(x: Any) -> Any:
+    """What a pullback that reads only ``x``'s shape, dtype and type should keep: for a NumPy
+    array of numbers of ``KEEP_BELOW_BYTES`` or more, a stand-in holding no memory; else ``x``.
+
+    >>> s = shape_only(np.ones((64, 64)))
+    >>> s.shape, s.dtype, s.strides
+    ((64, 64), dtype('float64'), (0, 0))
+    """
+    return _stand_in(x) if _droppable(x) else x
+
+
 def _droppable(v: Any) -> bool:
     """Whether a pullback that reads only ``v``'s shape and dtype keeps a stand-in for it: a
     NumPy array of numbers of at least ``KEEP_BELOW_BYTES``."""
@@ -671,7 +682,7 @@ def linear(
         y = f(x, *args, **kwargs)
         # a linear map's transpose reads x's shape and dtype, never its values: the pullback
         # keeps a stand-in, not x (np.roll's input is freed once nothing else holds it)
-        kept = _stand_in(x) if _droppable(x) else x
+        kept = shape_only(x)
 
         def pullback(dy: Any) -> tuple:
             return (tr(lazy_ct(dy) if lazy else dy, kept, *args, **kwargs), *no_tangents(len(args)))

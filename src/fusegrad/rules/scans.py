@@ -44,6 +44,7 @@ from .common import (
     params,
     project,
     real_for,
+    shape_only,
     unbroadcast_to,
 )
 from .registry import register_rrule
@@ -129,7 +130,7 @@ def _diff(a, *args, **kwargs):
     p = params(args, kwargs, n=1, axis=-1)
     n, axis = int(p["n"]), p["axis"]
     y = np.diff(a, *args, **kwargs)
-    np.shape(a)
+    like = shape_only(a)  # project reads a's shape and dtype only
     # Cotangents of prepended/appended constants are dropped: slice them off at the end.
     lo = hi = 0
     if "prepend" in kwargs:
@@ -151,7 +152,7 @@ def _diff(a, *args, **kwargs):
             idx = [slice(None)] * np.ndim(g)
             idx[ax] = slice(lo, np.shape(g)[ax] - hi)
             g = g[tuple(idx)]
-        return (project(g, a), *no_tangents(len(args)))
+        return (project(g, like), *no_tangents(len(args)))
 
     return y, pullback
 
