@@ -82,6 +82,12 @@ def test_values_read_is_conservative_where_it_cannot_see():
     assert values_read((needs_cell,)) == (True, True)
     assert values_read((star,)) == (True, True)
     assert values_read((lambda x, y: locals()["x"],)) == (True, True)
+
+    def stores_then_reads(x, y):
+        z = y * 2.0  # 3.13 fuses the store of z and the load of x into STORE_FAST_LOAD_FAST
+        return z * x
+
+    assert values_read((stores_then_reads,)) == (True, True)
     assert values_read((functools.partial(lambda s, x, y: s, 1.0),)) == (True, True)
     assert values_read((lambda a, b, y: a, None)) == (True, False, False)
 

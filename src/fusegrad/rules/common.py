@@ -470,9 +470,12 @@ def values_read(partials: tuple) -> tuple[bool, ...]:
             return (True,) * n
         names = code.co_varnames[:n]
         for ins in dis.get_instructions(code):
-            if ins.opname.startswith("LOAD_FAST"):  # LOAD_FAST, _CHECK, _LOAD_FAST, _BORROW
-                loaded = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
-                for name in loaded:
+            # any instruction naming an argument counts as a read: LOAD_FAST and its 3.12-3.14
+            # variants (_CHECK, _AND_CLEAR, _BORROW, LOAD_FAST_LOAD_FAST), and the fused
+            # STORE_FAST_LOAD_FAST, whose argval is a pair of names
+            if "FAST" in ins.opname or "DEREF" in ins.opname:
+                named = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+                for name in named:
                     if name in names:
                         read[names.index(name)] = True
     return tuple(read)
