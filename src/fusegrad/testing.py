@@ -491,8 +491,7 @@ def check_frule(
     rtol, atol, y_ref = _check_primal(name, f, y, args, saved_args, kwargs, rtol, atol)
     args64 = [_upcast(a) for a in saved_args]
     t64 = [_upcast(unthunk(t)) for t in saved_tangents]
-    floors: list = []
-    want = _fd_jvp(lambda *a: f(*a, **kwargs), args64, t64, floors)
+    want, floors = _fd_jvp(lambda *a: f(*a, **kwargs), args64, t64)
     _compare_outputs(f"{name}: the output tangent", ydot, y_ref, want, rtol, atol, floors)
 
 
@@ -511,14 +510,12 @@ def _move(args: list[Any], tangents: list[Any], t: float) -> list[Any]:
     return moved
 
 
-def _fd_jvp(
-    fun: Callable, args: list[Any], tangents: list[Any], floors: list | None = None
-) -> list[np.ndarray | None]:
-    """Finite-difference directional derivative of every output leaf of ``fun``; ``floors``,
-    when given, receives per leaf the rounding floor of that difference (``_ROUNDING`` ulps of
-    the largest value the stencil saw, amplified by its ``1/h``): two evaluations at the same
-    point can differ by an ulp or more (NumPy's sums round differently with the data's
-    alignment), which a large output turns into a finite difference far above ``atol``."""
+def _fd_jvp(fun: Callable, args: list[Any], tangents: list[Any]) -> tuple[list, list]:
+    """Finite-difference directional derivative of every output leaf of ``fun`` (None for a
+    leaf without one), and per leaf its rounding floor (``_ROUNDING`` ulps of the largest value
+    the stencil saw, amplified by its ``1/h``): two evaluations at the same point can differ by
+    an ulp or more (NumPy's sums round differently with the data's alignment), which a large
+    output turns into a finite difference far above ``atol``."""
     scale = max(
         [1.0]
         + [
@@ -540,17 +537,18 @@ def _fd_jvp(
     h = _EPS5 * scale / vmax
     evals = {s: _leaves(fun(*_move(args, tangents, s * h))) for s in (-2, -1, 1, 2)}
     out: list[np.ndarray | None] = []
+    floors: list = []
     for k in range(len(evals[1])):
         if not _is_diff_leaf(evals[1][k]):
             out.append(None)
+            floors.append(None)
             continue
         dtype = np.complex128 if np.iscomplexobj(evals[1][k]) else np.float64
         at = {s: np.asarray(evals[s][k], dtype) for s in evals}
         out.append((-at[2] + 8 * at[1] - 8 * at[-1] + at[-2]) / (12 * h))
-        if floors is not None:
-            big = np.maximum.reduce([np.abs(a) for a in at.values()])
-            floors.append(_ROUNDING * _EPS * 18 * np.nan_to_num(big) / (12 * h))
-    return out
+        big = np.maximum.reduce([np.abs(a) for a in at.values()])
+        floors.append(_ROUNDING * _EPS * 18 * np.nan_to_num(big) / (12 * h))
+    return out, floors
 
 
 def _compare_outputs(
@@ -558,12 +556,10 @@ def _compare_outputs(
 ) -> None:
     leaves = _leaves(y)
     dots = _cot_leaves(ydot, y)
-    fl = iter(floors)
-    for k, (yl, d, w) in enumerate(zip(leaves, dots, want, strict=True)):
+    for k, (yl, d, w, floor) in enumerate(zip(leaves, dots, want, floors, strict=True)):
         where = what if len(leaves) == 1 else f"{what}, output {k}"
         if w is None:
             continue
-        floor = next(fl)
         got = _as_array(d, yl)
         if not np.iscomplexobj(yl):
             if np.iscomplexobj(got):
@@ -618,8 +614,7 @@ def check_grads(
         if "fwd" in modes:
             v = tuple(_random_like(x, rng) for x in args)
             out, tout = api.jvp(fun, tuple(args), v)
-            floors: list = []
-            want = _fd_jvp(fun, args64, [_upcast(t) for t in v], floors)
+            want, floors = _fd_jvp(fun, args64, [_upcast(t) for t in v])
             _compare_outputs(f"{name}: jvp", tout, y, want, r, a, floors)
             if order > 1:
 
@@ -660,16 +655,13 @@ def _check_rev(api, fun, args, args64, ct, rng, name, rtol, atol) -> None:
 
 def _rev_rhs(fun: Callable, args64: list, tangents: list, ct64: Any) -> tuple[float, float]:
     """<ct, J v> with J v from finite differences, and its rounding floor (``_fd_jvp``)."""
-    floors: list = []
-    want = _fd_jvp(fun, args64, [_upcast(t) for t in tangents], floors)
+    want, floors = _fd_jvp(fun, args64, [_upcast(t) for t in tangents])
     out = fun(*args64)
     jv = _unflatten(out, [ZeroTangent() if w is None else w for w in want])
-    floor, fl = 0.0, iter(floors)
-    for c, w in zip(_cot_leaves(ct64, out), want, strict=True):
-        if w is None:
-            continue
-        c, f = unthunk(c), next(fl)
-        if not isinstance(c, AbstractZero):
+    floor = 0.0
+    for c, f in zip(_cot_leaves(ct64, out), floors, strict=True):
+        c = unthunk(c)
+        if f is not None and not isinstance(c, AbstractZero):
             floor += float(np.sum(np.abs(np.asarray(c)) * f))
     return _pair(ct64, jv), floor
 

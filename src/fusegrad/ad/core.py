@@ -260,6 +260,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         if type(a) is Tracer:
             mine = a.trace.level == level
             values.append(a.value if mine else a)
+            # _ref(a), inlined on the per-op path
             parents.append((a.node if a.index is None else (a.node, a.index)) if mine else None)
             traced = traced or mine
         elif type(a) in PLAIN_LEAVES:  # neither traced nor a container nor lazy

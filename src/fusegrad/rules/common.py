@@ -472,8 +472,9 @@ def values_read(partials: tuple) -> tuple[bool, ...]:
         for ins in dis.get_instructions(code):
             # any instruction naming an argument counts as a read: LOAD_FAST and its 3.12-3.14
             # variants (_CHECK, _AND_CLEAR, _BORROW, LOAD_FAST_LOAD_FAST), and the fused
-            # STORE_FAST_LOAD_FAST, whose argval is a pair of names
-            if "FAST" in ins.opname or "DEREF" in ins.opname:
+            # STORE_FAST_LOAD_FAST, whose argval is a pair of names (an argument read by an
+            # inner function is a cell variable: refused above)
+            if "FAST" in ins.opname:
                 named = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
                 for name in named:
                     if name in names:
