@@ -21,6 +21,9 @@ What is measured, and its limits:
   NumPy that allocated it); ``shape`` and ``dtype`` are None because ``tracemalloc`` only sees
   the size of a buffer.
 
+While a tracker runs, fusegrad's cache of large output buffers (``release_buffers``) hands out
+none it kept from an earlier call: what a block allocates is counted as it would be without it.
+
 Trackers nest: an inner block does not disturb the outer one's peak. Tracing slows Python code
 down a few times, so use it in tests and reports, not in benchmarks of speed.
 """
@@ -35,6 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .lazy import buffer_cache
 
 NUMPY_DOMAIN: int = np.lib.tracemalloc_domain
 _NFRAMES = 8
@@ -159,3 +164,14 @@ def track_allocations(nlargest: int = 10) -> Iterator[AllocationReport]:
         report.peak_bytes = max(0, max(frame.peak_seen, peak) - frame.start_current)
         report.largest = [Allocation(t.size, _where(t.traceback)) for t in new[:nlargest]]
         report.done = True
+
+
+def release_buffers() -> int:
+    """Let go of the large output buffers fusegrad keeps for its next calls (its buffer cache,
+    ``FUSEGRAD_BUFFER_CACHE_MB``, 128 MiB at most by default); returns the bytes it held. Those
+    no one else holds go back to malloc.
+
+    >>> release_buffers() >= 0
+    True
+    """
+    return buffer_cache.release()

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import small
+from ..lazy import buffer_cache, small
 from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
 from .common import (
     add_tangents,
@@ -101,10 +101,16 @@ def _matrices(dy: Any, a: Any, b: Any) -> bool:
     )
 
 
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of two NumPy matrices of one dtype, into a buffer from ``buffer_cache`` (a large
+    one: the next gradient reuses its memory instead of faulting fresh pages in)."""
+    return np.matmul(a, b, out=buffer_cache.empty((a.shape[0], b.shape[1]), a.dtype))
+
+
 def _matmul_ta(dy, a, b):
     """dA = dY @ Bᵀ (batch dims unbroadcast)."""
     if _matrices(dy, a, b):
-        return dy @ b.T
+        return _product(dy, b.T)
     dy2, a2, b2 = _matmul_operands(dy, a, b)
     return project(unbroadcast_to(np.matmul(dy2, _mT(b2)), np.shape(a2)), a)
 
@@ -112,7 +118,7 @@ def _matmul_ta(dy, a, b):
 def _matmul_tb(dy, a, b):
     """dB = Aᵀ @ dY (batch dims unbroadcast)."""
     if _matrices(dy, a, b):
-        return a.T @ dy
+        return _product(a.T, dy)
     dy2, a2, b2 = _matmul_operands(dy, a, b)
     return project(unbroadcast_to(np.matmul(_mT(a2), dy2), np.shape(b2)), b)
 
@@ -250,6 +256,8 @@ def _matmul(a, b, *args, **kwargs):
             *no_tangents(len(args)),
         )
 
+    if not args and not kwargs and _matrices(a, a, b):
+        return _product(a, b), pullback
     return np.matmul(a, b, *args, **kwargs), pullback
 
 

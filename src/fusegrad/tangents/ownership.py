@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ..lazy import buffer_cache
+
 _OWNED: dict[int, weakref.ref] = {}
 _SCOPES: list[list[weakref.ref]] = []
 
@@ -88,3 +90,7 @@ class ownership_scope:
             arr = ref()
             if arr is not None:
                 disown(arr)
+
+
+# A buffer the lazy layer's cache hands out again starts a new life: not fusegrad's to write into.
+buffer_cache.on_reuse = disown

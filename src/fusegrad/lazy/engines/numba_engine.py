@@ -43,6 +43,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fusegrad.lazy import buffer_cache as _buffers
 from fusegrad.lazy import ops as _ops
 from fusegrad.lazy.engines import numba_codegen as _cg
 from fusegrad.lazy.engines import numba_pairs as _pairs
@@ -813,9 +814,9 @@ def run(kernel) -> list[np.ndarray]:
     for j, o in enumerate(outs):
         shape = kernel.output_shape(o)
         if e.prefill[j]:
-            out_arrays.append(np.full(shape, e.idents[j], dtype=o.dtype))
+            out_arrays.append(_buffers.full(shape, e.idents[j], o.dtype))
         else:
-            out_arrays.append(np.empty(shape, dtype=o.dtype))
+            out_arrays.append(_buffers.empty(shape, o.dtype))
     partials = []
     if any(e.partial):
         slotted = e.plan.slotted

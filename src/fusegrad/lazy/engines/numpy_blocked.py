@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import buffer_cache
 from ..kernel import Instr, Kernel, Output
 from ..ops import OPS
 from .registry import WHOLE_MAX, register
@@ -213,7 +214,7 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     """
     if any(o.mirror is not None for o in kernel.outputs):
         return _run_mirrored(kernel)
-    outs = [np.empty(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
+    outs = [buffer_cache.empty(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
     size = kernel.size
     if size == 0:
         for o, arr in zip(kernel.outputs, outs):
