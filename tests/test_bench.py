@@ -377,7 +377,11 @@ def test_child_env_threads_and_thp():
     env = runner.child_env("jax-jit", 1, thp=True)
     assert env["OPENBLAS_NUM_THREADS"] == "1" and env["NUMBA_NUM_THREADS"] == "1"
     assert "intra_op_parallelism_threads=1" in env["XLA_FLAGS"]
-    assert env["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
+    assert env["GLIBC_TUNABLES"].split(":") == [
+        "glibc.malloc.hugetlb=1",
+        "glibc.malloc.trim_threshold=1073741824",
+        "glibc.malloc.mmap_threshold=33554432",
+    ]
     assert runner.child_env("fusegrad-numba", None, thp=False)["FUSEGRAD_ENGINE"] == "numba"
 
 

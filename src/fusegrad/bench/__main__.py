@@ -81,7 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--malloc",
         choices=runner.MALLOC_MODES,
         default="auto",
-        help="auto (default): also run every library with glibc's huge-page malloc where a "
+        help="auto (default): also run every library with glibc's malloc tuned for large "
+        "temporaries (huge pages, freed memory kept mapped) where a "
         "temporary reaches 4 MiB and keep each one's faster run; both: every case both ways; "
         "stock: never",
     )

@@ -456,7 +456,7 @@ def summary_section(combined: list[dict], heading: str = "## Summary") -> str:
         f"*fastest peer*: the fastest of {', '.join(ran) or 'no peer'} at that size; "
         "*÷ peer* below 1: fusegrad is faster.\n"
         "*leanest peer*: the peer with the smallest peak. "
-        f"`{THP_MARK}`: from the run with glibc's huge-page malloc.\n"
+        f"`{THP_MARK}`: from the run with glibc's malloc tuned for large temporaries.\n"
         "Differences under about 1.5× are ties on a shared machine.\n\n"
         + markdown_table(SUMMARY_HEADERS, rows)
         + "\n"
@@ -650,14 +650,15 @@ def machine_info(threads: int | None) -> dict:
 
 
 MALLOC_TEXT = {
-    "auto": "each library's faster of stock glibc malloc and glibc's huge-page malloc "
-    "(`GLIBC_TUNABLES=glibc.malloc.hugetlb=1 THP_MEM_ALLOC_ENABLE=1`), the latter tried for "
-    "JAX and torch wherever a temporary reaches 4 MiB (NumPy, autograd and fusegrad already "
-    "get huge pages from NumPy; `--malloc both` tries every case); times from the huge-page "
-    "run are marked ʰ",
-    "both": "each case with stock glibc malloc and again with glibc's huge-page malloc "
-    "(`GLIBC_TUNABLES=glibc.malloc.hugetlb=1 THP_MEM_ALLOC_ENABLE=1`), keeping the faster "
-    "(marked ʰ when it is the huge-page run)",
+    "auto": "each library's faster of stock glibc malloc and glibc's malloc tuned for large "
+    "temporaries (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=1073741824"
+    ":glibc.malloc.mmap_threshold=33554432 THP_MEM_ALLOC_ENABLE=1`: huge pages, freed memory kept "
+    "mapped), the latter tried for every library wherever a temporary reaches 4 MiB "
+    "(`--malloc both` tries every case); times from the tuned run are marked ʰ",
+    "both": "each case with stock glibc malloc and again with glibc's malloc tuned for large "
+    "temporaries (`GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=1073741824"
+    ":glibc.malloc.mmap_threshold=33554432 THP_MEM_ALLOC_ENABLE=1`), keeping the faster "
+    "(marked ʰ when it is the tuned run)",
     "stock": "stock glibc malloc only (`--malloc stock`: the peers are not at their best)",
 }
 
@@ -689,19 +690,19 @@ def machine_section(m: dict, command: str, malloc: str, skipped: dict | None = N
 
 
 COLUMNS_NOTE = """\
-Columns: *time* is the median of ≥5 samples after warm-up (fast calls batched so that a sample
-lasts ≥20 ms), ʰ when it comes from the run with glibc's huge-page malloc; *stock · THP* (in
-tables where some library ran both ways) gives both runs' times; *×numpy* divides by the
-hand-written NumPy gradient and *×best peer* by the fastest of autograd, jax, jax-jit and torch,
-all in this run; *peak ΔRSS* is the peak resident memory over the full-size calls above the
-process's RSS after imports, inputs and a tiny warm-up (`<1 MiB` is noise); *÷floor* is
-(inputs + ΔRSS) / (inputs + gradients), or with the *tracemalloc peak* in place of ΔRSS when
-ΔRSS is noise (marked ᵗ); *ΔRSS warm call* is the peak over the timed calls only; *tracemalloc
-peak* is one more call's NumPy buffers and Python objects (libraries whose arrays are NumPy's:
-`–` for JAX and torch); *first call* is the first full-size call (trace and compile for jit
-libraries), *cold* the tiny warm-up in the fresh process; *check* is the maximum error against
-the NumPy gradient relative to its largest entry (tolerance 1e-8). Each case ran in a fresh
-process. Differences under about 1.5× on a shared machine are ties.
+Columns: *time* is the median of ≥5 samples after warm-up (fast calls batched so that a sample lasts
+≥20 ms), ʰ when it comes from the run with glibc's malloc tuned for large temporaries; *stock · THP*
+(in tables where some library ran both ways) gives both runs' times; *×numpy* divides by the
+hand-written NumPy gradient and *×best peer* by the fastest of autograd, jax, jax-jit and torch, all
+in this run; *peak ΔRSS* is the peak resident memory over the full-size calls above the process's
+RSS after imports, inputs and a tiny warm-up (`<1 MiB` is noise); *÷floor* is (inputs + ΔRSS) /
+(inputs + gradients), or with the *tracemalloc peak* in place of ΔRSS when ΔRSS is noise (marked ᵗ);
+*ΔRSS warm call* is the peak over the timed calls only; *tracemalloc peak* is one more call's NumPy
+buffers and Python objects (libraries whose arrays are NumPy's: `–` for JAX and torch); *first call*
+is the first full-size call (trace and compile for jit libraries), *cold* the tiny warm-up in the
+fresh process; *check* is the maximum error against the NumPy gradient relative to its largest entry
+(tolerance 1e-8). Each case ran in a fresh process. Differences under about 1.5× on a shared machine
+are ties.
 """
 
 PICTURES = {
