@@ -12,8 +12,8 @@ other processes on a loaded machine disturb less than the wall clock)::
     python benchmarks/bench_w3.py                      # N=4000,8000, 3 rounds of 3 calls
     python benchmarks/bench_w3.py --sizes 4000 --rounds 4 --libs fusegrad
 
-Huge pages: ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (and ``THP_MEM_ALLOC_ENABLE=1``), as
-``python -m fusegrad.bench --malloc``.
+The tuned allocator is the main job's (``fusegrad.bench.runner.THP_ENV``: glibc's huge-page
+malloc, freed memory kept mapped), as ``python -m fusegrad.bench --malloc``.
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ import subprocess
 import sys
 import time
 
+from fusegrad.bench.runner import THP_ENV
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-THP_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "THP_MEM_ALLOC_ENABLE": "1"}
 LIBS = ("fusegrad", "jax-jit")
 
 
