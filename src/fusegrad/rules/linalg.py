@@ -104,7 +104,10 @@ def _matrices(dy: Any, a: Any, b: Any) -> bool:
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` of two NumPy matrices of one dtype, into a buffer from ``buffer_cache`` (a large
     one: the next gradient reuses its memory instead of faulting fresh pages in)."""
-    return np.matmul(a, b, out=buffer_cache.empty((a.shape[0], b.shape[1]), a.dtype))
+    m, n = a.shape[0], b.shape[1]
+    if m * n * a.itemsize < buffer_cache.MIN_BYTES:  # (first: most products are small)
+        return np.matmul(a, b)
+    return np.matmul(a, b, out=buffer_cache.empty((m, n), a.dtype))
 
 
 def _matmul_ta(dy, a, b):
