@@ -194,3 +194,12 @@ def test_a_program_on_both_engines_with_every_buffer_cached(engine, steps, final
     p, x = _params(5)
     with every_buffer_cached():
         check_grads(lambda x, p: run(np, steps, final, x, p), modes=("rev",))(x, p)
+
+
+def test_a_result_resizes_in_place_once_the_cache_lets_go_of_it():
+    g = fg.grad(loss)(np.ones(BIG))
+    with pytest.raises(ValueError, match="referenced"):
+        g.resize((10,))  # the cache refers to it
+    release_buffers()
+    g.resize((10,))
+    assert g.shape == (10,)
