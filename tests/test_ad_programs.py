@@ -60,7 +60,9 @@ step = st.one_of(
     st.tuples(st.just("b"), st.sampled_from(sorted(BINARY)), st.sampled_from(sorted(OPERANDS))),
     st.tuples(st.just("s"), st.sampled_from(sorted(STRUCTURAL))),
 )
-program = st.lists(step, min_size=1, max_size=7)
+# at most two squares: three make x^8 / 128, and -cos of that (x up to ~3) curves too fast for
+# finite differences to check to 1e-5 (found by a random draw: rule 265.2, differences 215.5)
+program = st.lists(step, min_size=1, max_size=7).filter(lambda s: s.count(("u", "square")) <= 2)
 finals = st.sampled_from(["sum", "mean", "weighted", "var", "norm"])
 
 

@@ -346,6 +346,26 @@ def test_prefers_rule():
     assert ne.inner_expensive(hoisted) == 0 and ne.inner_expensive(trans("sin")) == 1
     assert ne.prefers(hoisted)
 
+    def power(exponent, a=x, b=y):  # (a - b) ** exponent, the exponent a constant of the kernel
+        return kernel(
+            (n, n),
+            (a, b),
+            (exponent,),
+            (Instr("subtract", (0, 1), F8), Instr("power", (3, 2), F8)),
+            (Output(4, "sum", (1,), F8),),
+        )
+
+    # numba_math.power: small integer exponents and +-0.5 without pow; any other exponent, pow
+    assert ne.inner_ops(power(3.0)) == (0, 1) and ne.inner_ops(power(-0.5)) == (0, 1)
+    assert ne.inner_ops(power(1.7)) == (1, 0)  # the same signature, another constant
+    assert ne.prefers(power(-2.0)) and not ne.prefers(power(1.7))
+    xs, ys = np.linspace(-2, 2, n)[:, None], np.linspace(-1, 3, n)[None, :]
+    for exponent in (3.0, -2.0, 0.5, 1.7):
+        k = power(exponent, xs, ys)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = np.sum((xs - ys) ** exponent, axis=1, keepdims=True)
+        np.testing.assert_allclose(ne.run(k)[0], want, rtol=1e-12, err_msg=str(exponent))
+
 
 # ---------------------------------------------------------------- random programs
 

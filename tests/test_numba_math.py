@@ -271,3 +271,107 @@ def test_caller_in_another_module_is_cached(tmp_path):
         )
         hits.append(int(proc.stdout.split()[-1]))
     assert hits == [0, 1]
+
+
+# ------------------------------------------------------------------ power
+EXPONENTS = [2.0, 3.0, 4.0, -2.0, -3.0, -4.0, 1.0, 0.0, -1.0, 0.5, -0.5, 1.7, -2.5]
+
+
+@njit(error_model="numpy")
+def _power_loop(x, p, out):
+    for i in range(x.size):
+        out[i] = vm.power(x[i], p)
+
+
+@njit(error_model="numpy")
+def _power_loop_f32(x, p, out):
+    for i in range(x.size):
+        out[i] = vm.power_f32(x[i], p)
+
+
+def run_power(x, p):
+    out = np.empty_like(x)
+    (_power_loop if x.dtype == np.float64 else _power_loop_f32)(x, x.dtype.type(p), out)
+    return out
+
+
+def power_sweep(dtype):
+    """Random bit patterns (every sign, exponent and special value), values near 1, and the
+    ranges where a power over- or underflows (into the subnormals too)."""
+    rng = np.random.default_rng(7)
+    if dtype == np.float64:
+        bits = rng.integers(-(2**63), 2**63 - 1, 2**17, dtype=np.int64).view(np.float64)
+        edges = np.geomspace(1e-110, 1e-70, 2**14), np.geomspace(1e70, 1e160, 2**14)
+    else:
+        bits = rng.integers(-(2**31), 2**31 - 1, 2**17, dtype=np.int32).view(np.float32)
+        edges = np.geomspace(1e-15, 1e-8, 2**14), np.geomspace(1e8, 1e20, 2**14)
+    specials = SPECIAL if dtype == np.float64 else F32_SPECIAL
+    near = np.linspace(-3.0, 3.0, 2**16)
+    with np.errstate(invalid="ignore"):  # NaN payloads of the float32 bits, widened and back
+        return np.concatenate([specials, bits, near, *edges, -edges[0], -edges[1]]).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("p", EXPONENTS)
+def test_power_against_numpy(p, dtype):
+    x = power_sweep(dtype)
+    got = run_power(x, p)
+    with np.errstate(all="ignore"):
+        want = np.power(x, dtype(p))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    same = ~np.isfinite(want) | (want == 0)  # infinities and zeros: exactly, with their sign
+    np.testing.assert_array_equal(got[same], want[same])
+    num = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[num]), np.signbit(want[num]))
+    fin = np.isfinite(want) & np.isfinite(got)
+    d = ulp_distance(got[fin], want[fin])
+    # both within ~0.5 ulp of the true power where NumPy's pow is (-0.5: two roundings); where
+    # the result is subnormal an ulp is a larger part of it, and rounding steps meet
+    assert d.max(initial=0) <= 2, (p, x[fin][d.argmax()], got[fin][d.argmax()])
+
+
+@pytest.mark.skipif(not EXTENDED, reason="needs an 80-bit long double reference")
+@pytest.mark.parametrize("p", [3.0, 4.0, -2.0, -3.0, -4.0])
+def test_power_is_within_half_an_ulp_or_so_of_the_true_power(p):
+    x = np.concatenate([np.linspace(-3.0, 3.0, 2**16), np.geomspace(1e-60, 1e60, 2**16)])
+    got = run_power(x, p)
+    with np.errstate(all="ignore"):
+        ref = x.astype(np.longdouble) ** np.longdouble(p)
+    fin = np.isfinite(got) & (got != 0)
+    err = np.abs(got[fin].astype(np.longdouble) - ref[fin]) / np.spacing(np.abs(got[fin]))
+    assert err.max() < 0.51, p  # correctly rounded but for ties within ~2^-100
+
+
+def test_power_special_values_follow_numpy():
+    inf, nan = np.inf, np.nan
+    assert vm.power(-0.0, 3.0) == 0.0 and np.signbit(vm.power(-0.0, 3.0))
+    assert vm.power(-0.0, -3.0) == -inf and vm.power(-0.0, -4.0) == inf
+    assert vm.power(-inf, 3.0) == -inf and np.signbit(vm.power(-inf, -3.0))
+    assert vm.power(1e103, -3.0) == np.power(1e103, -3.0) > 0  # subnormal, not flushed
+    assert vm.power(1e103, 3.0) == inf and vm.power(1e-200, 3.0) == 0.0
+    assert np.isnan(vm.power(nan, 3.0)) and vm.power(nan, 0.0) == 1.0
+    assert np.signbit(vm.power(-0.0, 0.5)) and np.isnan(vm.power(-inf, 0.5))  # sqrt's, NumPy's
+    assert vm.power(-0.0, -0.5) == inf and vm.power(-inf, -0.5) == 0.0
+    assert vm.power(2.0, 1.7) == 2.0**1.7  # any other exponent: pow
+    f4 = np.float32
+    assert vm.power_f32(f4(1e13), f4(-3.0)) == np.power(f4(1e13), f4(-3.0)) > 0
+
+
+@pytest.mark.skipif(not _has_fma(), reason="without hardware FMA llvm.fma is a libm call")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_power_loop_is_vectorised_without_pow_for_a_cube(dtype):
+    f = vm.power if dtype == np.float64 else vm.power_f32
+
+    @njit(error_model="numpy")
+    def cube(x, out):
+        for i in range(x.size):
+            out[i] = f(x[i], dtype(3.0))
+
+    x = np.linspace(0.5, 1.5, 64, dtype=dtype)
+    cube(x, np.empty_like(x))
+    ir = "".join(cube.inspect_llvm().values())
+    called = set(re.findall(r"call [^@\n]*@\"?([\w.$]+)", ir))
+    pows = [c for c in called if c in ("pow", "powf") or c.startswith("llvm.pow")]
+    assert not pows and not [c for c in called if "10numba_math" in c], called
+    lanes = r"<\d+ x double>" if dtype == np.float64 else r"<(8|16) x float>"
+    assert re.search(r"fmul " + lanes, ir), "not vectorised"

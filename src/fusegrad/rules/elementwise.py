@@ -155,9 +155,9 @@ _SIGN = {
     "f": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else ({T}(0) if {0} == 0 else {0})))",
     "iu": "({T}(1) if {0} > 0 else ({T}(-1) if {0} < 0 else {T}(0)))",
 }
-# NumPy's fast path for a scalar exponent of 2; the branch is loop-invariant when the exponent
-# is a constant, so LLVM unswitches it out of the loop.
-_FPOW = "({0} * {0} if {1} == 2 else {0} ** {1})"
+# numba_math.power: small integer exponents and +-0.5 without a libm call (branches on the
+# exponent, loop-invariant when it is a constant, which LLVM takes out of the loop).
+_FPOW = "vm.power{f32}({0}, {1})"
 _HEAVISIDE = "({0} if {0} != {0} else ({1} if {0} == 0 else ({T}(0) if {0} < 0 else {T}(1))))"
 
 # Each fusable ufunc, once: its partials, then its op table entry. ``expensive``: a

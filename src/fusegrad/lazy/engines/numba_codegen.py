@@ -508,15 +508,22 @@ def op_expr(op: str, a: list[str], lt: np.dtype, plan: Plan) -> str:
     return src
 
 
+# numba_math.power computes these exponents without a libm call (as floats: 3 == 3.0), others
+# with pow: a power is vectorised or not by its exponent (numba_engine.inner_ops asks).
+FAST_EXPONENTS = frozenset({0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0})
+POWERS = frozenset({"power", "float_power"})
+
+
 def vectorised(op: str, dtype: np.dtype) -> bool:
-    """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call.
+    """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call (False
+    for ``POWERS``, which depend on their exponent).
 
     >>> vectorised("tanh", np.dtype("f8")), vectorised("sin", np.dtype("f8"))
     (True, False)
     """
     # its float expression calls numba_math (``vm``), itself or through a helper: branch-free
     # code LLVM vectorises, where math.* calls libm one element at a time
-    if dtype.kind != "f" or op not in OP_EXPR:
+    if dtype.kind != "f" or op not in OP_EXPR or op in POWERS:
         return False
     return "vm" in _uses(_template(op, dtype).format("x", "y", "z", T="T", f32=""))
 

@@ -303,32 +303,51 @@ def inner_ops(kernel) -> tuple[int, int]:
     """Transcendental ops evaluated at every point (those that depend on the innermost domain
     axis; ones hoisted to outer loops run once per row and are not counted): ``(slow, fast)``.
     Slow ones are scalar libm calls, which NumPy's SIMD ufuncs compute much faster; fast ones
-    are the ``numba_math`` ops, computed in SIMD lanes.
+    are the ``numba_math`` ops, computed in SIMD lanes. A power is fast when its exponent is a
+    constant ``numba_math.power`` computes without pow (``numba_codegen.FAST_EXPONENTS``).
 
     >>> from fusegrad.lazy.kernel import Kernel
     >>> inner_ops(Kernel((), (), (), (), ()))
     (0, 0)
     """
     sig = kernel.signature()
-    n = _INNER_OPS.get(sig)
-    if n is None:
-        d = len(kernel.domain)
-        inner = {d - 1} if d else set()
-        deps = [{ax for ax, b in enumerate(flags) if not b} & inner for _, flags in sig[1]] + [
-            set()
-        ] * len(kernel.constants)
-        slow = fast = 0
-        for ins in kernel.program:
-            dep = set().union(*(deps[a] for a in ins.args))
-            deps.append(dep)
-            op = _ops.OPS.get(ins.op)
-            if op is not None and op.expensive and (dep or d == 0):
-                if _cg.vectorised(ins.op, ins.dtype):
-                    fast += 1
-                else:
-                    slow += 1
-        n = _INNER_OPS[sig] = (slow, fast)
-    return n
+    found = _INNER_OPS.get(sig)
+    if found is None:
+        found = _INNER_OPS[sig] = _count_inner_ops(kernel, sig)
+    slow, fast, exponents = found
+    for c in exponents:  # a power's exponent: its constant's index, or None when it varies
+        if c is not None and kernel.constants[c] in _cg.FAST_EXPONENTS:
+            fast += 1
+        else:
+            slow += 1
+    return slow, fast
+
+
+def _count_inner_ops(kernel, sig: tuple) -> tuple[int, int, tuple]:
+    """``inner_ops``' counts for a signature, with the powers left apart (their exponents)."""
+    d = len(kernel.domain)
+    n_in = len(sig[1])
+    inner = {d - 1} if d else set()
+    deps = [{ax for ax, b in enumerate(flags) if not b} & inner for _, flags in sig[1]] + [
+        set()
+    ] * len(kernel.constants)
+    slow = fast = 0
+    exponents: list = []
+    for ins in kernel.program:
+        dep = set().union(*(deps[a] for a in ins.args))
+        deps.append(dep)
+        op = _ops.OPS.get(ins.op)
+        if op is None or not op.expensive or not (dep or d == 0):
+            continue
+        if ins.op in _cg.POWERS and ins.dtype.kind == "f":
+            e = ins.args[1]
+            constant = n_in <= e < n_in + len(kernel.constants)
+            exponents.append(e - n_in if constant else None)
+        elif _cg.vectorised(ins.op, ins.dtype):
+            fast += 1
+        else:
+            slow += 1
+    return slow, fast, tuple(exponents)
 
 
 def inner_expensive(kernel) -> int:
@@ -341,7 +360,7 @@ def inner_expensive(kernel) -> int:
     return inner_ops(kernel)[0]
 
 
-_INNER_OPS: dict[tuple, tuple[int, int]] = {}
+_INNER_OPS: dict[tuple, tuple[int, int, tuple]] = {}
 
 
 # `cost` hints for `auto`, relative to numpy_blocked's time (prefers() has the measurements).
