@@ -45,7 +45,7 @@ def loss_grad(x):
 
 def test_a_freed_buffer_is_handed_out_again_and_a_held_one_never():
     a = buffer_cache.empty(BIG, np.float64)
-    first = id(a)
+    first, first_nbytes = id(a), a.nbytes
     del a
     b = buffer_cache.empty(BIG, np.float64)
     assert id(b) == first
@@ -55,6 +55,9 @@ def test_a_freed_buffer_is_handed_out_again_and_a_held_one_never():
     assert id(c) != first
     del view
     assert id(buffer_cache.empty(BIG, np.float64)) == first
+    # object arrays are never kept (their stale elements would stay alive in the cache)
+    objects = buffer_cache.empty(BIG, object)
+    assert objects.dtype == object and buffer_cache.cached_bytes() == 2 * first_nbytes
     # another shape or dtype is another buffer
     assert buffer_cache.empty((256, 1024), np.float64).shape == (256, 1024)
     assert buffer_cache.empty(BIG, np.float32).dtype == np.float32
@@ -182,7 +185,7 @@ def test_random_programs_with_every_buffer_cached(steps, final, seed):
         first = f(x, p)
         copies = (np.copy(first[1][0]), {k: np.copy(v) for k, v in first[1][1].items()})
         again = f(2 * x, p)  # runs while the first results are held
-        check_grads(lambda x, p: run(np, steps, final, x, p), modes=("rev",))(2 * x, p)
+        check_grads(lambda x, p: run(np, steps, final, x, p), modes=("rev",))(x, p)
     np.testing.assert_array_equal(first[1][0], copies[0])
     for k in p:
         np.testing.assert_array_equal(first[1][1][k], copies[1][k])

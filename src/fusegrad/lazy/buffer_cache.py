@@ -102,7 +102,8 @@ def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or 2 * nbytes > limit or tracemalloc.is_tracing():
+    # (an object array would keep its stale elements alive while it waits in the cache)
+    if nbytes < MIN_BYTES or 2 * nbytes > limit or dtype.hasobject or tracemalloc.is_tracing():
         return np.empty(shape, dtype)
     shape = tuple(shape)
     with _lock:
