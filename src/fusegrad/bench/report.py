@@ -75,8 +75,8 @@ MEMORY_KEYS = ("peak_rss_bytes", "warm_rss_bytes", "first_rss_bytes", "tracemall
 
 
 def combine_thp(results: list[dict]) -> list[dict]:
-    """Merge stock and tuned-malloc runs of a case into one row: the faster run's time, and each
-    memory figure the smaller of the two runs'.
+    """Merge stock and tuned-malloc runs of a case into one row: the faster run's time, and the
+    memory figures of the run with the smaller peak.
 
     Example:
         >>> rs = [{"lib": "jax", "workload": "W1", "n": 1, "thp": False, "status": "ok",
@@ -99,10 +99,11 @@ def combine_thp(results: list[dict]) -> list[dict]:
         merged = {**best, "malloc": "THP" if best.get("thp") else "stock"}
         for r in ok:
             merged["thp_s" if r.get("thp") else "stock_s"] = r["median_s"]
-        for key in MEMORY_KEYS:
-            seen = [r[key] for r in ok if r.get(key) is not None]
-            if seen:
-                merged[key] = min(seen)
+        measured = [r for r in ok if r.get("peak_rss_bytes") is not None]
+        if measured:  # every memory figure from one run, so they stay consistent
+            lean = min(measured, key=lambda r: r["peak_rss_bytes"])
+            for key in MEMORY_KEYS:
+                merged[key] = lean.get(key)
         out.append(merged)
     return out
 
