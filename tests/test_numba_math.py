@@ -375,3 +375,5 @@ def test_power_loop_is_vectorised_without_pow_for_a_cube(dtype):
     assert not pows and not [c for c in called if "10numba_math" in c], called
     lanes = r"<\d+ x double>" if dtype == np.float64 else r"<(8|16) x float>"
     assert re.search(r"fmul " + lanes, ir), "not vectorised"
+    if dtype == np.float32:  # computed in float32 lanes, not widened to double
+        assert not re.search(r"<\d+ x double>", ir), "widened"

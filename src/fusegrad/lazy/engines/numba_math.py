@@ -599,10 +599,8 @@ def _dd_times(h, l, b, bl):
 
 
 @njit(**_JIT)
-def _small_power(x, ap, negative, one):
-    """``x ** ap`` (``x ** -ap`` when ``negative``) for ``ap`` in {2, 3, 4}, in ``x``'s type
-    (``one`` is 1 of it: no literal promotes float32 lanes to float64)."""
-    zero = one - one
+def _small_power(x, ap, negative, one, zero):
+    """``x ** ap`` (``x ** -ap`` when ``negative``) for ``ap`` in {2, 3, 4}, in ``x``'s type."""
     if negative:
         b = one / x
         bl = b * _fma(-b, x, one)  # b + bl = 1 / x to ~2^-106
@@ -620,30 +618,35 @@ def _small_power(x, ap, negative, one):
 
 
 @njit(**_JIT)
+def _power(x, p, one, zero, inf):
+    """``x ** p`` in ``x``'s type; ``one``, ``zero`` and ``inf`` are of that type (a float
+    literal would promote float32 lanes to float64)."""
+    if p == 2.0:
+        return x * x
+    if p == 1.0:
+        return x
+    if p == 0.0:
+        return one
+    if p == -1.0:
+        return one / x
+    if p == 0.5:
+        return np.sqrt(x)  # NumPy's: -0.0 stays -0.0 and -inf is NaN, where C's pow differs
+    if p == -0.5:
+        return one / abs(np.sqrt(x)) if x != -inf else zero
+    ap = abs(p)
+    if ap == 2.0 or ap == 3.0 or ap == 4.0:
+        return _small_power(x, ap, p < zero, one, zero)
+    return x**p
+
+
+@njit(**_JIT)
 def power(x, p):
     """``x ** p`` for float64, as pow computes it (see the section's comment).
 
     >>> power(1.1, 3.0), power(2.0, -2.0), power(-0.0, -3.0)
     (1.3310000000000004, 0.25, -inf)
     """
-    x = np.float64(x)
-    p = np.float64(p)
-    if p == 2.0:
-        return x * x
-    if p == 1.0:
-        return x
-    if p == 0.0:
-        return 1.0
-    if p == -1.0:
-        return 1.0 / x
-    if p == 0.5:
-        return np.sqrt(x)
-    if p == -0.5:
-        return 1.0 / abs(np.sqrt(x)) if x != -_INF else 0.0
-    ap = abs(p)
-    if ap == 2.0 or ap == 3.0 or ap == 4.0:
-        return _small_power(x, ap, p < 0, 1.0)
-    return x**p
+    return _power(np.float64(x), np.float64(p), 1.0, 0.0, _INF)
 
 
 @njit(**_JIT)
@@ -653,21 +656,4 @@ def power_f32(x, p):
     >>> np.float32(power_f32(np.float32(1.1), np.float32(3.0)))
     np.float32(1.3310001)
     """
-    x = _F4(x)
-    p = _F4(p)
-    if p == _F4(2.0):
-        return x * x
-    if p == _ONE_F:
-        return x
-    if p == _F4(0.0):
-        return _ONE_F
-    if p == _F4(-1.0):
-        return _ONE_F / x
-    if p == _F4(0.5):
-        return np.sqrt(x)
-    if p == _F4(-0.5):
-        return _ONE_F / abs(np.sqrt(x)) if x != -_INF_F else _F4(0.0)
-    ap = abs(p)
-    if ap == _F4(2.0) or ap == _F4(3.0) or ap == _F4(4.0):
-        return _small_power(x, ap, p < _F4(0.0), _ONE_F)
-    return x**p
+    return _power(_F4(x), _F4(p), _ONE_F, _F4(0.0), _INF_F)
