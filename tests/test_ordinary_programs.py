@@ -38,45 +38,69 @@ def test_a_large_mlp_fuses_its_outer_product_and_bias_sum(engine, eager_below, m
         assert type(g) is np.ndarray
         np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-13)
     big = [k for k in _kernels(rec) if k["domain"] == (1024, 128)]
-    # the forward's tanh, then one pass for dZ = (dY W2ᵀ)(1 - h²), b1's column sum and W2's
-    # (hᵀ dY, a column sum of h * dY): the outer product dY W2ᵀ is never stored, dZ is not read
-    # back for b1's sum, nor h for W2's (no GEMV of its own)
+    # the forward's tanh with its row products with W2 (h @ W2: no GEMV reading h back), then
+    # one pass for dZ = (dY W2ᵀ)(1 - h²), b1's column sum and W2's (hᵀ dY, a column sum of
+    # h * dY): the outer product dY W2ᵀ is never stored, dZ is not read back for b1's sum, nor
+    # h for W2's
     assert len(big) == 2
-    backward = big[1]
+    forward, backward = big
+    assert sorted(o[0] for o in forward["outputs"]) == ["map", "sum"]
     assert sorted(o[0] for o in backward["outputs"]) == ["map", "sum", "sum"]
 
 
-@pytest.mark.parametrize("eager_below", [small.DEFAULT_EAGER_BELOW, 0])
-def test_outer_products_on_either_side_match_finite_differences(engine, eager_below, monkeypatch):
-    monkeypatch.setattr(small, "EAGER_BELOW", eager_below)
-    rng = np.random.default_rng(2)
-    u = rng.standard_normal((1, 300))  # one row: the cotangent of V is the outer product uᵀ dY
-    V = rng.standard_normal((300, 280)) / 20
-    c = rng.standard_normal((280, 1))  # one column: the cotangent of H is dY cᵀ
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("vector", [False, True])
+def test_a_lazy_matrix_times_a_column_is_its_row_sums(engine, dtype, vector):
+    # h = tanh(X @ W + c) is not evaluated when h @ w is taken: the product is computed in the
+    # pass that evaluates h, as sum(h * wᵀ, axis=1), and h is kept for the pullback
+    rng = np.random.default_rng(3)
+    X, W = rng.standard_normal((300, 7)).astype(dtype), rng.standard_normal((7, 40)).astype(dtype)
+    c = rng.standard_normal(40).astype(dtype)
+    w = rng.standard_normal(40 if vector else (40, 1)).astype(dtype)
 
-    def f(u, V, c):
-        H = np.sin(np.ones((400, 1)) @ (u @ V))  # (400, 280): an outer product forward too
-        return np.sum(np.cos(H @ c))
+    def f(W, c, w):
+        h = np.tanh(X @ W + c)
+        return np.sum(np.sin(h @ w)) + np.sum(h**2)
 
-    gu, gV, gc = fg.grad(f, argnums=(0, 1, 2))(u, V, c)
-    row = u @ V
-    H = np.sin(np.ones((400, 1)) @ row)
-    dH = -np.sin(H @ c) @ c.T  # (400, 280)
-    drow = np.sum(dH * np.cos(row), axis=0, keepdims=True)
-    np.testing.assert_allclose(gV, u.T @ drow, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(gu, drow @ V.T, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(gc, H.T @ -np.sin(H @ c), rtol=1e-10, atol=1e-12)
-    # and a central difference along a random direction of V
-    d = rng.standard_normal(V.shape)
-    eps = 1e-6
-    fd = (f(u, V + eps * d, c) - f(u, V - eps * d, c)) / (2 * eps)
-    np.testing.assert_allclose(np.sum(gV * d), fd, rtol=1e-6)
-
-
-def test_the_cotangent_of_untraced_data_is_not_computed(monkeypatch):
-    # X is data (not differentiated): its cotangent dY @ W1ᵀ would be a 2048 x 200 product
-    monkeypatch.setattr(small, "EAGER_BELOW", small.DEFAULT_EAGER_BELOW)
-    args = _mlp_args(2048, 200, 64)
     with fl.recording() as rec:
-        fg.grad(mlp, argnums=(0, 1, 2, 3))(*args)
-    assert not [k for k in _kernels(rec) if k["domain"][-1] == 200]
+        value, (gW, gc, gw) = fg.value_and_grad(f, argnums=(0, 1, 2))(W, c, w)
+    h = np.tanh(X @ W + c)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(value, f(W, c, w), **tol)
+    dy = np.cos(h @ w)
+    dh = (dy[:, None] * w[None, :] if vector else dy @ w.T) + 2 * h
+    dz = dh * (1 - h**2)
+    np.testing.assert_allclose(gW, X.T @ dz, **tol)
+    np.testing.assert_allclose(gc, dz.sum(axis=0), **tol)
+    np.testing.assert_allclose(gw, h.T @ dy, **tol)
+    assert all(g.dtype == dtype for g in (gW, gc, gw))
+    # one forward kernel over h's domain writes h and its row products: no product reads h back
+    forward = [k for k in _kernels(rec) if k["domain"] == (300, 40)][0]
+    assert sorted(o[0] for o in forward["outputs"]) == ["map", "sum"]
+
+
+_X = np.random.default_rng(4).standard_normal((50, 30))
+_NO_LAZY_CASE = {
+    "two columns": lambda W: np.exp(_X * W) @ np.ones((30, 2)),
+    "complex": lambda W: np.abs(np.exp(1j * _X * W) @ np.ones((30, 1))),
+    "float32 column": lambda W: np.exp(_X * W) @ np.ones((30, 1), np.float32),
+    "on the right": lambda W: np.ones((1, 50)) @ np.exp(_X * W),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NO_LAZY_CASE))
+def test_a_lazy_matrix_product_with_no_lazy_case_is_unchanged(engine, case):
+    # matmul's rule on the evaluated matrix, checked against NumPy and finite differences
+    rng = np.random.default_rng(5)
+    g = _NO_LAZY_CASE[case]
+
+    def f(W):
+        return np.sum(np.sin(g(W)))
+
+    W = 0.1 * rng.standard_normal((50, 30))
+    value, gW = fg.value_and_grad(f)(W)
+    np.testing.assert_allclose(value, f(W), rtol=1e-12)
+    d = rng.standard_normal(W.shape)
+    eps = 1e-6
+    fd = (f(W + eps * d) - f(W - eps * d)) / (2 * eps)
+    np.testing.assert_allclose(np.sum(gW * d), fd, rtol=1e-6)

@@ -34,7 +34,7 @@ import numpy as np
 from ..lazy import LazyArray, Leaf, materialize, materialize_many, replay
 from ..lazy.nodes import Reduce
 from ..rules import registry
-from ..rules.registry import OPTED_OUT, RRULES, is_differentiable, pull
+from ..rules.registry import LAZY_CASES, OPTED_OUT, RRULES, is_differentiable, pull
 from ..tangents import AbstractZero, BroadcastThunk, NoTangent, ZeroTangent, add, iadd
 from ..tangents.thunks import AbstractThunk
 from .pytree import PLAIN_LEAVES
@@ -282,11 +282,14 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         y, pullback = step
         lazy = True  # the step's pullback makes its cotangent concrete itself, as a step
     else:
-        if not lazy:
-            uargs = _concrete_args(uargs)
-            if ukwargs:
-                ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
-        out = rule(*uargs, **ukwargs)
+        case = None if lazy else LAZY_CASES.get(f)
+        out = None if case is None else case(*uargs, **ukwargs)
+        if out is None:
+            if not lazy:
+                uargs = _concrete_args(uargs)
+                if ukwargs:
+                    ukwargs = {k: _concrete(v) for k, v in ukwargs.items()}
+            out = rule(*uargs, **ukwargs)
         if out is None:
             raise _declined(f, uargs, ukwargs)
         y, pullback = out

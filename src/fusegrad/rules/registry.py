@@ -30,6 +30,8 @@ import numpy as np
 from ..tangents import AbstractThunk, AbstractZero, NoTangent, ZeroTangent, unthunk
 
 RRULES: dict[Any, tuple[Callable, bool]] = {}
+# Cases of a rule that is not ``lazy`` which take a lazy argument as it is (``register_lazy_case``)
+LAZY_CASES: dict[Any, Callable] = {}
 FRULES: dict[Any, Callable] = {}
 OPTED_OUT: set[Any] = set()
 
@@ -48,6 +50,28 @@ def register_rrule(f: Any, *, lazy: bool = False) -> Callable[[Callable], Callab
         RRULES[f] = (rule, lazy)
         OPTED_OUT.discard(f)
         return rule
+
+    return decorate
+
+
+def register_lazy_case(f: Any) -> Callable[[Callable], Callable]:
+    """Register ``case`` as a case of ``f``'s reverse rule (one not registered ``lazy``) that
+    takes lazy arguments as they are: the AD core calls ``case(*args, **kwargs)`` first, on
+    arguments not yet evaluated, and evaluates them for the rule itself only when it returns
+    None. A case returns ``(y, pullback)`` as the rule does, its pullback taking the concrete
+    cotangents the rule's does (``matmul`` of an unevaluated matrix by a column computes the
+    product in the pass that evaluates the matrix: ``rules/linalg._matmul_lazy_column``).
+
+    >>> def my_dot(a, b):
+    ...     return a @ b
+    >>> @register_lazy_case(my_dot)
+    ... def _(a, b):
+    ...     return None  # no case applies here: the rule runs on evaluated arguments
+    """
+
+    def decorate(case: Callable) -> Callable:
+        LAZY_CASES[f] = case
+        return case
 
     return decorate
 
