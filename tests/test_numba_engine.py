@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from fusegrad.lazy import ops  # noqa: E402
 from fusegrad.lazy.engines import numba_engine as ne  # noqa: E402
+from fusegrad.lazy.engines import numpy_speed  # noqa: E402
 from fusegrad.lazy.kernel import Instr, Kernel, Output  # noqa: E402
 
 try:
@@ -327,7 +328,9 @@ def test_prefers_rule():
         )
 
     assert ne.prefers(arith)
-    assert not ne.prefers(trans("sin"))  # scalar libm: NumPy's SIMD ufuncs win
+    assert not ne.prefers(trans("arctan")) or not numpy_speed.scalar_in_numpy("arctan", F8)
+    # float64 sin: numba's libm call, NumPy's too where it keeps sin scalar (numpy_speed)
+    assert ne.prefers(trans("sin")) == numpy_speed.scalar_in_numpy("sin", F8)
     assert ne.prefers(trans("tanh")) and ne.prefers(trans("exp", np.dtype("f4")))  # numba_math
     assert ne.prefers(trans("tanh", np.dtype("f4")))  # numba_math's float32 lanes
     assert ne.inner_ops(trans("tanh")) == (0, 1) and ne.inner_ops(trans("sin")) == (1, 0)
@@ -517,3 +520,40 @@ def test_gaussian_kernel_gradient_one_pass_accurate_and_lean(engine):
         np.testing.assert_array_less(np.abs(got - terms.sum(axis=axis)), 1e-12 * scale + 1e-300)
     if engine == "numba":  # per-thread partials (3 rows of y's size each), not blocks of 2^16
         assert mem.peak_bytes < d.nbytes / 8, mem.peak_bytes
+
+
+def test_a_libm_call_numpy_makes_scalar_too_leaves_the_kernel_to_numba(monkeypatch):
+    n = 400
+    x, y = np.ones((n, 1)), np.ones((1, n))
+
+    def trans(*names):
+        prog = [Instr("subtract", (0, 1), F8)]
+        for name in names:
+            prog.append(Instr(name, (len(prog) + 1,), F8))
+        return kernel((n, n), (x, y), (), tuple(prog), (Output(len(prog) + 1, "sum", (1,), F8),))
+
+    for simd in (True, False):  # as NumPy builds sin: in SIMD lanes, or scalar (NumPy 2)
+        monkeypatch.setitem(numpy_speed._known, ("sin", F8.str), not simd)
+        monkeypatch.setitem(numpy_speed._known, ("arctan", F8.str), False)
+        assert ne.numpy_faster(trans("sin")) == simd
+        assert ne.prefers(trans("sin")) != simd
+        assert ne.prefers(trans("sin", "exp")) != simd  # numba_math's exp is vectorised anyway
+        assert not ne.prefers(trans("sin", "arctan"))  # arctan: NumPy's SIMD wins
+    assert ne.inner_ops(trans("sin", "sin")) == (2, 0)
+
+
+def test_numpy_speed_calls_a_ufunc_scalar_from_its_time_against_exp(monkeypatch):
+    times = {np.exp: 1000.0, np.sin: 8400.0, np.cos: 4000.0}
+    monkeypatch.setattr(numpy_speed, "_best_ns", lambda f, args, out: times[f])
+    monkeypatch.setattr(numpy_speed, "_known", {})
+    assert numpy_speed.scalar_in_numpy("sin", F8)  # 8.4x exp
+    assert not numpy_speed.scalar_in_numpy("cos", F8)  # 4x: below SCALAR_RATIO
+    assert not numpy_speed.scalar_in_numpy("sin", np.dtype("c16"))  # complex: not measured
+    assert not numpy_speed.scalar_in_numpy("no such ufunc", F8)
+    assert not numpy_speed.scalar_in_numpy("modf", F8)  # two outputs
+    assert numpy_speed._known == {
+        ("sin", F8.str): True,
+        ("cos", F8.str): False,
+        ("no such ufunc", F8.str): False,
+        ("modf", F8.str): False,
+    }

@@ -48,6 +48,7 @@ from fusegrad.lazy import ops as _ops
 from fusegrad.lazy.engines import numba_codegen as _cg
 from fusegrad.lazy.engines import numba_pairs as _pairs
 from fusegrad.lazy.engines import numpy_blocked as _blocked
+from fusegrad.lazy.engines import numpy_speed as _speed
 from fusegrad.lazy.engines import registry as _registry
 from fusegrad.lazy.engines.registry import register
 
@@ -333,6 +334,7 @@ def _count_inner_ops(kernel, sig: tuple) -> tuple[int, int, tuple]:
     ] * len(kernel.constants)
     slow = fast = 0
     exponents: list = []
+    libm: set = set()
     for ins in kernel.program:
         dep = set().union(*(deps[a] for a in ins.args))
         deps.append(dep)
@@ -347,6 +349,8 @@ def _count_inner_ops(kernel, sig: tuple) -> tuple[int, int, tuple]:
             fast += 1
         else:
             slow += 1
+            libm.add((ins.op, ins.dtype))
+    _LIBM_OPS[sig] = tuple(libm)
     return slow, fast, tuple(exponents)
 
 
@@ -361,6 +365,26 @@ def inner_expensive(kernel) -> int:
 
 
 _INNER_OPS: dict[tuple, tuple[int, int, tuple]] = {}
+_LIBM_OPS: dict[tuple, tuple] = {}  # signature -> the (op, dtype) of its per-point libm calls
+
+
+def numpy_faster(kernel) -> bool:
+    """Whether ``kernel`` makes a per-point libm call that NumPy computes faster, in SIMD lanes
+    (``arctan``, a power of another exponent than ``inner_ops``' fast ones): numpy_blocked's
+    loops then beat this engine's. A call NumPy makes scalar too (float64 ``sin`` and ``cos``,
+    ``numpy_speed``) costs both engines the same, and numba still fuses the rest.
+
+    >>> from fusegrad.lazy.kernel import Kernel
+    >>> numpy_faster(Kernel((), (), (), (), ()))
+    False
+    """
+    slow, _ = inner_ops(kernel)
+    if slow == 0:
+        return False
+    sig = kernel.signature()
+    if slow > _INNER_OPS[sig][0]:  # a power of a slow exponent: NumPy's power is SIMD
+        return True
+    return not all(_speed.scalar_in_numpy(op, dtype) for op, dtype in _LIBM_OPS[sig])
 
 
 # `cost` hints for `auto`, relative to numpy_blocked's time (prefers() has the measurements).
@@ -379,7 +403,7 @@ def cost(kernel) -> float:
     >>> cost(Kernel((), (), (), (), ())) > 1
     True
     """
-    if inner_expensive(kernel) > 0:
+    if numpy_faster(kernel):
         return COST_SCALAR_LIBM
     return COST_PREFERRED if _preferred(kernel, count=True) else COST_UNCOMPILED
 
@@ -411,7 +435,7 @@ def hot_cost(kernel) -> float:
     >>> hot_cost(Kernel((), (), (), (), ())) > 1
     True
     """
-    if inner_expensive(kernel) > 0:
+    if numpy_faster(kernel):
         return COST_SCALAR_LIBM
     size = kernel.size
     if size >= AUTO_MIN_SIZE or (size >= _registry.HOT_MIN and size >= _registry.NUMBA_MIN):
@@ -429,7 +453,7 @@ def replay_cost(kernel) -> float:
     >>> replay_cost(Kernel((), (), (), (), ())) > 1
     True
     """
-    if inner_expensive(kernel) > 0:
+    if numpy_faster(kernel):
         return COST_SCALAR_LIBM
     if kernel.size >= _registry.REPLAY_NUMBA_MIN:
         return COST_PREFERRED
@@ -446,10 +470,11 @@ def prefers(kernel) -> bool:
     Rule (``python benchmarks/bench_kernels.py`` and ``benchmarks/bench_crossover.py``, 2 shared
     cores; the thresholds and their measurements are in ``registry.py``):
 
-    - a scalar libm call per point (``inner_expensive(kernel) > 0``: ``sin``, ``arctan``, ...)
-      -> numpy_blocked at every size: NumPy's SIMD ufuncs beat numba's scalar libm 2-7x (tanh
-      row sum through libm, 10^4..10^7 points: 2.4-6.9x slower);
-    - otherwise (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
+    - a scalar libm call per point that NumPy computes in SIMD lanes (``numpy_faster``:
+      ``arctan``, ``sinh``, ...) -> numpy_blocked at every size: NumPy's SIMD ufuncs beat
+      numba's scalar libm 2-7x (tanh row sum through libm, 10^4..10^7 points: 2.4-6.9x slower);
+    - otherwise (with it calls NumPy makes scalar too, float64 ``sin`` and ``cos``:
+      ``numpy_speed``) (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
       ``numba_math``, ops hoisted out of the inner loop) -> numba once ``kernel.size >=
       NUMBA_COLD_MIN`` (arithmetic: numba 0.08-0.2x numpy_blocked's time from 3*10^4 points up;
       tanh row sum 0.5-1.0x, Gaussian row+col sums 0.3-0.8x; float32 tanh row sum 0.5-0.6x,
@@ -462,7 +487,7 @@ def prefers(kernel) -> bool:
     """
     if not available() or not supports(kernel):
         return False
-    if inner_expensive(kernel) > 0:
+    if numpy_faster(kernel):
         return False
     return _preferred(kernel)
 
