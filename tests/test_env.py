@@ -52,7 +52,7 @@ def child(n: int = 100, **env: str) -> dict:
 
 
 def test_an_unknown_engine_is_an_error_at_first_use_naming_what_is_accepted():
-    res = child(100_000, FUSEGRAD_ENGINE="gpu")  # a kernel runs (smaller ones run eagerly)
+    res = child(500_000, FUSEGRAD_ENGINE="gpu")  # a kernel runs (smaller ones run eagerly)
     assert res["imported"] and "ok" not in res
     err = res["error"]
     assert err.startswith("ValueError: FUSEGRAD_ENGINE='gpu' is not an engine")

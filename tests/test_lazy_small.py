@@ -259,3 +259,43 @@ def test_the_path_is_off_inside_fusing(small_path):
             assert isinstance(build(), fl.Map | fl.Reduce) or build in builders[-4:]
     with small.fusing():
         np.testing.assert_array_equal(fl.materialize(x * 2), np.full((4, 6), 2.0))
+
+
+def test_a_ufunc_numpy_computes_slowly_is_fused_from_a_quarter_of_the_threshold(
+    small_path, monkeypatch
+):
+    from fusegrad.lazy.engines import numpy_speed
+
+    x = np.linspace(-2.0, 2.0, 100_000)  # between EAGER_BELOW // SLOW_SHARE and EAGER_BELOW
+    assert small.EAGER_BELOW // small.SLOW_SHARE <= x.size < small.EAGER_BELOW
+    for slow in (False, True):  # as NumPy computes sin: in SIMD lanes, or scalar (NumPy 2)
+        monkeypatch.setitem(numpy_speed._ratios, ("sin", "<f8"), 9.0 if slow else 1.0)
+        y = np.sin(fl.asarray(x)) * 2.0
+        assert isinstance(y, fl.Leaf) != slow  # eager, or a lazy expression
+        np.testing.assert_allclose(np.asarray(y), 2 * np.sin(x), rtol=1e-15)
+        with fl.recording() as rec:
+            g = fg.grad(lambda x: np.sum(np.sin(x) * x))(x)
+        assert bool(_kernels(rec)) == slow
+        np.testing.assert_allclose(g, np.cos(x) * x + np.sin(x), rtol=1e-13, atol=1e-15)
+    y = np.sin(fl.asarray(x[:1000]))  # below the quarter: eager whatever NumPy's speed
+    assert isinstance(y, fl.Leaf)
+
+
+def test_a_cheap_program_below_the_threshold_runs_eagerly_in_grad(small_path):
+    # the MLP with 2048 x 100 activations (204,800 elements): no kernel, no planning
+    rng = np.random.default_rng(0)
+    X, W = rng.standard_normal((2048, 30)), rng.standard_normal((30, 100)) / 6
+    b, w = rng.standard_normal(100), rng.standard_normal((100, 1))
+
+    def f(W, b, w):
+        return np.mean((np.tanh(X @ W + b) @ w) ** 2)
+
+    with fl.recording() as rec:
+        gW, gb, gw = fg.grad(f, argnums=(0, 1, 2))(W, b, w)
+    assert not _kernels(rec)
+    h = np.tanh(X @ W + b)
+    dy = 2 * (h @ w) / X.shape[0]
+    dz = (dy @ w.T) * (1 - h**2)
+    np.testing.assert_allclose(gW, X.T @ dz, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gb, dz.sum(0), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gw, h.T @ dy, rtol=1e-12, atol=1e-14)

@@ -533,8 +533,8 @@ def test_a_libm_call_numpy_makes_scalar_too_leaves_the_kernel_to_numba(monkeypat
         return kernel((n, n), (x, y), (), tuple(prog), (Output(len(prog) + 1, "sum", (1,), F8),))
 
     for simd in (True, False):  # as NumPy builds sin: in SIMD lanes, or scalar (NumPy 2)
-        monkeypatch.setitem(numpy_speed._known, ("sin", F8.str), not simd)
-        monkeypatch.setitem(numpy_speed._known, ("arctan", F8.str), False)
+        monkeypatch.setitem(numpy_speed._ratios, ("sin", F8.str), 1.0 if simd else 9.0)
+        monkeypatch.setitem(numpy_speed._ratios, ("arctan", F8.str), 1.6)
         assert ne.numpy_faster(trans("sin")) == simd
         assert ne.prefers(trans("sin")) != simd
         assert ne.prefers(trans("sin", "exp")) != simd  # numba_math's exp is vectorised anyway
@@ -543,17 +543,25 @@ def test_a_libm_call_numpy_makes_scalar_too_leaves_the_kernel_to_numba(monkeypat
 
 
 def test_numpy_speed_calls_a_ufunc_scalar_from_its_time_against_exp(monkeypatch):
-    times = {np.exp: 1000.0, np.sin: 8400.0, np.cos: 4000.0}
-    monkeypatch.setattr(numpy_speed, "_best_ns", lambda f, args, out: times[f])
-    monkeypatch.setattr(numpy_speed, "_known", {})
+    times = {np.exp: 1000.0, np.sin: 8400.0, np.cos: 4000.0, np.logaddexp: 24000.0}
+    seen = []
+
+    def best_ns(f, args, out):
+        seen.append((f, len(args), len(args) == 2 and args[0][0] == args[1][0]))
+        return times[f]
+
+    monkeypatch.setattr(numpy_speed, "_best_ns", best_ns)
+    monkeypatch.setattr(numpy_speed, "_ratios", {})
     assert numpy_speed.scalar_in_numpy("sin", F8)  # 8.4x exp
     assert not numpy_speed.scalar_in_numpy("cos", F8)  # 4x: below SCALAR_RATIO
+    assert numpy_speed.slow_in_numpy(np.cos)  # but above SLOW_RATIO
+    assert numpy_speed.slow_in_numpy(np.logaddexp)
+    assert (np.logaddexp, 2, False) in seen  # two different arguments: no logaddexp(x, x)
     assert not numpy_speed.scalar_in_numpy("sin", np.dtype("c16"))  # complex: not measured
     assert not numpy_speed.scalar_in_numpy("no such ufunc", F8)
     assert not numpy_speed.scalar_in_numpy("modf", F8)  # two outputs
-    assert numpy_speed._known == {
-        ("sin", F8.str): True,
-        ("cos", F8.str): False,
-        ("no such ufunc", F8.str): False,
-        ("modf", F8.str): False,
+    assert numpy_speed._ratios == {
+        ("sin", F8.str): 8.4,
+        ("cos", F8.str): 4.0,
+        ("logaddexp", F8.str): 24.0,
     }

@@ -104,7 +104,7 @@ def ufunc(self: LazyArray, uf: np.ufunc, method: str, *inputs: Any, **kwargs: An
     if method == "at" and isinstance(inputs[0], LazyArray):
         raise _immutable(f"np.{uf.__name__}.at(x, ...)", _AT_FIX)
     if method == "__call__" and not kwargs and uf.nout == 1:
-        vals = small.values_if_small(inputs)
+        vals = small.values_if_small(inputs, uf)
         if vals is not None:
             return small.wrap(small.call_ufunc(uf, vals))
     if _foreign(inputs):
@@ -357,7 +357,7 @@ def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
     view, as JAX gives it: the value is shared with every expression that reads it, so writing
     into it would change them. ``np.array(lazy)`` is a writable copy; a leaf gives its own array.
 
-    >>> v = np.asarray(asarray(np.ones(200_000)) * 2)
+    >>> v = np.asarray(asarray(np.ones(500_000)) * 2)
     >>> v.flags.writeable, np.array(asarray(np.ones(3)) * 2).flags.writeable
     (False, True)
     """

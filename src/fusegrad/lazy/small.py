@@ -34,18 +34,26 @@ from typing import Any
 import numpy as np
 
 from . import engines
+from .engines import numpy_speed
 from .engines.registry import HOT_CALLS
 from .nodes import LazyArray, Leaf, install_small_path, interning_scope
 
 # Without this path, a 2-op expression on 10^3 float64 elements through the planner cost ~19x
 # NumPy eager, a 5-op one ~22x (benchmarks/bench_lazy.py --only 4); from ~10^5 elements fused
-# kernels beat eager NumPy (section 2 there). Inside grad, eager NumPy was still faster at
-# 2-6·10^4 elements (W1 n = 2·10^4: 0.38 against 0.72 ms; the MLP at batch 256, 32768-element
-# activations: 3.0 against 4.3 ms), so the path runs ops up to 2^16 elements, except a broadcast
-# that grows past its inputs (x[:, None] - y[None, :]): memory is what fusing it saves, so it
-# stays lazy from EAGER_BELOW // GROWTH (8192) elements. FUSEGRAD_EAGER_BELOW=0 turns it off.
-DEFAULT_EAGER_BELOW = 65_536
-GROWTH = 8
+# kernels beat eager NumPy (section 2 there). Inside grad, where planning and tracing add ~1.6 ms
+# a call (the MLP's), eager NumPy stays faster further: the MLP with 65,536-262,144-element
+# activations took 0.54-0.92x the time eagerly (and was 1.0-1.5x autograd's fused), W1
+# sum((1 - x) / 2) 0.47-0.75x (benchmarks/bench_eager_below.py). So the path runs ops up to 2^18
+# elements (2 MiB of float64), except:
+# - a ufunc NumPy computes slowly (engines/numpy_speed.py: sin, cos, logaddexp, at least 3x its
+#   exp's time): from EAGER_BELOW // SLOW_SHARE (65,536) elements fused kernels, on numba's
+#   threads, are the faster (sum(logaddexp(0, x / 2) * x) at 131,072: 2.6 ms against 5.1);
+# - a broadcast that grows past its inputs (x[:, None] - y[None, :]): memory is what fusing it
+#   saves, so it stays lazy from EAGER_BELOW // GROWTH (8192) elements.
+# FUSEGRAD_EAGER_BELOW=0 turns the path off.
+DEFAULT_EAGER_BELOW = 262_144
+GROWTH = 32
+SLOW_SHARE = 4
 
 
 def _eager_below(default: int = DEFAULT_EAGER_BELOW) -> int:
@@ -108,6 +116,16 @@ def fits(shape: tuple) -> bool:
     return EAGER_BELOW > 0 and not _fusing[0] and math.prod(shape) < EAGER_BELOW
 
 
+def grown_fits(shape: tuple) -> bool:
+    """Whether a value of ``shape`` grown by broadcasting from smaller ones takes the small-array
+    path now: fewer than ``EAGER_BELOW // GROWTH`` elements (a blow-up is fused from there).
+
+    >>> grown_fits((10, 10)), grown_fits((100, 100))
+    (True, False)
+    """
+    return EAGER_BELOW > 0 and not _fusing[0] and math.prod(shape) < EAGER_BELOW // GROWTH
+
+
 # `np.ndarray` read as a module global in the per-op tests below: numpy's module __getattr__
 # keeps CPython 3.11 from specialising `np.name` lookups (about 300 instructions each).
 _NDARRAY = np.ndarray
@@ -116,10 +134,12 @@ _NDARRAY = np.ndarray
 _NUMBERS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.bool_})
 
 
-def values_if_small(args: tuple) -> list | None:
+def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
     """The concrete values of ``args`` (lazy values, arrays, numbers) when all are concrete and
     their broadcast result has fewer than ``EAGER_BELOW`` elements (fewer than
-    ``EAGER_BELOW // GROWTH`` when it is larger than every argument); else ``None``.
+    ``EAGER_BELOW // GROWTH`` when it is larger than every argument, and than ``EAGER_BELOW //
+    SLOW_SHARE`` when they are the arguments of a ufunc ``uf`` NumPy computes slowly); else
+    ``None``.
 
     >>> values_if_small((np.zeros(3), 2.0))
     [array([0., 0., 0.]), 2.0]
@@ -167,6 +187,10 @@ def values_if_small(args: tuple) -> list | None:
             size >= EAGER_BELOW // GROWTH and size > max(v.size for v in arrays)
         ):
             return None  # a blow-up: fused, it never exists in memory
+    else:
+        size = 0 if shape is None else math.prod(shape)
+    if uf is not None and size >= EAGER_BELOW // SLOW_SHARE and numpy_speed.slow_in_numpy(uf):
+        return None
     return vals
 
 

@@ -404,7 +404,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
     y_read = reads[-1]
 
     def rule(*args: Any, **kwargs: Any) -> tuple[Any, Callable]:
-        vals = small.values_if_small(args)
+        vals = small.values_if_small(args, ufunc)
         if vals is not None:  # small and concrete: NumPy now, and an eager pullback
             y = ufunc(*vals, **kwargs) if kwargs else small.call_ufunc(ufunc, vals)
             # keep only the values a partial reads (add's: none; tanh's: y; multiply's: x, y)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize, small
+from ..lazy import LazyArray, Leaf, materialize, small
 from ..lazy.reductions import normalize_axes
 from ..tangents import NoTangent, ZeroTangent
 from .common import (
@@ -91,10 +91,13 @@ def _count(shape: tuple, axes: tuple) -> int:
     return math.prod([shape[a] for a in axes])
 
 
-def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
+def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool, held: bool = True) -> Any:
     """``dy`` of a reduction over ``axes`` broadcast back to the argument's ``shape``: lazily, or
-    for a concrete ``dy`` and a small ``shape`` (the small-array path) as a new NumPy array."""
-    if is_concrete(dy) and small.fits(shape):
+    for a concrete ``dy`` and a small ``shape`` (the small-array path) as a new NumPy array.
+    ``held``: whether the argument itself was in memory (``_held``); when it was not (a fused
+    broadcast blow-up, ``v[:, None] - v[None, :]``), its cotangent is not stored either, from
+    the size the small-array path fuses such blow-ups at (``small.grown_fits``)."""
+    if is_concrete(dy) and (small.fits(shape) if held else small.grown_fits(shape)):
         if type(dy) is float:  # the seed of grad: no dtype to look for, a fill and no copy loop
             out = _empty(shape)
             out.fill(dy)
@@ -108,6 +111,12 @@ def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool) -> Any:
     if not keepdims and axes:
         d = np.expand_dims(d, axes)
     return np.broadcast_to(d, shape)
+
+
+def _held(x: Any) -> bool:
+    """Whether ``x`` (a reduction's argument) is in memory: an array, or a lazy value computed
+    already or standing for an array."""
+    return not isinstance(x, LazyArray) or type(x) is Leaf or x.cached is not None
 
 
 def _ndim(x: Any) -> int:
@@ -126,8 +135,10 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
     else:
         y = np.sum(v, axis=axis, dtype=dtype, keepdims=keepdims)
 
+    held = _held(v)
+
     def pullback(dy: Any) -> tuple:
-        return (_wrap(expand_back(dy, shape, axes, keepdims)),)
+        return (_wrap(expand_back(dy, shape, axes, keepdims, held)),)
 
     return y, pullback
 
@@ -139,10 +150,12 @@ def _mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -
     shape = tuple(np.shape(a))
     axes = normalize_axes(axis, len(shape))
     n = _count(shape, axes)
-    y = np.mean(_lazy(a), axis=axis, dtype=dtype, keepdims=keepdims)
+    v = _lazy(a)
+    y = np.mean(v, axis=axis, dtype=dtype, keepdims=keepdims)
+    held = _held(v)
 
     def pullback(dy: Any) -> tuple:
-        return (_wrap(expand_back(dy, shape, axes, keepdims) / n),)
+        return (_wrap(expand_back(dy, shape, axes, keepdims, held) / n),)
 
     return y, pullback
 
@@ -154,12 +167,13 @@ def _extremum(fn: Callable) -> Callable:
         axes = normalize_axes(axis, len(shape))
         la = _lazy(a)
         y = fn(la, axis=axis, keepdims=keepdims)
+        held = _held(la)
 
         def pullback(dy: Any) -> tuple:
             yk = y if keepdims or not axes else np.expand_dims(y, axes)
             mask = np.equal(la, yk)
             count = np.sum(mask, axis=axes, keepdims=True)
-            return (_wrap(expand_back(dy, shape, axes, keepdims) * mask / count),)
+            return (_wrap(expand_back(dy, shape, axes, keepdims, held) * mask / count),)
 
         return y, pullback
 
@@ -180,9 +194,10 @@ def _prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -
     axes = normalize_axes(axis, len(shape))
     la = _lazy(a)
     y = np.prod(la, axis=axis, dtype=dtype, keepdims=keepdims)
+    held = _held(la)
 
     def pullback(dy: Any) -> tuple:
-        d = expand_back(dy, shape, axes, keepdims)
+        d = expand_back(dy, shape, axes, keepdims, held)
         x = materialize(la) if isinstance(la, LazyArray) else la
         if isinstance(x, np.ndarray) and not np.any(x == 0):
             yk = y if keepdims or not axes else np.expand_dims(y, axes)
@@ -238,9 +253,10 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: b
     """``x̄ = ȳ · 2 (x - mean) / (n - ddof)``."""
     shape, axes, la, centered, n = _moments(a, axis, ddof)
     y = moment(np.var, la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    held = _held(la)
 
     def pullback(dy: Any) -> tuple:
-        return (_wrap(expand_back(dy, shape, axes, keepdims) * centered * (2.0 / n)),)
+        return (_wrap(expand_back(dy, shape, axes, keepdims, held) * centered * (2.0 / n)),)
 
     return y, pullback
 
@@ -251,10 +267,11 @@ def _std(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: b
     """``x̄ = ȳ · (x - mean) / ((n - ddof) · y)``."""
     shape, axes, la, centered, n = _moments(a, axis, ddof)
     y = moment(np.std, la, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    held = _held(la)
 
     def pullback(dy: Any) -> tuple:
         yk = y if keepdims or not axes else np.expand_dims(y, axes)
-        return (_wrap(expand_back(dy, shape, axes, keepdims) * centered / (n * yk)),)
+        return (_wrap(expand_back(dy, shape, axes, keepdims, held) * centered / (n * yk)),)
 
     return y, pullback
 
