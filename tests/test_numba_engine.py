@@ -552,6 +552,7 @@ def test_numpy_speed_calls_a_ufunc_scalar_from_its_time_against_exp(monkeypatch)
 
     monkeypatch.setattr(numpy_speed, "_best_ns", best_ns)
     monkeypatch.setattr(numpy_speed, "_ratios", {})
+    monkeypatch.setattr(numpy_speed, "_slow", {})
     assert numpy_speed.scalar_in_numpy("sin", F8)  # 8.4x exp
     assert not numpy_speed.scalar_in_numpy("cos", F8)  # 4x: below SCALAR_RATIO
     assert numpy_speed.slow_in_numpy(np.cos)  # but above SLOW_RATIO

@@ -41,19 +41,23 @@ from .nodes import LazyArray, Leaf, install_small_path, interning_scope
 # Without this path, a 2-op expression on 10^3 float64 elements through the planner cost ~19x
 # NumPy eager, a 5-op one ~22x (benchmarks/bench_lazy.py --only 4); from ~10^5 elements fused
 # kernels beat eager NumPy (section 2 there). Inside grad, where planning and tracing add ~1.6 ms
-# a call (the MLP's), eager NumPy stays faster further: the MLP with 65,536-262,144-element
-# activations took 0.54-0.92x the time eagerly (and was 1.0-1.5x autograd's fused), W1
-# sum((1 - x) / 2) 0.47-0.75x (benchmarks/bench_eager_below.py). So the path runs ops up to 2^18
-# elements (2 MiB of float64), except:
+# a call (the MLP's), eager NumPy stays faster further: the MLP with 65,536-120,000-element
+# activations took 0.55-0.87x the time eagerly (and was 0.8-1.4x autograd's fused), W1
+# sum((1 - x) / 2) 0.52-0.72x (benchmarks/bench_eager_below.py, glibc's stock malloc). From
+# 1 MiB arrays eager NumPy faults fresh pages in at every call (the MLP at 131,072: ~740 a
+# call), where kernels write into the buffer cache's (lazy/buffer_cache.py): with huge pages and
+# memory kept mapped eager stayed ahead up to ~2^18, with the stock malloc W1 at 196,608 took
+# 3.0 ms eagerly against 0.9 fused. So the path runs ops up to 2^17 elements (1 MiB of
+# float64, the cache's threshold), except:
 # - a ufunc NumPy computes slowly (engines/numpy_speed.py: sin, cos, logaddexp, at least 3x its
 #   exp's time): from EAGER_BELOW // SLOW_SHARE (65,536) elements fused kernels, on numba's
 #   threads, are the faster (sum(logaddexp(0, x / 2) * x) at 131,072: 2.6 ms against 5.1);
 # - a broadcast that grows past its inputs (x[:, None] - y[None, :]): memory is what fusing it
 #   saves, so it stays lazy from EAGER_BELOW // GROWTH (8192) elements.
 # FUSEGRAD_EAGER_BELOW=0 turns the path off.
-DEFAULT_EAGER_BELOW = 262_144
-GROWTH = 32
-SLOW_SHARE = 4
+DEFAULT_EAGER_BELOW = 131_072
+GROWTH = 16
+SLOW_SHARE = 2
 
 
 def _eager_below(default: int = DEFAULT_EAGER_BELOW) -> int:

@@ -105,6 +105,12 @@ def slow_in_numpy(uf: np.ufunc) -> bool:
     >>> slow_in_numpy(np.add)
     False
     """
-    if getattr(np, uf.__name__, None) is not uf:
-        return True
-    return relative_time(uf.__name__, np.dtype("f8")) >= SLOW_RATIO
+    slow = _slow.get(uf)
+    if slow is None:
+        own = getattr(np, uf.__name__, None) is uf
+        slow = _slow[uf] = not own or relative_time(uf.__name__, _F8) >= SLOW_RATIO
+    return slow
+
+
+_slow: dict[np.ufunc, bool] = {}  # (the small-array path asks at every large call)
+_F8 = np.dtype("f8")
