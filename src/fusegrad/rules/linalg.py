@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, buffer_cache, materialize_many, small
+from ..lazy import LazyArray, Leaf, buffer_cache, materialize_many, small
 from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
 from .common import (
     add_tangents,
@@ -277,25 +277,29 @@ def _matmul(a, b, *args, **kwargs):
     return np.matmul(a, b, *args, **kwargs), pullback
 
 
+_BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # (float16: NumPy accumulates wider)
+
+
 @register_lazy_case(np.matmul)
 def _matmul_lazy_column(a, b, *args, **kwargs):
-    """``a @ b`` of a lazy real matrix ``a`` (an expression not yet evaluated, ``tanh(X @ W +
-    c)``) and a NumPy column or vector ``b`` of its dtype: the row sums ``sum(a * bᵀ, axis=1)``,
-    computed in the pass that evaluates ``a`` (which the pullback reads, so it is kept); None
-    for any other operands (``_matmul`` then runs on evaluated ones). As a BLAS GEMV the
-    product reads ``a`` back from memory once it is written (0.4 ms for 4096×256 inside an
-    MLP's gradient).
+    """``a @ b`` of a lazy float32 or float64 matrix ``a`` (an expression not yet evaluated,
+    ``tanh(X @ W + c)``) and a NumPy column or vector ``b`` of its dtype: the row sums
+    ``sum(a * bᵀ, axis=1)``, computed in the pass that evaluates ``a`` (which the pullback
+    reads, so it is kept); None for any other operands (``_matmul`` then runs on evaluated
+    ones). As a BLAS GEMV the product reads ``a`` back from memory once it is written (0.4 ms
+    for 4096×256 inside an MLP's gradient).
 
-    >>> from fusegrad.lazy import asarray
-    >>> y, _ = _matmul_lazy_column(np.exp(asarray(np.zeros((2, 3)))), np.arange(3.0))
+    >>> from fusegrad.lazy import asarray, small
+    >>> with small.fusing():  # (lazy at any size, as inside traces of large values)
+    ...     y, _ = _matmul_lazy_column(np.exp(asarray(np.zeros((2, 3)))), np.arange(3.0))
     >>> y.tolist()
     [3.0, 3.0]
     """
-    if args or kwargs or not isinstance(a, LazyArray) or a.cached is not None:
-        return None
+    if args or kwargs or not isinstance(a, LazyArray) or type(a) is Leaf or a.cached is not None:
+        return None  # (a leaf or a computed value: BLAS reads it once, as the kernel would)
     if type(b) is not np.ndarray or a.ndim != 2 or b.shape[0] != a.shape[1]:
         return None
-    if a.dtype != b.dtype or a.dtype.kind != "f" or b.shape[1:] not in ((), (1,)):
+    if a.dtype != b.dtype or a.dtype not in _BLAS_FLOATS or b.shape[1:] not in ((), (1,)):
         return None
     rows = np.sum(a * as_lazy(b).reshape(1, b.shape[0]), axis=1, keepdims=b.ndim == 2)
     value, y = materialize_many([a, rows])
