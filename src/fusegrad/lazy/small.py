@@ -154,6 +154,7 @@ def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
         return None
     vals = []
     shape = None  # the shape shared by every array so far; False once two differ
+    size = 0  # the result's elements (the largest array's until the broadcast is taken)
     for a in args:
         t = type(a)
         if t is _NDARRAY:
@@ -174,8 +175,11 @@ def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
             continue
         else:
             return None  # another library's array (a tracer) handles the call
-        if v.size >= EAGER_BELOW:
+        n = v.size
+        if n >= EAGER_BELOW:
             return None
+        if n > size:
+            size = n
         if shape is None:
             shape = v.shape
         elif shape is not False and shape != v.shape:
@@ -191,8 +195,6 @@ def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
             size >= EAGER_BELOW // GROWTH and size > max(v.size for v in arrays)
         ):
             return None  # a blow-up: fused, it never exists in memory
-    else:
-        size = 0 if shape is None else math.prod(shape)
     if uf is not None and size >= EAGER_BELOW // SLOW_SHARE and numpy_speed.slow_in_numpy(uf):
         return None
     return vals
