@@ -25,12 +25,8 @@ import time
 import numpy as np
 
 import fusegrad as fg
+from fusegrad.bench import workloads as W
 from fusegrad.lazy import small
-
-
-def _mlp(xp, W1, b1, W2, b2, X, y):
-    return xp.mean((xp.tanh(X @ W1 + b1) @ W2 + b2 - y) ** 2)
-
 
 PROGRAMS = {
     "w1": lambda xp, x: xp.sum((1 - x) / 2),
@@ -41,19 +37,9 @@ PROGRAMS = {
 
 def _case(name: str, size: int) -> tuple:
     """``(args, argnums, f(xp, *args))`` for a program at ``size``."""
-    rng = np.random.default_rng(1)
     if name == "mlp":
-        batch, n_in, hidden = max(1, size // 128), 100, 128
-        args = (
-            rng.standard_normal((n_in, hidden)) / np.sqrt(n_in),
-            0.1 * rng.standard_normal(hidden),
-            rng.standard_normal((hidden, 1)) / np.sqrt(hidden),
-            0.1 * rng.standard_normal(1),
-            rng.standard_normal((batch, n_in)),
-            rng.standard_normal((batch, 1)),
-        )
-        return args, (0, 1, 2, 3), _mlp
-    return (rng.standard_normal(size),), 0, PROGRAMS[name]
+        return W.mlp_inputs(max(1, size // 128), (100, 128)), (0, 1, 2, 3), W.mlp
+    return (np.random.default_rng(1).standard_normal(size),), 0, PROGRAMS[name]
 
 
 def main() -> None:

@@ -386,8 +386,15 @@ def mlp_hand(W1, b1, W2, b2, X, y):
     return (X.T @ dz, dz.sum(axis=0), a.T @ dout, dout.sum(axis=0))
 
 
-def mlp_inputs(batch):
-    n_in, hidden = mlp_dims(batch)
+def mlp_inputs(batch, dims=None):
+    """``(W1, b1, W2, b2, X, y)`` for a batch, its sizes ``(inputs, hidden units)`` as
+    ``mlp_dims`` gives them unless ``dims`` names them.
+
+    Example:
+        >>> [a.shape for a in mlp_inputs(4, (3, 5))]
+        [(3, 5), (5,), (5, 1), (1,), (4, 3), (4, 1)]
+    """
+    n_in, hidden = dims or mlp_dims(batch)
     rng = _rng()
     X = rng.standard_normal((batch, n_in))
     W1 = rng.standard_normal((n_in, hidden)) / math.sqrt(n_in)
