@@ -473,9 +473,9 @@ def prefers(kernel) -> bool:
     - a scalar libm call per point that NumPy computes in SIMD lanes (``numpy_faster``:
       ``arctan``, ``sinh``, ...) -> numpy_blocked at every size: NumPy's SIMD ufuncs beat
       numba's scalar libm 2-7x (tanh row sum through libm, 10^4..10^7 points: 2.4-6.9x slower);
-    - otherwise (with it calls NumPy makes scalar too, float64 ``sin`` and ``cos``:
-      ``numpy_speed``) (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
-      ``numba_math``, ops hoisted out of the inner loop) -> numba once ``kernel.size >=
+    - otherwise (arithmetic, compares, selects, ``exp``/``log``/``tanh``... from
+      ``numba_math``, ops hoisted out of the inner loop, and libm calls NumPy makes scalar too,
+      float64 ``sin`` and ``cos``: ``numpy_speed``) -> numba once ``kernel.size >=
       NUMBA_COLD_MIN`` (arithmetic: numba 0.08-0.2x numpy_blocked's time from 3*10^4 points up;
       tanh row sum 0.5-1.0x, Gaussian row+col sums 0.3-0.8x; float32 tanh row sum 0.5-0.6x,
       elementwise 0.7-0.8x); from ``NUMBA_MIN`` points once compiled; from ``HOT_MIN`` points
