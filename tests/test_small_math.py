@@ -174,3 +174,63 @@ def test_rnn_gradient_through_hot_loops_is_the_hand_derived_one(small_path):
     assert np.tanh in small._fast_loops  # 24 steps' tanh ran in the loop
     for g, w in zip(got, _rnn_by_hand(*args)):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+def _force_logaddexp_speed(monkeypatch, slow: bool) -> None:
+    from fusegrad.lazy.engines import numpy_speed
+
+    monkeypatch.setattr(numpy_speed, "_slow", {np.logaddexp: slow})
+
+
+@pytest.mark.parametrize("order", ["number first", "array first", "two arrays"])
+def test_logaddexp_runs_in_a_loop_where_numpy_computes_it_slowly(monkeypatch, order):
+    _force_logaddexp_speed(monkeypatch, True)
+    rng = np.random.default_rng(7)
+    z = np.concatenate([rng.standard_normal(2000) * 4, [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    other = rng.standard_normal(z.size) * 4
+    args = {"number first": [0.0, z], "array first": [z, 1.5], "two arrays": [z, other]}[order]
+    with np.errstate(invalid="ignore"):  # NumPy's nan, and its warning before the loop is hot
+        want = np.logaddexp(*args)
+        for _ in range(HOT_CALLS + 1):
+            got = small.call_ufunc(np.logaddexp, list(args))
+    assert np.logaddexp in small._fast_loops  # hot: the loop ran the last call
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    a, b = np.broadcast_arrays(*args)
+    finite = np.isfinite(a) & np.isfinite(b)
+    exact = ~finite & ~np.isnan(want)  # an infinite operand: NumPy's value exactly
+    np.testing.assert_array_equal(got[exact], want[exact])
+    # within 2 ulp of the largest operand (the result can cancel to near 0, as NumPy's does)
+    scale = np.spacing(np.maximum(np.maximum(np.abs(a), np.abs(b)), np.abs(want)))
+    assert np.all(np.abs(got[finite] - want[finite]) <= 2 * scale[finite])
+
+
+def test_logaddexp_stays_numpys_where_numpy_is_fast_and_for_other_operands(monkeypatch):
+    _force_logaddexp_speed(monkeypatch, False)
+    z = np.linspace(-3.0, 3.0, 1024)
+    for _ in range(2 * HOT_CALLS):
+        np.testing.assert_array_equal(small.call_ufunc(np.logaddexp, [0.0, z]), np.logaddexp(0, z))
+    assert not small._fast_loops
+    _force_logaddexp_speed(monkeypatch, True)
+    others = [[z[::2], 0.0], [z.astype(np.float32), 0.0], [z, z[:1]], [z[:100], 0.0], [z, True]]
+    for args in others:  # strided, float32, broadcast, small, a bool: NumPy's own call
+        for _ in range(2 * HOT_CALLS):
+            np.testing.assert_array_equal(small.call_ufunc(np.logaddexp, args), np.logaddexp(*args))
+    assert not small._fast_loops
+
+
+def test_the_logistic_loss_gradient_through_the_loop_is_exact(monkeypatch, small_path):
+    _force_logaddexp_speed(monkeypatch, True)
+    rng = np.random.default_rng(3)
+    X, t = rng.standard_normal((3000, 5)), np.sign(rng.standard_normal(3000))
+    w = rng.standard_normal(5) / 3
+
+    def loss(w):
+        return np.mean(np.logaddexp(0.0, -t * (X @ w)))
+
+    g = fg.grad(loss)
+    for _ in range(HOT_CALLS + 1):
+        got = g(w)
+    assert np.logaddexp in small._fast_loops
+    z = -t * (X @ w)
+    want = X.T @ (-t / (1 + np.exp(-z))) / len(t)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-16)

@@ -206,7 +206,10 @@ def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
 #   engines, where NumPy's own float64 loops call scalar libm (``numpy_math_is_scalar``). There,
 #   at 1024 points (an RNN step's 16x64) tanh took 5 us against NumPy's 14, exp 4.5 against 5.8,
 #   log 3.0 against 5.0; at 16 points NumPy's 0.7 us beat the loop's 1.0. With AVX-512 NumPy's
-#   are the faster (16x64 tanh 2.1 us against the loop's 2.8, exp 1.2 against 1.9).
+#   are the faster (16x64 tanh 2.1 us against the loop's 2.8, exp 1.2 against 1.9). So is a
+#   float64 logaddexp of an array and a number or an array of its shape wherever NumPy computes
+#   it slowly (numpy_speed.slow_in_numpy): with AVX-512 too, 17-22 ns a point (W4's 20,000-point
+#   logaddexp(0, z): 354 us), against ~2 in the loop.
 FAST_MATH_MIN = 256
 _F64 = np.dtype(np.float64)
 _fast_calls: dict[Any, int] = {}  # ufunc -> calls seen on the path (reads race harmlessly)
@@ -227,7 +230,29 @@ def call_ufunc(uf: np.ufunc, vals: list) -> Any:
             loop = _fast_loops.get(uf) or _hot_loop(uf)
             if loop is not None and a.flags.c_contiguous and _compiled_engine():
                 return loop(a)
+    elif uf is _LOGADDEXP and len(vals) == 2:
+        a, b = vals if type(vals[0]) is _NDARRAY else vals[::-1]  # (symmetric)
+        if _loopable_pair(a, b) and numpy_speed.slow_in_numpy(uf):
+            loop = _fast_loops.get(uf) or _hot_loop(uf)
+            if loop is not None and _compiled_engine():
+                return loop(a, b)
     return uf(*vals)
+
+
+_LOGADDEXP = np.logaddexp
+_PLAIN_NUMBERS = (float, int, np.float64)
+
+
+def _loopable_pair(a: Any, b: Any) -> bool:
+    """Whether ``logaddexp(a, b)`` takes numba_eager's loop: ``a`` a C-contiguous float64 array
+    of ``FAST_MATH_MIN`` points or more, ``b`` a real number or such an array of ``a``'s shape."""
+    if type(a) is not _NDARRAY or a.dtype is not _F64 or a.size < FAST_MATH_MIN:
+        return False
+    if not a.flags.c_contiguous:
+        return False
+    if type(b) is _NDARRAY:
+        return b.dtype is _F64 and b.shape == a.shape and b.flags.c_contiguous
+    return type(b) in _PLAIN_NUMBERS
 
 
 def _hot_loop(uf: np.ufunc) -> Any:

