@@ -245,7 +245,7 @@ elementwise_op(np.log1p,       lambda x, y: 1 / (1 + x),
                numba="vm.log1p{f32}({0})", expensive=True, float_only=True)
 elementwise_op(np.logaddexp,   lambda a, b, y: _logaddexp_partial(a, y, np.exp),
                                lambda a, b, y: _logaddexp_partial(b, y, np.exp),
-               numba="_logaddexp({0}, {1})", expensive=True, float_only=True)
+               numba="vm.logaddexp({0}, {1})", expensive=True, float_only=True)
 elementwise_op(np.logaddexp2,  lambda a, b, y: _logaddexp_partial(a, y, np.exp2),
                                lambda a, b, y: _logaddexp_partial(b, y, np.exp2),
                numba="_logaddexp2({0}, {1})", expensive=True, float_only=True)

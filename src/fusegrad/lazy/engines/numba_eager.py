@@ -78,22 +78,12 @@ def log1p(a):
     return out
 
 
-@njit(cache=True, error_model="numpy", forceinline=True)
-def _logaddexp(x, y):
-    # npy_logaddexp, both sides computed and selected so that the loop vectorises (as
-    # numba_codegen's _logaddexp): log(e^x + e^y) without overflow, x + log 2 where x == y
-    t = x - y
-    r = (x if t > 0 else y) + vm.log1p(vm.exp(-abs(t)))
-    r = x + 0.6931471805599453 if x == y else r
-    return r if (t == t or x == y) else t
-
-
 @_jit
 def _logaddexp_arrays(a, b):
     out = np.empty_like(a)
     x, y, dst = a.ravel(), b.ravel(), out.ravel()
     for i in range(x.size):
-        dst[i] = _logaddexp(x[i], y[i])
+        dst[i] = vm.logaddexp(x[i], y[i])
     return out
 
 
@@ -102,7 +92,7 @@ def _logaddexp_number(a, c):
     out = np.empty_like(a)
     x, dst = a.ravel(), out.ravel()
     for i in range(x.size):
-        dst[i] = _logaddexp(x[i], c)
+        dst[i] = vm.logaddexp(x[i], c)
     return out
 
 

@@ -1,4 +1,5 @@
-"""Branch-free exp, expm1, log, log1p and tanh that LLVM vectorises inside numba loops.
+"""Branch-free exp, expm1, log, log1p and tanh (and logaddexp, power, built on them) that LLVM
+vectorises inside numba loops.
 
 numba lowers ``math.exp`` and friends to scalar libm calls (PyPI's llvmlite ships no vector
 math library), so a loop that calls them runs one element at a time. These functions use only
@@ -76,7 +77,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = ["exp", "expm1", "log", "log1p", "tanh", "exp_f32", "expm1_f32", "log_f32"]
-__all__ += ["log1p_f32", "tanh_f32", "power", "power_f32"]
+__all__ += ["log1p_f32", "tanh_f32", "power", "power_f32", "logaddexp"]
 
 
 @intrinsic
@@ -372,6 +373,21 @@ def log1p(x):
     y = y if abs(x) > 5.551115123125783e-17 else x  # |x| <= 2^-54: x, keeps -0.0
     y = y if x > -1.0 else (-_INF if x == -1.0 else _NAN)
     return y if x < _INF else x + x
+
+
+@njit(**_JIT)
+def logaddexp(x, y):
+    """log(e^x + e^y) as NumPy's npy_logaddexp computes it (``x + log1p(exp(-|x - y|))`` from
+    the larger, ``x + ln 2`` where ``x == y``, so equal infinities stay infinite), both sides
+    computed and selected so that a loop vectorises.
+
+    >>> logaddexp(0.0, 0.0)
+    0.6931471805599453
+    """
+    t = x - y
+    r = (x if t > 0 else y) + log1p(exp(-abs(t)))
+    r = x + 0.6931471805599453 if x == y else r
+    return r if (t == t or x == y) else t
 
 
 # ---- float32: the same methods in float32 lanes (int32 bit tricks, llvm.fma.f32) ----
