@@ -311,21 +311,29 @@ def inner_ops(kernel) -> tuple[int, int]:
     >>> inner_ops(Kernel((), (), (), (), ()))
     (0, 0)
     """
+    slow, fast, exponents, _ = _inner_ops_of_signature(kernel)
+    slow_powers = sum(_slow_power(kernel, c) for c in exponents)
+    return slow + slow_powers, fast + len(exponents) - slow_powers
+
+
+def _slow_power(kernel, c: int | None) -> bool:
+    """Whether a power whose exponent is constant ``c`` (None: it varies) calls pow."""
+    return c is None or kernel.constants[c] not in _cg.FAST_EXPONENTS
+
+
+def _inner_ops_of_signature(kernel) -> tuple[int, int, tuple, tuple]:
+    """``inner_ops``' counts for the kernel's signature with the powers left apart, remembered
+    per signature: ``(slow, fast, exponents, libm)``, ``exponents`` the powers' exponent
+    constants (their indices, None when one varies), ``libm`` the ``(op, dtype)`` of the slow
+    calls."""
     sig = kernel.signature()
     found = _INNER_OPS.get(sig)
     if found is None:
         found = _INNER_OPS[sig] = _count_inner_ops(kernel, sig)
-    slow, fast, exponents = found
-    for c in exponents:  # a power's exponent: its constant's index, or None when it varies
-        if c is not None and kernel.constants[c] in _cg.FAST_EXPONENTS:
-            fast += 1
-        else:
-            slow += 1
-    return slow, fast
+    return found
 
 
-def _count_inner_ops(kernel, sig: tuple) -> tuple[int, int, tuple]:
-    """``inner_ops``' counts for a signature, with the powers left apart (their exponents)."""
+def _count_inner_ops(kernel, sig: tuple) -> tuple[int, int, tuple, tuple]:
     d = len(kernel.domain)
     n_in = len(sig[1])
     inner = {d - 1} if d else set()
@@ -350,8 +358,7 @@ def _count_inner_ops(kernel, sig: tuple) -> tuple[int, int, tuple]:
         else:
             slow += 1
             libm.add((ins.op, ins.dtype))
-    _LIBM_OPS[sig] = tuple(libm)
-    return slow, fast, tuple(exponents)
+    return slow, fast, tuple(exponents), tuple(libm)
 
 
 def inner_expensive(kernel) -> int:
@@ -364,8 +371,7 @@ def inner_expensive(kernel) -> int:
     return inner_ops(kernel)[0]
 
 
-_INNER_OPS: dict[tuple, tuple[int, int, tuple]] = {}
-_LIBM_OPS: dict[tuple, tuple] = {}  # signature -> the (op, dtype) of its per-point libm calls
+_INNER_OPS: dict[tuple, tuple[int, int, tuple, tuple]] = {}
 
 
 def numpy_faster(kernel) -> bool:
@@ -378,13 +384,10 @@ def numpy_faster(kernel) -> bool:
     >>> numpy_faster(Kernel((), (), (), (), ()))
     False
     """
-    slow, _ = inner_ops(kernel)
-    if slow == 0:
-        return False
-    sig = kernel.signature()
-    if slow > _INNER_OPS[sig][0]:  # a power of a slow exponent: NumPy's power is SIMD
+    _, _, exponents, libm = _inner_ops_of_signature(kernel)
+    if any(_slow_power(kernel, c) for c in exponents):  # NumPy's power is SIMD
         return True
-    return not all(_speed.scalar_in_numpy(op, dtype) for op, dtype in _LIBM_OPS[sig])
+    return not all(_speed.scalar_in_numpy(op, dtype) for op, dtype in libm)
 
 
 # `cost` hints for `auto`, relative to numpy_blocked's time (prefers() has the measurements).
