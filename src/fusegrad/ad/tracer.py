@@ -44,7 +44,9 @@ def _has_out(kwargs: dict) -> bool:
 
 
 def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-    if _has_out(kwargs):
+    if not kwargs and method == "__call__" and _only_trace_of(self, inputs):
+        return self.trace.apply(ufunc, inputs, kwargs)  # (the common call, without the search)
+    if kwargs and _has_out(kwargs):
         raise TypeError(
             f"np.{ufunc.__name__}(..., out=...) writes into an array in place, which fusegrad "
             "cannot differentiate: drop out= and use the returned value"
@@ -66,6 +68,14 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
         f"np.{ufunc.__name__}.{method} on a traced value is not differentiable by fusegrad; "
         f"write it with np.{ufunc.__name__}(...) calls or register a rule for a function doing it"
     )
+
+
+def _only_trace_of(self: Tracer, inputs: tuple) -> bool:
+    """Whether every input is a number, a NumPy array or a value of ``self``'s trace."""
+    for x in inputs:
+        if type(x) not in PLAIN_LEAVES and (type(x) is not Tracer or x.trace is not self.trace):
+            return False
+    return True
 
 
 def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
@@ -130,7 +140,8 @@ def _power(self: Any, other: Any) -> Any:
 
 def _binary(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
-        if type(o) in PLAIN_LEAVES:  # a number or an array: self's trace is the innermost
+        # a number, an array or a value of self's trace: self's trace is the innermost
+        if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o.trace is self.trace):
             return self.trace.apply(uf, (self, o), {})
         return apply(uf, (self, o), {})
 
@@ -139,7 +150,7 @@ def _binary(uf: np.ufunc) -> Any:
 
 def _reflected(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
-        if type(o) in PLAIN_LEAVES:
+        if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o.trace is self.trace):
             return self.trace.apply(uf, (o, self), {})
         return apply(uf, (o, self), {})
 
