@@ -155,6 +155,36 @@ def test_scatter_add_does_not_mutate():
     np.testing.assert_array_equal(dy, 1)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.lists(st.integers(1, 4), min_size=0, max_size=2),
+    st.sampled_from([np.float64, np.float32, np.complex128]),
+    st.integers(-3, 2),
+    st.data(),
+)
+def test_scatter_add_vector_matches_add_at(n, index_shape, dtype, low, data):
+    # a vector target takes np.bincount where it gives add.at's sums (float64, signed
+    # non-negative indices): the same values, duplicates summed in the same order
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    index = rng.integers(min(max(low, -n), n - 1), n, size=index_shape)
+    dy = (rng.standard_normal(index_shape) * 1e3).astype(dtype)
+    want = np.zeros(n, dtype)
+    np.add.at(want, index, dy)
+    got = scatter_add(dy, index, (n,))
+    assert got.dtype == want.dtype and got.shape == (n,)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scatter_add_vector_errors_and_other_indices():
+    with pytest.raises(IndexError, match="out of bounds"):
+        scatter_add(np.ones(3), np.array([0, 0, 7]), (4,))
+    unsigned = scatter_add(np.ones(3), np.array([0, 0, 2], np.uint64), (4,))
+    np.testing.assert_array_equal(unsigned, [2, 0, 1, 0])
+    broadcast = scatter_add(np.ones(()), np.array([1, 1]), (3,))  # dy broadcast to the index
+    np.testing.assert_array_equal(broadcast, [0, 2, 0])
+
+
 # ------------------------------------------------------------------ take, take_along_axis
 
 

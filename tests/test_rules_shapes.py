@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import fusegrad.rules.shapes  # noqa: F401  (registers the rules)
 from fusegrad.rules.registry import RRULES, rrule
-from fusegrad.rules.shapes import unbroadcast_to
+from fusegrad.rules.shapes import _roll, unbroadcast_to
 from fusegrad.tangents import NoTangent, Thunk, ZeroTangent
 from fusegrad.testing import check_rrule
 
@@ -301,3 +301,38 @@ def test_sequence_argument_that_is_an_array(f):
     y, pb = rrule(f, x)
     (g,) = pb(np.ones_like(y))
     assert isinstance(g, np.ndarray) and g.shape == x.shape
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.integers(0, 5), min_size=0, max_size=4),
+    st.integers(-13, 13),
+    st.integers(-5, 4),
+    st.sampled_from([np.float64, np.float32, np.complex64, np.int32, np.bool_]),
+    st.booleans(),
+)
+def test_roll_is_np_roll(shape, shift, axis, dtype, fortran):
+    # np.roll's rule computes with two slices concatenated for an int shift along one axis
+    a = np.asarray(np.arange(int(np.prod(shape))).reshape(shape) % 7, dtype)
+    a = np.asfortranarray(a) if fortran else a
+    if not -a.ndim <= axis < a.ndim:
+        with pytest.raises(np.exceptions.AxisError):
+            np.roll(a, shift, axis)
+        with pytest.raises(np.exceptions.AxisError):
+            _roll(a, shift, axis)
+        return
+    got = _roll(a, shift, axis)
+    want = np.roll(a, shift, axis)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert not np.shares_memory(got, a)
+
+
+def test_roll_gradient_on_the_fast_path():
+    rng = np.random.default_rng(5)
+    x, dy = rand(rng, (4, 6)), rand(rng, (4, 6))
+    for shift, axis in [(1, 0), (-1, 1), (9, -1), (0, 0), (np.int64(2), 1), ((1, 2), (0, 1))]:
+        y, pb = rrule(np.roll, x, shift, axis)
+        np.testing.assert_array_equal(y, np.roll(x, shift, axis))
+        np.testing.assert_array_equal(pb(dy)[0], np.roll(dy, np.negative(shift), axis))
+        check_rrule(np.roll, x, shift, axis)

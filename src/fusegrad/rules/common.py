@@ -240,13 +240,39 @@ def scatter_add(dy: Any, index: Any, shape: tuple[int, ...]) -> np.ndarray:
     """
     dy = materialize(dy)
     dt = getattr(dy, "dtype", np.dtype(np.float64))
-    out = np.zeros(shape, dtype=dt)
     idx, has_int_array = _scatter_index(index)
+    if has_int_array and len(idx) == 1 and len(shape) == 1:
+        counted = _bincount(dy, idx[0], shape[0])
+        if counted is not None:
+            return counted
+    out = np.zeros(shape, dtype=dt)
     if has_int_array:
         np.add.at(out, idx, dy)
     else:
         out[idx] = dy
     return out
+
+
+_F64 = np.dtype(np.float64)
+
+
+def _bincount(dy: Any, index: np.ndarray, n: int) -> np.ndarray | None:
+    """``scatter_add`` of float64 ``dy`` into a vector of ``n`` at the non-negative signed integer
+    ``index`` of ``dy``'s shape, as ``np.bincount`` (the same sums, in the same order, about 5×
+    faster than ``np.add.at`` on 576 points); None for anything else."""
+    if not (
+        type(dy) is _NDARRAY
+        and dy.dtype == _F64
+        and index.dtype.kind == "i"
+        and index.shape == dy.shape
+        and index.size
+    ):
+        return None
+    flat = index.ravel()
+    if flat.min() < 0:
+        return None
+    out = np.bincount(flat, weights=dy.ravel(), minlength=n)
+    return out if len(out) == n else None  # (longer: an index out of bounds; add.at raises)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -647,6 +673,7 @@ def linear(
     *,
     lazy: bool = False,
     constants: tuple[str, ...] = (),
+    impl: Callable | None = None,
 ) -> Any:
     """Declare ``f(x, *args, **kwargs)`` linear in ``x``: both of its derivatives at once.
 
@@ -659,6 +686,8 @@ def linear(
       rule is derived from linearity either way.
 
     ``lazy`` rules take lazy arrays and cotangents and keep them lazy (movement, sums).
+    ``impl``, if given, computes ``f`` in both rules: an equivalent that is faster on the
+    values they get (``np.roll``'s own Python costs more than its copy on small arrays).
 
     >>> def double(x):
     ...     return 2.0 * x
@@ -669,13 +698,15 @@ def linear(
     ([2.0, 2.0], [2.0, 2.0])
     """
 
+    call = f if impl is None else impl
+
     def forward(tangents: tuple, x: Any, *args: Any, **kwargs: Any) -> tuple:
-        y = f(as_lazy(x) if lazy else x, *args, **kwargs)
+        y = call(as_lazy(x) if lazy else x, *args, **kwargs)
         t = tangents[0]
         if is_zero(t):
             return y, ZeroTangent()
         kw = {k: (np.zeros(np.shape(v)) if k in constants else v) for k, v in kwargs.items()}
-        return y, f(lazy_tangent(t) if lazy else unthunk(t), *args, **kw)
+        return y, call(lazy_tangent(t) if lazy else unthunk(t), *args, **kw)
 
     forward.__doc__ = f"{_fname(f)}: ẏ = {_fname(f)}(ẋ, ...) (linear)."
     _register_frule(f, forward, lazy)
@@ -689,7 +720,7 @@ def linear(
     tr = transpose
 
     def rule(x: Any, *args: Any, **kwargs: Any) -> tuple:
-        y = f(x, *args, **kwargs)
+        y = call(x, *args, **kwargs)
         # a linear map's transpose reads x's shape and dtype, never its values: the pullback
         # keeps a stand-in, not x (np.roll's input is freed once nothing else holds it)
         kept = shape_only(x)

@@ -36,6 +36,8 @@ trace through them. The helpers come from ``rules/common.py``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..tangents import NoTangent, ZeroTangent, unthunk
@@ -310,12 +312,38 @@ def _repeat_t(dy, a, *args, **kwargs):
     return project(np.reshape(g, shape), a)
 
 
+def _roll(a: Any, shift: Any, axis: Any = None) -> Any:
+    """``np.roll(a, shift, axis)``; for a NumPy array rolled by an int along one axis, two
+    slices concatenated (np.roll's own Python, ~5 µs a call, cost more than its copy on a
+    24x24 array).
+
+    >>> _roll(np.arange(6).reshape(2, 3), -1, 1).tolist()
+    [[1, 2, 0], [4, 5, 3]]
+    """
+    if (
+        type(a) is np.ndarray
+        and type(shift) is int
+        and type(axis) is int
+        and -a.ndim <= axis < a.ndim
+    ):
+        ax = axis % a.ndim
+        n = a.shape[ax]
+        k = shift % n if n else 0
+        if k:
+            head = (slice(None),) * ax
+            return np.concatenate(
+                (a[head + (slice(n - k, None),)], a[head + (slice(None, n - k),)]), axis=ax
+            )
+        return a.copy()
+    return np.roll(a, shift, axis)
+
+
 def _roll_t(dy, a, *args, **kwargs):
     """roll(ȳ, -shift, axis)."""
     p = params(args, kwargs, shift=None, axis=None)
     shift = p["shift"]
     neg = -shift if np.ndim(shift) == 0 else tuple(-int(s) for s in shift)
-    return np.roll(dy, neg, p["axis"])
+    return _roll(dy, neg, p["axis"])
 
 
 def _tri_t(fn):
@@ -330,7 +358,7 @@ def _tri_t(fn):
 # fmt: off
 linear(np.tile,   _tile_t)
 linear(np.repeat, _repeat_t)
-linear(np.roll,   _roll_t)
+linear(np.roll,   _roll_t, impl=_roll)
 linear(np.triu,   _tri_t(np.triu))
 linear(np.tril,   _tri_t(np.tril))
 # fmt: on
