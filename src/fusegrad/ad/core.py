@@ -175,6 +175,7 @@ def _concrete_args(args: tuple) -> tuple:
 
 
 _SEQUENCES = (list, tuple)
+_INT = frozenset({int})
 
 
 class NoRuleError(TypeError):
@@ -264,6 +265,9 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
             parents.append((a.node if a.index is None else (a.node, a.index)) if mine else None)
             traced = traced or mine
         elif type(a) in PLAIN_LEAVES:  # neither traced nor a container nor lazy
+            values.append(a)
+            parents.append(None)
+        elif type(a) is tuple and _INT.issuperset(map(type, a)):  # a shape or axes
             values.append(a)
             parents.append(None)
         elif isinstance(a, _SEQUENCES):

@@ -185,6 +185,7 @@ _NDARRAY = np.ndarray
 # Whether values of these exact types carry a derivative (the common scalars, looked up at once).
 _SCALAR_TYPES = {float: True, complex: True, np.float64: True, np.float32: True}
 _SCALAR_TYPES.update({int: False, bool: False, np.bool_: False, np.int64: False})
+_INT = frozenset({int})
 
 
 def is_differentiable(x: Any) -> bool:
@@ -198,6 +199,8 @@ def is_differentiable(x: Any) -> bool:
     if isinstance(x, bool | np.bool_):
         return False
     if isinstance(x, list | tuple):
+        if _INT.issuperset(map(type, x)):  # a shape or axes (and no call per element)
+            return False
         return any(is_differentiable(v) for v in x)
     if isinstance(x, float | complex | np.floating | np.complexfloating):
         return True

@@ -81,7 +81,8 @@ def _transpose_t(dy, a, *args, **kwargs):
     ndim = len(np.shape(a))
     inverse = None
     if axes is not None:
-        inverse = tuple(int(i) for i in np.argsort([_norm_axis(int(x), ndim) for x in axes]))
+        normal = [_norm_axis(int(x), ndim) for x in axes]  # a permutation: its inverse's sort
+        inverse = tuple(sorted(range(len(normal)), key=normal.__getitem__))
     return np.transpose(dy, inverse)
 
 
