@@ -384,6 +384,26 @@ def make_reduce(kind: str, arg: LazyArray, axes: tuple[int, ...], shape: tuple[i
     return _intern(key, make)
 
 
+def forget_arguments(nodes: Any) -> None:
+    """Computed maps among ``nodes`` forget their arguments, and leave the hash-consing table
+    (its keys are their arguments' identities): what a value was computed from is freed once
+    nothing else holds it. The 8 MiB ``X @ W1`` under an MLP's ``tanh(X @ W1 + b)`` is then
+    freed after the forward kernel, where the node of ``tanh`` kept it through the backward pass.
+
+    >>> x = asarray(np.ones(3)); y = make_map("exp", (x,))
+    >>> y.cached = np.exp(np.ones(3)); forget_arguments([y]); y.args
+    ()
+    """
+    for n in nodes:
+        if type(n) is not Map or n.cached is None or not n.args:
+            continue
+        varying(n)  # (from its arguments, while it has them)
+        key = ("map", n.op, n.dtype.str) + tuple(arg_key(a) for a in n.args)
+        if _INTERN.get(key) is n:
+            del _INTERN[key]
+        n.args = ()
+
+
 def varying(node: Any) -> tuple[bool, ...]:
     """For each axis of ``node``, whether its value can change along that axis.
 

@@ -48,7 +48,16 @@ import numpy as np
 
 from . import engines, movement, readers, reductions, replay
 from .kernel import Instr, Kernel, Output
-from .nodes import LazyArray, Leaf, Map, Reduce, _const_key, is_expensive, make_map
+from .nodes import (
+    LazyArray,
+    Leaf,
+    Map,
+    Reduce,
+    _const_key,
+    forget_arguments,
+    is_expensive,
+    make_map,
+)
 
 _RECORDS: list[list[dict]] = []
 
@@ -638,10 +647,13 @@ def _compute(outputs: list[LazyArray]) -> None:
     for n, stored in aliases:
         if n.cached is None and stored.cached is not None:
             n.cached = stored.cached.reshape(n.shape)
+    computed: list[LazyArray] = []
     for (domain, tiled), outs in groups.items():
         outs = [o for o in outs if o.cached is None]
         if tiled or len(outs) <= MAX_OUTPUTS:
-            _run_group(domain, outs + _spine(outs, domain))
+            run = outs + _spine(outs, domain)
+            _run_group(domain, run)
+            computed += run
             continue
         outs = _by_depth(outs)
         later = readers.LaterReaders(outs, _bodies)
@@ -655,6 +667,9 @@ def _compute(outputs: list[LazyArray]) -> None:
             _run_group(domain, run)
             later.computed(run)
             full_size.computed(run)
+            computed += run
+    if replay.active() is None:  # (a recording reads the graph it replays)
+        forget_arguments(computed)
 
 
 # A kernel has at most MAX_OUTPUTS outputs: numba's compile time grows with a kernel's size (a

@@ -440,13 +440,16 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
         if vals is not None:  # small and concrete: NumPy now, and an eager pullback
             y = ufunc(*vals, **kwargs) if kwargs else small.call_ufunc(ufunc, vals)
             # keep only the values a partial reads (add's: none; tanh's: y; multiply's: x, y)
-            if unread:
-                args, vals = _kept(unread, args, vals)
+            kept, kvals = _kept(unread, args, vals) if unread else (args, vals)
             y_kept = y if y_read else None
-            return y, lambda dy: _scalar_pullback(partials, args, vals, y_kept, concrete_ct(dy))
+            return y, lambda dy: _scalar_pullback(partials, kept, kvals, y_kept, concrete_ct(dy))
         largs = tuple(as_lazy(a) for a in args)
         y = ufunc(*largs, **kwargs)
-        return y, lambda dy: _scalar_pullback(partials, args, largs, y, operand(dy))
+        # as above: a lazy argument no partial reads is not kept (nor, through it, its graph:
+        # the 8 MiB X @ W1 under tanh(X @ W1 + b) is freed once tanh's value is computed)
+        kept, lvals = _kept(unread, args, largs) if unread else (args, largs)
+        y_lazy = y if y_read else None
+        return y, lambda dy: _scalar_pullback(partials, kept, lvals, y_lazy, operand(dy))
 
     def forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
         largs = tuple(as_lazy(a) for a in args)
@@ -549,21 +552,26 @@ def shape_only(x: Any) -> Any:
 
 def _droppable(v: Any) -> bool:
     """Whether a pullback that reads only ``v``'s shape and dtype keeps a stand-in for it: a
-    NumPy array of numbers of at least ``KEEP_BELOW_BYTES``."""
-    return type(v) is _NDARRAY and v.nbytes >= KEEP_BELOW_BYTES and v.dtype.kind in "biufc"
+    NumPy array or a lazy value of numbers of at least ``KEEP_BELOW_BYTES``."""
+    return (
+        (type(v) is _NDARRAY or isinstance(v, LazyArray))
+        and v.nbytes >= KEEP_BELOW_BYTES
+        and v.dtype.kind in "biufc"
+    )
 
 
-def _kept(unread: tuple, args: tuple, vals: list) -> tuple[tuple, list]:
-    """``args`` and ``vals`` with each array at the ``unread`` positions (no partial reads it)
-    replaced by a stand-in: the pullback keeps only what it will use."""
-    kept_args = None
+def _kept(unread: tuple, args: tuple, vals: Sequence) -> tuple[tuple, Sequence]:
+    """``args`` and ``vals`` with each array or lazy value at the ``unread`` positions (no
+    partial reads it) replaced by a stand-in: the pullback keeps only what it will use."""
+    kept_args: list | None = None
+    kept_vals: list = []
     for i in unread:
         v = vals[i]
         if _droppable(v):
             if kept_args is None:
-                kept_args, vals = list(args), list(vals)
-            vals[i] = kept_args[i] = _stand_in(v)
-    return (args, vals) if kept_args is None else (tuple(kept_args), vals)
+                kept_args, kept_vals = list(args), list(vals)
+            kept_vals[i] = kept_args[i] = _stand_in(v)
+    return (args, vals) if kept_args is None else (tuple(kept_args), kept_vals)
 
 
 def _check_partials(ufunc: np.ufunc, partials: tuple) -> None:
