@@ -300,3 +300,31 @@ def test_a_cheap_program_below_the_threshold_runs_eagerly_in_grad(small_path):
     np.testing.assert_allclose(gW, X.T @ dz, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(gb, dz.sum(0), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(gw, h.T @ dy, rtol=1e-12, atol=1e-14)
+
+
+@given(
+    st.lists(st.integers(1, 6), min_size=0, max_size=3),
+    st.lists(st.integers(1, 6), min_size=0, max_size=3),
+    st.integers(0, 2),
+    st.sampled_from([2**6, 2**9, 2**12]),
+)
+def test_the_size_checks_of_two_arrays_follow_numpy_broadcasting(a, b, cut, eager_below):
+    # a bias-like operand (a shape that ends the other's) skips np.broadcast: the answer must
+    # be the one the broadcast gives, a blow-up and a mismatch included
+    b = a[len(a) - min(cut, len(a)) :] if cut < 2 else b  # often a suffix of a, sometimes not
+    x, y = np.ones(a), np.ones(b)
+    old = small.EAGER_BELOW
+    small.EAGER_BELOW = eager_below
+    try:
+        got = small.values_if_small((x, y))
+    finally:
+        small.EAGER_BELOW = old
+    try:
+        size = np.broadcast(x, y).size
+    except ValueError:
+        assert got is None
+        return
+    largest = max(x.size, y.size)
+    fits = largest < eager_below and size < eager_below
+    blow_up = size >= eager_below // small.GROWTH and size > largest
+    assert (got is not None) == (fits and not blow_up)
