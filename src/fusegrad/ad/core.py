@@ -34,7 +34,14 @@ import numpy as np
 from ..lazy import LazyArray, Leaf, materialize, materialize_many, replay
 from ..lazy.nodes import Reduce
 from ..rules import registry
-from ..rules.registry import LAZY_CASES, OPTED_OUT, RRULES, is_differentiable, pull
+from ..rules.registry import (
+    LAZY_CASES,
+    OPTED_OUT,
+    RRULES,
+    STATIC_ENTRIES,
+    is_differentiable,
+    pull,
+)
 from ..tangents import AbstractZero, BroadcastThunk, NoTangent, ZeroTangent, add, iadd
 from ..tangents.thunks import AbstractThunk
 from .pytree import PLAIN_LEAVES
@@ -175,7 +182,6 @@ def _concrete_args(args: tuple) -> tuple:
 
 
 _SEQUENCES = (list, tuple)
-_INT = frozenset({int})
 
 
 class NoRuleError(TypeError):
@@ -267,7 +273,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         elif type(a) in PLAIN_LEAVES:  # neither traced nor a container nor lazy
             values.append(a)
             parents.append(None)
-        elif type(a) is tuple and _INT.issuperset(map(type, a)):  # a shape or axes
+        elif type(a) is tuple and STATIC_ENTRIES.issuperset(map(type, a)):  # shape, axes, index
             values.append(a)
             parents.append(None)
         elif isinstance(a, _SEQUENCES):

@@ -24,6 +24,7 @@ from ..lazy import replay
 from ..lazy.protocols import ARITHMETIC, COMPARISONS, OPERATOR_UFUNCS, forward_methods
 from ..rules.common import primal_tree
 from ..rules.elementwise import astype
+from ..rules.registry import STATIC_ENTRIES
 from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
 from .core import Tracer, apply
@@ -121,6 +122,15 @@ def _bool(self: Tracer) -> bool:
         return bool(np.asarray(_primal(self)))
 
 
+def _getitem(self: Tracer, index: Any) -> Any:
+    # an int, a slice or a tuple of them (and None, Ellipsis) holds no traced value: self's
+    # trace is the innermost, without the dispatcher's search through the index
+    t = type(index)
+    if t in STATIC_ENTRIES or (t is tuple and STATIC_ENTRIES.issuperset(map(type, index))):
+        return self.trace.apply(operator.getitem, (self, index), {})
+    return apply(operator.getitem, (self, index), {})
+
+
 def _no_setitem(self: Tracer, index: Any, value: Any) -> None:
     raise TypeError(
         "in-place assignment into a traced array (x[i] = v) cannot be differentiated. Build a "
@@ -192,7 +202,7 @@ def _install() -> None:
     cls.__neg__ = lambda self: np.negative(self)
     cls.__pos__ = lambda self: self
     cls.__abs__ = lambda self: np.absolute(self)
-    cls.__getitem__ = lambda self, index: apply(operator.getitem, (self, index), {})
+    cls.__getitem__ = _getitem
     cls.__len__ = lambda self: len(_primal(self))
     cls.__iter__ = lambda self: (self[i] for i in range(len(self)))
     cls.__repr__ = lambda self: f"Tracer({_primal(self)!r}, level={self.trace.level})"

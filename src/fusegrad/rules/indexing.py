@@ -126,6 +126,10 @@ def getitem(x, index):
         dy = lazy_ct(dy)
         if only_new_axes:  # x[:, None]: the cotangent is dy without the new axes
             return np.reshape(dy, shape), NoTangent()
+        if basic and type(dy) is np.ndarray:  # a view's cotangent: zeros, dy written in
+            g = np.zeros(shape, dy.dtype)
+            g[index] = dy
+            return project(g, x), NoTangent()
         if basic and not isinstance(dy, np.ndarray | np.generic | float | int | complex):
             g = _lazy_embed(dy, _as_tuple(index), shape, dtype)
             if g is not None:

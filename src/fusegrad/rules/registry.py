@@ -185,7 +185,9 @@ _NDARRAY = np.ndarray
 # Whether values of these exact types carry a derivative (the common scalars, looked up at once).
 _SCALAR_TYPES = {float: True, complex: True, np.float64: True, np.float32: True}
 _SCALAR_TYPES.update({int: False, bool: False, np.bool_: False, np.int64: False})
-_INT = frozenset({int})
+# The types of a tuple's elements that make it a static argument (a shape, axes, a basic index):
+# never traced, never differentiable, taken as it is without a search of its elements.
+STATIC_ENTRIES = frozenset({int, slice, type(None), type(Ellipsis)})
 
 
 def is_differentiable(x: Any) -> bool:
@@ -199,7 +201,7 @@ def is_differentiable(x: Any) -> bool:
     if isinstance(x, bool | np.bool_):
         return False
     if isinstance(x, list | tuple):
-        if _INT.issuperset(map(type, x)):  # a shape or axes (and no call per element)
+        if STATIC_ENTRIES.issuperset(map(type, x)):  # a shape, axes, an index: no call each
             return False
         return any(is_differentiable(v) for v in x)
     if isinstance(x, float | complex | np.floating | np.complexfloating):
