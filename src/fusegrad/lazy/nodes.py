@@ -341,7 +341,7 @@ def make_map(op: str, args: tuple, dtype: np.dtype | None = None) -> LazyArray:
         raise ValueError(f"operands could not be broadcast together with shapes {text} ") from None
     if dtype is None:
         dtype = result_dtype(op, args)
-    key = ("map", op, dtype.str) + tuple(arg_key(a) for a in args)
+    key = _map_key(op, dtype, args)
 
     def make() -> Map:
         n = Map.__new__(Map)
@@ -349,6 +349,11 @@ def make_map(op: str, args: tuple, dtype: np.dtype | None = None) -> LazyArray:
         return n
 
     return _intern(key, make)
+
+
+def _map_key(op: str, dtype: np.dtype, args: tuple) -> tuple:
+    """The hash-consing key of the map ``op(*args)`` of ``dtype``."""
+    return ("map", op, dtype.str) + tuple(arg_key(a) for a in args)
 
 
 _REDUCE_IDENTITY_DTYPE: dict[tuple, np.dtype] = {}
@@ -398,7 +403,7 @@ def forget_arguments(nodes: Any) -> None:
         if type(n) is not Map or n.cached is None or not n.args:
             continue
         varying(n)  # (from its arguments, while it has them)
-        key = ("map", n.op, n.dtype.str) + tuple(arg_key(a) for a in n.args)
+        key = _map_key(n.op, n.dtype, n.args)
         if _INTERN.get(key) is n:
             del _INTERN[key]
         n.args = ()

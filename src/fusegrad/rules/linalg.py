@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, Leaf, buffer_cache, materialize_many, small
+from ..lazy import buffer_cache, materialize_many, small
+from ..lazy.plan import value
 from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
 from .common import (
     add_tangents,
@@ -295,15 +296,15 @@ def _matmul_lazy_column(a, b, *args, **kwargs):
     >>> y.tolist()
     [3.0, 3.0]
     """
-    if args or kwargs or not isinstance(a, LazyArray) or type(a) is Leaf or a.cached is not None:
-        return None  # (a leaf or a computed value: BLAS reads it once, as the kernel would)
+    if args or kwargs or value(a) is not None:
+        return None  # (an array, a leaf, a computed value: BLAS reads it once, as a kernel would)
     if type(b) is not np.ndarray or a.ndim != 2 or b.shape[0] != a.shape[1]:
         return None
     if a.dtype != b.dtype or a.dtype not in _BLAS_FLOATS or b.shape[1:] not in ((), (1,)):
         return None
     rows = np.sum(a * as_lazy(b).reshape(1, b.shape[0]), axis=1, keepdims=b.ndim == 2)
-    value, y = materialize_many([a, rows])
-    return y, _matmul_pullback(value, b, 0)
+    computed, y = materialize_many([a, rows])
+    return y, _matmul_pullback(computed, b, 0)
 
 
 # fmt: off

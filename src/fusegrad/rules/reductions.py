@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, Leaf, materialize, small
+from ..lazy import LazyArray, materialize, small
+from ..lazy.plan import value
 from ..lazy.reductions import normalize_axes
 from ..tangents import NoTangent, ZeroTangent
 from .common import (
@@ -116,7 +117,7 @@ def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool, held: bool =
 def _held(x: Any) -> bool:
     """Whether ``x`` (a reduction's argument) is in memory: an array, or a lazy value computed
     already or standing for an array."""
-    return not isinstance(x, LazyArray) or type(x) is Leaf or x.cached is not None
+    return value(x) is not None
 
 
 def _ndim(x: Any) -> int:
