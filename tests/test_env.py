@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from fusegrad.bench.runner import THP_ENV
 from fusegrad.lazy import small
 from fusegrad.lazy.engines import numpy_blocked
 
@@ -27,7 +28,11 @@ CHILD = textwrap.dedent(
         import fusegrad as fg
         from fusegrad.lazy import small
     out = {"imported": True, "eager_below": small.EAGER_BELOW,
+           "grown_below": small.fused_from(small.GROWTH),
+           "slow_below": small.fused_from(small.SLOW_SHARE),
            "warnings": [str(m.message) for m in w]}
+    import fusegrad.lazy as fl
+    out["eager_at_200k"] = type(np.tanh(fl.asarray(np.zeros(200_000)))).__name__ == "Leaf"
     try:
         x = np.linspace(0.0, 1.0, int(sys.argv[1]))
         g = fg.grad(lambda v: np.sum(np.tanh(v) * v))(x)
@@ -41,7 +46,7 @@ CHILD = textwrap.dedent(
 
 def child(n: int = 100, **env: str) -> dict:
     full = dict(os.environ)
-    for k in ("FUSEGRAD_ENGINE", "FUSEGRAD_THREADS", "FUSEGRAD_EAGER_BELOW"):
+    for k in ("FUSEGRAD_ENGINE", "FUSEGRAD_THREADS", "FUSEGRAD_EAGER_BELOW", "GLIBC_TUNABLES"):
         full.pop(k, None)
     full.update(env)
     r = subprocess.run(
@@ -90,10 +95,54 @@ def test_eager_below_accepts_whole_numbers_in_either_notation(value, want):
 @pytest.mark.parametrize("value", ["lots", "-5", "2.5", "inf", "nan"])
 def test_a_bad_eager_below_warns_and_keeps_the_default(value):
     res = child(FUSEGRAD_EAGER_BELOW=value)
-    assert res["imported"] and res["ok"] and res["eager_below"] == small.DEFAULT_EAGER_BELOW
+    assert res["imported"] and res["ok"] and res["eager_below"] == small.STOCK_EAGER_BELOW
     (msg,) = res["warnings"]
     assert msg.startswith(f"FUSEGRAD_EAGER_BELOW={value!r} is not a number of elements")
-    assert "such as 65536 or 1e5" in msg and f"using {small.DEFAULT_EAGER_BELOW}" in msg
+    assert "such as 65536 or 1e5" in msg and f"using {small.STOCK_EAGER_BELOW}" in msg
+
+
+# glibc's malloc as the benchmark runs every library at its fastest: freed memory kept mapped
+KEPT = THP_ENV["GLIBC_TUNABLES"]
+
+
+@pytest.mark.parametrize(
+    "tunables, want",
+    [
+        (KEPT, True),
+        ("glibc.malloc.mmap_threshold=0x200000:glibc.malloc.trim_threshold=0x2000000", True),
+        (" glibc.malloc.trim_threshold = 33554432 : glibc.malloc.mmap_threshold=2097152", True),
+        ("glibc.malloc.trim_threshold=1073741824", False),  # arrays over 128 KiB: mmap, munmap
+        ("glibc.malloc.mmap_threshold=33554432", False),  # freed memory trimmed from 128 KiB
+        ("glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_threshold=1073741824", False),
+        ("glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1048576", False),
+        ("glibc.malloc.hugetlb=1", False),
+        ("glibc.malloc.mmap_threshold=lots:glibc.malloc.trim_threshold=1073741824", False),
+        ("", False),
+    ],
+)
+def test_which_malloc_settings_keep_freed_memory(tunables, want):
+    assert small.malloc_keeps_freed_memory(tunables) is want
+
+
+def test_with_freed_memory_kept_mapped_the_small_path_goes_to_2_18():
+    res = child(200_000, GLIBC_TUNABLES=KEPT)
+    assert res["ok"] and not res["warnings"] and res["eager_at_200k"]
+    assert res["eager_below"] == small.KEPT_MAPPED_EAGER_BELOW == 2**18
+    # slow ufuncs and blow-ups stay fused from where they are with the stock malloc
+    assert (res["grown_below"], res["slow_below"]) == (8192, 65536)
+
+
+def test_with_the_stock_malloc_the_small_path_stops_at_2_17():
+    res = child(200_000)
+    assert res["ok"] and not res["eager_at_200k"]
+    assert res["eager_below"] == small.STOCK_EAGER_BELOW == 2**17
+    assert (res["grown_below"], res["slow_below"]) == (8192, 65536)
+
+
+def test_a_set_eager_below_wins_over_the_malloc_setting():
+    res = child(200_000, GLIBC_TUNABLES=KEPT, FUSEGRAD_EAGER_BELOW="1e5")
+    assert res["ok"] and not res["eager_at_200k"]
+    assert (res["eager_below"], res["grown_below"], res["slow_below"]) == (100_000, 6250, 50_000)
 
 
 def test_a_good_thread_count_is_used():

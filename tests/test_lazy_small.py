@@ -266,8 +266,8 @@ def test_a_ufunc_numpy_computes_slowly_is_fused_from_a_quarter_of_the_threshold(
 ):
     from fusegrad.lazy.engines import numpy_speed
 
-    x = np.linspace(-2.0, 2.0, 100_000)  # between EAGER_BELOW // SLOW_SHARE and EAGER_BELOW
-    assert small.EAGER_BELOW // small.SLOW_SHARE <= x.size < small.EAGER_BELOW
+    x = np.linspace(-2.0, 2.0, 100_000)  # between fused_from(SLOW_SHARE) and EAGER_BELOW
+    assert small.fused_from(small.SLOW_SHARE) <= x.size < small.EAGER_BELOW
     for slow in (False, True):  # as NumPy computes sin: in SIMD lanes, or scalar (NumPy 2)
         monkeypatch.setitem(numpy_speed._ratios, ("sin", "<f8"), 9.0 if slow else 1.0)
         monkeypatch.setattr(numpy_speed, "_slow", {})

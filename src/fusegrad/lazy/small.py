@@ -45,19 +45,79 @@ from .nodes import LazyArray, Leaf, install_small_path, interning_scope
 # activations took 0.55-0.87x the time eagerly (and was 0.8-1.4x autograd's fused), W1
 # sum((1 - x) / 2) 0.52-0.72x (benchmarks/bench_eager_below.py, glibc's stock malloc). From
 # 1 MiB arrays eager NumPy faults fresh pages in at every call (the MLP at 131,072: ~740 a
-# call), where kernels write into the buffer cache's (lazy/buffer_cache.py): with huge pages and
-# memory kept mapped eager stayed ahead up to ~2^18, with the stock malloc W1 at 196,608 took
-# 3.0 ms eagerly against 0.9 fused. So the path runs ops up to 2^17 elements (1 MiB of
-# float64, the cache's threshold), except:
+# call), where kernels write into the buffer cache's (lazy/buffer_cache.py). So with glibc's
+# stock malloc the path runs ops up to 2^17 elements (1 MiB of float64, the cache's threshold);
+# at 131,072-262,144 the MLP took 3.6-5.0 ms eagerly against 2.9-3.8 fused.
+# Where this process's malloc keeps freed memory mapped (``malloc_keeps_freed_memory``: the
+# setting the benchmark runs every library in, as its fastest), eager NumPy faults nothing and
+# the path goes twice as far, to 2^18: at 131,072-262,000 elements the MLP took 0.80-0.87x
+# autograd's time eagerly against 0.95-1.09x fused, W1 0.74-0.78x against 0.83-1.19x (`python
+# benchmarks/bench_eager_below.py --sizes 131072,196608,262000 --old 262144,16,2` with the
+# benchmark's GLIBC_TUNABLES); from 2^18 the two are even (MLP at 524,288: 0.94 eager, 0.89 fused).
+# Exceptions, fused from fewer elements (``fused_from``), the same in both settings:
 # - a ufunc NumPy computes slowly (engines/numpy_speed.py: sin, cos, logaddexp, at least 3x its
-#   exp's time): from EAGER_BELOW // SLOW_SHARE (65,536) elements fused kernels, on numba's
-#   threads, are the faster (sum(logaddexp(0, x / 2) * x) at 131,072: 2.6 ms against 5.1);
+#   exp's time): from 2^17 // SLOW_SHARE = 65,536 elements fused kernels, on numba's threads,
+#   are the faster (sum(logaddexp(0, x / 2) * x) at 131,072: 2.6 ms against 5.1);
 # - a broadcast that grows past its inputs (x[:, None] - y[None, :]): memory is what fusing it
-#   saves, so it stays lazy from EAGER_BELOW // GROWTH (8192) elements.
-# FUSEGRAD_EAGER_BELOW=0 turns the path off.
-DEFAULT_EAGER_BELOW = 131_072
+#   saves, so it stays lazy from 2^17 // GROWTH = 8192 elements.
+# FUSEGRAD_EAGER_BELOW=n sets the threshold (a smaller one brings the exceptions down with it,
+# to n // 2 and n // 16); FUSEGRAD_EAGER_BELOW=0 turns the path off.
+STOCK_EAGER_BELOW = 131_072
+KEPT_MAPPED_EAGER_BELOW = 262_144
+# freed memory counts as kept mapped when glibc serves arrays of up to 2 MiB from its heap
+# (mmap threshold) and keeps at least this much freed memory before handing it back (trim)
+_KEPT_MMAP_MIN = 2 << 20
+_KEPT_TRIM_MIN = 32 << 20
+
+
+def malloc_keeps_freed_memory(tunables: str | None = None) -> bool:
+    """Whether glibc's malloc in this process keeps the memory of freed arrays of up to 2 MiB
+    mapped, as ``GLIBC_TUNABLES`` sets it at start-up (``tunables``: that string; None reads
+    the environment): ``glibc.malloc.mmap_threshold`` of at least 2 MiB and
+    ``glibc.malloc.trim_threshold`` of at least 32 MiB. False on other C libraries, and with
+    glibc's defaults (which hand freed memory back, so eager arrays fault their pages in anew).
+
+    >>> malloc_keeps_freed_memory("glibc.malloc.trim_threshold=1073741824:"
+    ...                           "glibc.malloc.mmap_threshold=33554432")
+    True
+    >>> malloc_keeps_freed_memory("glibc.malloc.hugetlb=1")
+    False
+    """
+    if tunables is None:
+        try:
+            os.confstr("CS_GNU_LIBC_VERSION")
+        except (ValueError, OSError):
+            return False  # not glibc: its tunables mean nothing here
+        tunables = os.environ.get("GLIBC_TUNABLES", "")
+    found: dict[str, int] = {}
+    for item in tunables.split(":"):
+        name, _, value = item.partition("=")
+        try:
+            found[name.strip()] = int(value.strip(), 0)
+        except ValueError:
+            continue  # glibc ignores what it cannot read, and so do we
+    return (
+        found.get("glibc.malloc.mmap_threshold", 0) >= _KEPT_MMAP_MIN
+        and found.get("glibc.malloc.trim_threshold", 0) >= _KEPT_TRIM_MIN
+    )
+
+
+_KEPT_MAPPED = malloc_keeps_freed_memory()
+DEFAULT_EAGER_BELOW = KEPT_MAPPED_EAGER_BELOW if _KEPT_MAPPED else STOCK_EAGER_BELOW
 GROWTH = 16
 SLOW_SHARE = 2
+
+
+def fused_from(share: int) -> int:
+    """Where an exception to the path starts: ``min(EAGER_BELOW, 2^17) // share`` elements
+    (``GROWTH`` for blow-ups, ``SLOW_SHARE`` for slow ufuncs). Their reasons, memory and the
+    cores' speed, do not change with the malloc or a larger threshold.
+
+    >>> fused_from(GROWTH) <= 8192
+    True
+    """
+    below = EAGER_BELOW
+    return (below if below < STOCK_EAGER_BELOW else STOCK_EAGER_BELOW) // share
 
 
 def _eager_below(default: int = DEFAULT_EAGER_BELOW) -> int:
@@ -122,12 +182,12 @@ def fits(shape: tuple) -> bool:
 
 def grown_fits(shape: tuple) -> bool:
     """Whether a value of ``shape`` grown by broadcasting from smaller ones takes the small-array
-    path now: fewer than ``EAGER_BELOW // GROWTH`` elements (a blow-up is fused from there).
+    path now: fewer than ``fused_from(GROWTH)`` elements (a blow-up is fused from there).
 
     >>> grown_fits((10, 10)), grown_fits((100, 100))
     (True, False)
     """
-    return EAGER_BELOW > 0 and not _fusing[0] and math.prod(shape) < EAGER_BELOW // GROWTH
+    return EAGER_BELOW > 0 and not _fusing[0] and math.prod(shape) < fused_from(GROWTH)
 
 
 # `np.ndarray` read as a module global in the per-op tests below: numpy's module __getattr__
@@ -153,8 +213,9 @@ def _suffixes(vals: list, largest: tuple) -> bool:
 def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
     """The concrete values of ``args`` (lazy values, arrays, numbers) when all are concrete and
     their broadcast result has fewer than ``EAGER_BELOW`` elements (fewer than
-    ``EAGER_BELOW // GROWTH`` when it is larger than every argument, and than ``EAGER_BELOW //
-    SLOW_SHARE`` when they are the arguments of a ufunc ``uf`` NumPy computes slowly); else
+    ``fused_from(GROWTH)`` when it is larger than every argument, and than
+    ``fused_from(SLOW_SHARE)`` when they are the arguments of a ufunc ``uf`` NumPy computes
+    slowly); else
     ``None``.
 
     >>> values_if_small((np.zeros(3), 2.0))
@@ -205,10 +266,10 @@ def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
         except ValueError:
             return None  # the lazy path raises NumPy's broadcasting message
         if size >= EAGER_BELOW or (
-            size >= EAGER_BELOW // GROWTH and size > max(v.size for v in arrays)
+            size >= fused_from(GROWTH) and size > max(v.size for v in arrays)
         ):
             return None  # a blow-up: fused, it never exists in memory
-    if uf is not None and size >= EAGER_BELOW // SLOW_SHARE and numpy_speed.slow_in_numpy(uf):
+    if uf is not None and size >= fused_from(SLOW_SHARE) and numpy_speed.slow_in_numpy(uf):
         return None
     return vals
 

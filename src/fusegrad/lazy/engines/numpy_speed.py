@@ -98,7 +98,7 @@ def scalar_in_numpy(name: str, dtype: np.dtype) -> bool:
 def slow_in_numpy(uf: np.ufunc) -> bool:
     """Whether NumPy's float64 ``uf`` takes ``SLOW_RATIO`` times ``np.exp``'s time a point or
     more (``sin``, ``logaddexp``, ...): the small-array path leaves a large call of it to fused
-    kernels (``small.SLOW_SHARE``).
+    kernels (from ``small.fused_from(small.SLOW_SHARE)`` elements).
 
     A ufunc that is not NumPy's own (``scipy.special``'s) counts as slow: it is not measured.
 
