@@ -85,7 +85,12 @@ ARITH_NS = 0.15
 # counts arithmetic, not the memory a kernel streams, and a replay pays the pool's hand-off
 # at every call, not a compile. MLP batch 4096's backward kernel (1M points, 5 multiplies, two
 # column sums, 8 MB read and 8 MB written) is estimated at 0.16 ms and took 0.54 ms serial.
-REPLAY_PARALLEL_MIN_POINTS = 1 << 19
+# From 2^18 rather than 2^19: jit of the MLP step (100 -> 128) at batch 2048 (262,144 points a
+# kernel) took 2.34-3.70 ms against 2.57-3.70 serial (never more, in nine runs), at 3072 3.28
+# against 3.48; below, at 1024 and 512, the hand-off ate the gain (1.50 against 1.47 ms,
+# 1.00-1.23 against 0.94-0.98). Replays of each setting alternated in one process: `python
+# benchmarks/bench_row_blocks.py --batch 2048 --parallel-from 262144,524288`.
+REPLAY_PARALLEL_MIN_POINTS = 1 << 18
 EXPENSIVE_NS = 10.0
 VECTOR_NS = 3.0
 
