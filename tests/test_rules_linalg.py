@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fusegrad
 import fusegrad.rules.linalg  # noqa: F401  (registers the rules)
 from fusegrad.rules.registry import rrule
 from fusegrad.tangents import NoTangent, Thunk, ZeroTangent, unthunk
@@ -300,6 +301,42 @@ def test_cholesky_float32():
     assert g.dtype == np.float32
     want = fd_grad(lambda x: np.linalg.cholesky(sym(x)), a, dy)
     np.testing.assert_allclose(g, want, rtol=2e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_rules_solve_the_same_with_scipys_triangular_solve(dtype, upper, monkeypatch):
+    # with SciPy imported the two solves take its triangular solver, else np.linalg.solve
+    sl = pytest.importorskip("scipy.linalg")
+    from fusegrad.rules import linalg as rules
+
+    rng = np.random.default_rng(21)
+    m = rng.standard_normal((6, 6)) + (
+        1j * rng.standard_normal((6, 6)) if dtype == np.complex128 else 0
+    )
+    a = np.asarray(m @ m.conj().T + 6 * np.eye(6), dtype=dtype)
+    dy = np.asarray(
+        rng.standard_normal((6, 6)) + (1j if dtype == np.complex128 else 0), dtype=dtype
+    )
+    ta = np.asarray(rng.standard_normal((6, 6)), dtype=dtype)
+    ta = ta + ta.conj().T
+    calls = []
+    monkeypatch.setattr(
+        rules,
+        "_SOLVE_TRIANGULAR",
+        [lambda *a, **k: calls.append(1) or sl.solve_triangular(*a, **k)],
+    )
+    got = rrule(np.linalg.cholesky, a, upper=upper)[1](dy)[0]
+    got_t = fusegrad.jvp(lambda x: np.linalg.cholesky(x, upper=upper), (a,), (ta,))[1]
+    assert len(calls) == 4  # two in the pullback, two in the jvp
+    monkeypatch.setattr(rules, "_SOLVE_TRIANGULAR", [])
+    monkeypatch.delitem(__import__("sys").modules, "scipy")  # as in a program without SciPy
+    want = rrule(np.linalg.cholesky, a, upper=upper)[1](dy)[0]
+    want_t = fusegrad.jvp(lambda x: np.linalg.cholesky(x, upper=upper), (a,), (ta,))[1]
+    assert not rules._SOLVE_TRIANGULAR and got.dtype == want.dtype == a.dtype
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got_t, want_t, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("which", ["values", "vectors", "both"])
