@@ -1,5 +1,5 @@
 """A ``jit`` replay run block of rows by block of rows, every block's intermediates in cache,
-one run of blocks per worker thread.
+the blocks shared out among the worker threads.
 
 A training step of an MLP on a batch of 4096 rows (``X @ W1``, ``tanh``, the loss, the
 backward kernels, ``Xᵀ @ dZ``) makes three 4096×256 intermediates (8 MiB each): run step after
@@ -8,9 +8,10 @@ split across the cores on its own. But every step works row by row: row ``i`` of
 needs only row ``i`` of ``X``, the elementwise kernels map rows to rows, and what leaves the
 batch is a sum over rows (``Xᵀ @ dZ``, the bias gradients), whose partial sums over blocks of
 rows add up to it. So the whole program runs on a block of rows at a time, its intermediates
-(a few MiB) staying in cache, the rows cut into one contiguous run per worker thread; each
-thread keeps its own partial sums, added up at the end in thread order (the result does not
-depend on timing). Every kernel and product in a block runs on one thread (``serial``,
+(a few MiB) staying in cache. Each worker thread takes the next block not yet taken (a thread
+that gets less of its core, beside another process, takes fewer), and the blocks' partial sums
+are added up in block order (``OrderedSums``: the result does not depend on which thread ran
+which block, or when). Every kernel and product in a block runs on one thread (``serial``,
 OpenBLAS single-threaded): the threads meet once, at the end.
 
 ``plan`` decides whether a program qualifies and how. Each step is a ``pre`` step (it reads no
@@ -392,54 +393,95 @@ class RowsOp:
 
     def __call__(self, slots: list, numbers: Sequence[Any], pool: list | None) -> None:
         p = self.plan
-        nt = max(1, min(numpy_blocked.threads(), p.batch // p.rows_per_block))
-        cuts = [p.batch * t // nt for t in range(nt + 1)]
+        n_blocks = max(1, round(p.batch / p.rows_per_block))
+        nt = max(1, min(numpy_blocked.threads(), n_blocks))
         kept = {j: _full(self.layouts[j]) for j in p.kept}
+        sums = OrderedSums(n_blocks)
 
-        def run(t: int) -> dict[int, np.ndarray]:
+        def run() -> None:
             with numpy_blocked.serial():
-                return self._run_rows(slots, cuts[t], cuts[t + 1], numbers, kept)
+                try:
+                    while (b := sums.claim()) is not None:
+                        s0, s1 = p.batch * b // n_blocks, p.batch * (b + 1) // n_blocks
+                        sums.add(b, self._run_block(slots, s0, s1, numbers, kept))
+                except BaseException:
+                    sums.stop()  # the other threads take no more blocks
+                    raise
 
         # a block's products are small: OpenBLAS's own threads would only wait on each other
         with replay_blas.single_threaded() or contextlib.nullcontext():
             workers = numpy_blocked.pool()
-            done = [workers.submit(run, t) for t in range(1, nt)]
+            done = [workers.submit(run) for _ in range(1, nt)]
             try:
-                parts = [run(0)]
+                run()
             finally:
-                parts += [f.result() for f in done]
-        total = parts[0]
-        for part in parts[1:]:
-            for j, v in part.items():
-                np.add(total[j], v, out=total[j])
+                for f in done:
+                    f.result()
         for j in self.plan.made:
-            slots[j] = total[j] if j in total else kept.get(j)
+            slots[j] = sums.total[j] if j in sums.total else kept.get(j)
 
-    def _run_rows(
-        self, slots: list, r0: int, r1: int, numbers: Sequence[Any], kept: dict
+    def _run_block(
+        self, slots: list, s0: int, s1: int, numbers: Sequence[Any], kept: dict
     ) -> dict[int, np.ndarray]:
-        """Rows ``r0:r1`` in blocks: the sums over them (fresh arrays)."""
-        p = self.plan
-        n_blocks = max(1, round((r1 - r0) / p.rows_per_block))
-        sums: dict[int, np.ndarray] = {}
-        row_inputs = p.row_inputs
-        for b in range(n_blocks):
-            s0 = r0 + (r1 - r0) * b // n_blocks
-            s1 = r0 + (r1 - r0) * (b + 1) // n_blocks
-            bs = list(slots)
-            for j in row_inputs:
-                bs[j] = slots[j][s0:s1]
-            for op in self._ops(s1 - s0):
-                op(bs, numbers, None)
-            for j in p.sums:
-                v = bs[j]
-                if j in sums:
-                    np.add(sums[j], v, out=sums[j])
-                else:
-                    sums[j] = v
-            for j, full in kept.items():
-                full[s0:s1] = bs[j]
-        return sums
+        """Rows ``s0:s1``: their sums (fresh arrays); their kept row-wise values written into
+        ``kept``'s full arrays."""
+        bs = list(slots)
+        for j in self.plan.row_inputs:
+            bs[j] = slots[j][s0:s1]
+        for op in self._ops(s1 - s0):
+            op(bs, numbers, None)
+        for j, full in kept.items():
+            full[s0:s1] = bs[j]
+        return {j: bs[j] for j in self.plan.sums}
+
+
+class OrderedSums:
+    """Blocks ``0..n`` handed out one at a time (``claim``), and their sums added up in block
+    order as they come in (``add``), whichever thread ran a block and whenever it finished:
+    ``total`` is ``((s0 + s1) + s2) + ...`` for every ``j`` in the blocks' dicts. A block that
+    finishes early waits for those before it (at most about one per other thread).
+
+    >>> sums = OrderedSums(2)
+    >>> a, b = sums.claim(), sums.claim()
+    >>> sums.add(b, {0: np.array([2.0])}); sums.add(a, {0: np.array([1.0])})
+    >>> sums.claim(), sums.total
+    (None, {0: array([3.])})
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.claimed = 0
+        self.added = 0
+        self.waiting: dict[int, dict[int, np.ndarray]] = {}
+        self.total: dict[int, np.ndarray] = {}
+        self.lock = threading.Lock()
+
+    def claim(self) -> int | None:
+        """The next block nobody has taken, or None when all are taken."""
+        with self.lock:
+            b = self.claimed
+            if b >= self.n:
+                return None
+            self.claimed = b + 1
+            return b
+
+    def stop(self) -> None:
+        """Hand out no more blocks (a block failed)."""
+        with self.lock:
+            self.claimed = self.n
+
+    def add(self, b: int, sums: dict[int, np.ndarray]) -> None:
+        """Block ``b``'s sums (fresh arrays: the first block's become the totals)."""
+        with self.lock:
+            self.waiting[b] = sums
+            while self.added in self.waiting:
+                for j, v in self.waiting.pop(self.added).items():
+                    t = self.total.get(j)
+                    if t is None:
+                        self.total[j] = v
+                    else:
+                        np.add(t, v, out=t)
+                self.added += 1
 
 
 def _full(lay: tuple | None) -> np.ndarray:
