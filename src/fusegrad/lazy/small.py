@@ -215,8 +215,7 @@ def values_if_small(args: tuple, uf: np.ufunc | None = None) -> list | None:
     their broadcast result has fewer than ``EAGER_BELOW`` elements (fewer than
     ``fused_from(GROWTH)`` when it is larger than every argument, and than
     ``fused_from(SLOW_SHARE)`` when they are the arguments of a ufunc ``uf`` NumPy computes
-    slowly); else
-    ``None``.
+    slowly); else ``None``.
 
     >>> values_if_small((np.zeros(3), 2.0))
     [array([0., 0., 0.]), 2.0]
