@@ -397,6 +397,11 @@ class RowsOp:
         nt = max(1, min(numpy_blocked.threads(), n_blocks))
         kept = {j: _full(self.layouts[j]) for j in p.kept}
         sums = OrderedSums(n_blocks)
+        # the ops of every block length made here, where this thread's engine is in force
+        # (``use_engine`` is per thread: a worker making them would choose under auto)
+        short, extra = divmod(p.batch, n_blocks)
+        for rows in (short, short + 1) if extra else (short,):
+            self._ops(rows)
 
         def run() -> None:
             with numpy_blocked.serial():
