@@ -51,21 +51,19 @@ def main() -> None:
     args = W.mlp_inputs(opts.batch)
     variants: dict[str, object] = {}
     saved = replay_rows.MIN_BYTES, replay_rows.BLOCK_BYTES
-    replay_rows.MIN_BYTES = 1 << 62
+    parallel_from = numba_engine.REPLAY_PARALLEL_MIN_POINTS
+    replay_rows.MIN_BYTES = 1 << 62  # no program qualifies: step by step
     variants["step by step"] = _jitted(args)
+    for points in (int(float(p)) for p in opts.parallel_from.split(",") if p):
+        numba_engine.REPLAY_PARALLEL_MIN_POINTS = points
+        variants[f"step by step, parallel from {points}"] = _jitted(args)
+    numba_engine.REPLAY_PARALLEL_MIN_POINTS = parallel_from
     replay_rows.MIN_BYTES = saved[0]
     sizes = [float(b) for b in opts.blocks.split(",") if b] or [saved[1] / 2**20]
     for mib in sizes:
         replay_rows.BLOCK_BYTES = int(mib * 2**20)
         variants[f"rows, {mib:g} MiB blocks"] = _jitted(args)
     replay_rows.BLOCK_BYTES = saved[1]
-    parallel_from = numba_engine.REPLAY_PARALLEL_MIN_POINTS
-    replay_rows.MIN_BYTES = 1 << 62
-    for points in (int(float(p)) for p in opts.parallel_from.split(",") if p):
-        numba_engine.REPLAY_PARALLEL_MIN_POINTS = points
-        variants[f"step by step, parallel from {points}"] = _jitted(args)
-    numba_engine.REPLAY_PARALLEL_MIN_POINTS = parallel_from
-    replay_rows.MIN_BYTES = saved[0]
     try:
         import jax
         import jax.numpy as jnp

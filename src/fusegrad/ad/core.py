@@ -38,8 +38,8 @@ from ..rules.registry import (
     LAZY_CASES,
     OPTED_OUT,
     RRULES,
-    STATIC_ENTRIES,
     is_differentiable,
+    is_static,
     pull,
 )
 from ..tangents import AbstractZero, BroadcastThunk, NoTangent, ZeroTangent, add, iadd
@@ -273,7 +273,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         elif type(a) in PLAIN_LEAVES:  # neither traced nor a container nor lazy
             values.append(a)
             parents.append(None)
-        elif type(a) is tuple and STATIC_ENTRIES.issuperset(map(type, a)):  # shape, axes, index
+        elif is_static(a):  # a shape, axes, a basic index
             values.append(a)
             parents.append(None)
         elif isinstance(a, _SEQUENCES):

@@ -24,7 +24,7 @@ from ..lazy import replay
 from ..lazy.protocols import ARITHMETIC, COMPARISONS, OPERATOR_UFUNCS, forward_methods
 from ..rules.common import primal_tree
 from ..rules.elementwise import astype
-from ..rules.registry import STATIC_ENTRIES
+from ..rules.registry import is_static
 from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
 from .core import Tracer, apply
@@ -125,8 +125,7 @@ def _bool(self: Tracer) -> bool:
 def _getitem(self: Tracer, index: Any) -> Any:
     # an int, a slice or a tuple of them (and None, Ellipsis) holds no traced value: self's
     # trace is the innermost, without the dispatcher's search through the index
-    t = type(index)
-    if t in STATIC_ENTRIES or (t is tuple and STATIC_ENTRIES.issuperset(map(type, index))):
+    if is_static(index):
         return self.trace.apply(operator.getitem, (self, index), {})
     return apply(operator.getitem, (self, index), {})
 

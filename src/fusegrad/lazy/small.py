@@ -102,8 +102,7 @@ def malloc_keeps_freed_memory(tunables: str | None = None) -> bool:
     )
 
 
-_KEPT_MAPPED = malloc_keeps_freed_memory()
-DEFAULT_EAGER_BELOW = KEPT_MAPPED_EAGER_BELOW if _KEPT_MAPPED else STOCK_EAGER_BELOW
+DEFAULT_EAGER_BELOW = KEPT_MAPPED_EAGER_BELOW if malloc_keeps_freed_memory() else STOCK_EAGER_BELOW
 GROWTH = 16
 SLOW_SHARE = 2
 

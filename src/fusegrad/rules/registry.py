@@ -190,6 +190,17 @@ _SCALAR_TYPES.update({int: False, bool: False, np.bool_: False, np.int64: False}
 STATIC_ENTRIES = frozenset({int, slice, type(None), type(Ellipsis)})
 
 
+def is_static(x: Any) -> bool:
+    """Whether ``x`` is a static argument: an int, slice, None or ``...``, or a tuple of them (a
+    shape, axes, a basic index), taken as it is, without a search of its elements for tracers.
+
+    >>> is_static((slice(None), 0, None)), is_static((0, 1.5))
+    (True, False)
+    """
+    t = type(x)
+    return t in STATIC_ENTRIES or (t is tuple and STATIC_ENTRIES.issuperset(map(type, x)))
+
+
 def is_differentiable(x: Any) -> bool:
     """Whether ``x`` can carry a derivative: real or complex floating values (and containers)."""
     t = type(x)
