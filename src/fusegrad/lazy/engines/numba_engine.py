@@ -77,20 +77,23 @@ STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, 
 # Slots run on the worker threads when the estimated serial time exceeds PARALLEL_MIN_NS,
 # estimated as size * (ARITH_NS + EXPENSIVE_NS * slow per-point ops + VECTOR_NS * fast ones).
 # Measured with benchmarks/bench_kernels.py: serial arithmetic row sum ~0.15 ns/point,
-# exp/tanh through libm ~10 ns/point, through numba_math ~3 ns/point; handing slots to the
-# pool costs tens of microseconds, so kernels from ~2 ms of work go parallel.
+# exp/tanh through libm ~10 ns/point, through numba_math ~3 ns/point. Outside a replay a kernel
+# writes into new arrays, whose pages fault in on first write, and faults on two threads
+# contend: `sum((1 - x) / 2)`'s gradient over 10^6 points took 506 -> 666 µs with its one
+# kernel on both cores, 2^17 points 307 -> 465 (calls alternated in one process), so only
+# kernels of ~2 ms of work go parallel there.
 PARALLEL_MIN_NS = 2e6
 ARITH_NS = 0.15
-# A replayed kernel (``replayer``) also goes parallel from this many points: the estimate above
-# counts arithmetic, not the memory a kernel streams, and a replay pays the pool's hand-off
-# at every call, not a compile. MLP batch 4096's backward kernel (1M points, 5 multiplies, two
-# column sums, 8 MB read and 8 MB written) is estimated at 0.16 ms and took 0.54 ms serial.
-# From 2^18 rather than 2^19: jit of the MLP step (100 -> 128) at batch 2048 (262,144 points a
-# kernel) took 2.34-3.70 ms against 2.57-3.70 serial (never more, in nine runs), at 3072 3.28
-# against 3.48; below, at 1024 and 512, the hand-off ate the gain (1.50 against 1.47 ms,
-# 1.00-1.23 against 0.94-0.98). Replays of each setting alternated in one process: `python
-# benchmarks/bench_row_blocks.py --batch 2048 --parallel-from 262144,524288`.
-REPLAY_PARALLEL_MIN_POINTS = 1 << 18
+# A replayed kernel (``replayer``) writes into its program's buffers, and goes parallel from
+# this many points too: the estimate above counts arithmetic, not the memory a kernel streams
+# (MLP batch 4096's backward kernel, 1M points, 8 MB read and 8 MB written, is estimated at
+# 0.16 ms and took 0.54 ms serial). From 2^17 since a hand-off to the pool costs ~5 µs
+# (``lazy/workers.py``; ~45 with concurrent.futures): jit of the MLP step (100 -> 128) at batch
+# 1024 (131,072 points a kernel) took 1.30 ms against 1.64 serial; at batch 256 (32,768 points)
+# the hand-offs still cost more than they gain (0.59 against 0.33), at 512 about as much as
+# they gain (0.66-0.67 against 0.74). Replays of each setting alternated in one process:
+# `python benchmarks/bench_row_blocks.py --batch 1024 --parallel-from 65536,131072,262144`.
+REPLAY_PARALLEL_MIN_POINTS = 1 << 17
 EXPENSIVE_NS = 10.0
 VECTOR_NS = 3.0
 

@@ -27,13 +27,12 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from .. import buffer_cache
+from .. import buffer_cache, workers
 from ..kernel import Instr, Kernel, Output
 from ..ops import OPS
 from .registry import WHOLE_MAX, register
@@ -81,9 +80,6 @@ def supports(kernel: Kernel) -> bool:
 def cost(kernel: Kernel) -> float:
     """1.0: other engines' costs are relative to this one's time."""
     return 1.0
-
-
-_pool: ThreadPoolExecutor | None = None
 
 
 _threads_env: tuple[str, int] | None = None
@@ -152,17 +148,14 @@ def _cores() -> int:
     return _affinity[0]
 
 
-def pool() -> ThreadPoolExecutor:
-    """The worker pool both engines share, of ``threads()`` threads (a caller may use fewer).
+def pool() -> workers.Pool:
+    """The worker pool both engines share, of ``threads()`` threads (a caller may use fewer;
+    ``lazy/workers.py``).
 
     >>> pool().submit(sum, [1, 2]).result()
     3
     """
-    global _pool
-    n = _configured_threads()
-    if _pool is None or _pool._max_workers != n:  # FUSEGRAD_THREADS changed
-        _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="fusegrad")
-    return _pool
+    return workers.shared(_configured_threads())
 
 
 def identity(kind: str, dtype: np.dtype) -> Any:

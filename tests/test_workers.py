@@ -1,0 +1,154 @@
+"""The worker pool (``fusegrad.lazy.workers``): results, errors, order, more tasks than threads,
+sleeping and polling threads, callers on several threads, fork, and the same gradients through
+kernels split over it."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.lazy import workers
+from fusegrad.lazy.engines import numba_engine, numpy_blocked
+
+
+@pytest.fixture(params=["polling", "sleeping only"])
+def pool(request, monkeypatch):
+    """A pool of 2 threads, with numba's poll and without it (as when numba is missing)."""
+    if request.param == "sleeping only":
+        monkeypatch.setattr(workers, "_POLLER", [(None, 0, 0)])
+    p = workers.Pool(2)
+    yield p
+    p.shutdown()
+
+
+def test_results_in_order_and_more_tasks_than_threads(pool):
+    tasks = [pool.submit(pow, k, 2) for k in range(50)]
+    assert [t.result() for t in tasks] == [k * k for k in range(50)]
+    assert list(pool.map(abs, range(-20, 0))) == list(range(20, 0, -1))
+    assert all(t.done() for t in tasks)
+
+
+def test_keyword_arguments_reach_the_call(pool):
+    out = np.zeros(3)
+    pool.submit(np.add, np.ones(3), 2.0, out=out).result()
+    assert np.array_equal(out, [3.0, 3.0, 3.0])
+
+
+def test_an_error_is_raised_by_result_and_the_pool_goes_on(pool):
+    task = pool.submit(int, "not a number")
+    with pytest.raises(ValueError, match="not a number"):
+        task.result()
+    assert pool.submit(int, "7").result() == 7
+
+
+def test_slow_tasks_and_idle_threads_that_fell_asleep(pool):
+    # a result waited for longer than WAIT_POLL_US, then threads idle past IDLE_POLL_US
+    assert pool.submit(lambda: time.sleep(0.01) or "slept").result() == "slept"
+    time.sleep(0.01)
+    assert [t.result() for t in [pool.submit(abs, -k) for k in range(4)]] == [0, 1, 2, 3]
+
+
+def test_callers_on_several_threads(pool):
+    """Tasks from 8 threads at once, each waiting for its own: every result reaches its caller,
+    including tasks sharing a slot counter (more than 64 in flight)."""
+    errors: list[BaseException] = []
+
+    def caller(k: int) -> None:
+        try:
+            for j in range(40):
+                tasks = [pool.submit(lambda a, b: a * 1000 + b, k, j + i) for i in range(3)]
+                assert [t.result() for t in tasks] == [k * 1000 + j + i for i in range(3)]
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and not any(t.is_alive() for t in threads)
+
+
+def test_shutdown_refuses_new_tasks_and_stops_the_threads():
+    p = workers.Pool(2)
+    assert p.submit(abs, -3).result() == 3
+    p.shutdown()
+    assert not any(t.is_alive() for t in p._threads)
+    with pytest.raises(RuntimeError, match="shut down"):
+        p.submit(abs, 1)
+
+
+def test_a_pool_needs_a_thread():
+    with pytest.raises(ValueError, match="at least one worker thread"):
+        workers.Pool(0)
+
+
+def test_the_shared_pool_follows_fusegrad_threads(monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_THREADS", "3")
+    assert numpy_blocked.pool().workers == 3
+    assert numpy_blocked.pool() is numpy_blocked.pool()
+    monkeypatch.setenv("FUSEGRAD_THREADS", "2")
+    assert numpy_blocked.pool().workers == 2
+
+
+def _child(queue) -> None:
+    queue.put(numpy_blocked.pool().submit(sum, [1, 2, 3]).result())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork: Linux only")
+def test_a_forked_child_gets_its_own_threads():
+    assert numpy_blocked.pool().submit(abs, -1).result() == 1  # the parent's threads exist
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child, args=(queue,))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0, "the child hung or failed on the pool its parent made"
+    assert queue.get(timeout=5) == 6
+
+
+def test_split_kernels_give_the_serial_gradient(monkeypatch):
+    """A replayed kernel split over the pool (2 threads), its partial sums combined, against
+    the same program with every kernel on one thread, and against the hand-derived gradient."""
+    x = np.random.default_rng(0).normal(size=(600, 400))
+
+    def f(a):
+        return np.sum(np.tanh(a) * a)
+
+    expected = np.tanh(x) + x * (1 - np.tanh(x) ** 2)
+    monkeypatch.setenv("FUSEGRAD_THREADS", "2")
+    monkeypatch.setattr(numba_engine, "REPLAY_PARALLEL_MIN_POINTS", 1)
+    handed: list[int] = []
+    submit = workers.Pool.submit
+    monkeypatch.setattr(
+        workers.Pool, "submit", lambda self, *a, **k: handed.append(1) or submit(self, *a, **k)
+    )
+    with fg.use_engine("numba"):
+        jitted = fg.jit(fg.grad(f))
+        split = [jitted(x) for _ in range(4)][-1]
+    assert handed, "no kernel was split over the pool"
+    monkeypatch.setenv("FUSEGRAD_THREADS", "1")
+    with fg.use_engine("numba"):
+        serial = fg.jit(fg.grad(f))(x)
+    np.testing.assert_allclose(split, expected, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(serial, expected, rtol=1e-13, atol=1e-13)
+
+
+def test_no_thread_is_left_polling_after_a_burst():
+    """Idle threads poll for IDLE_POLL_US and then sleep: a process that stops calling
+    fusegrad does not keep burning a core."""
+    p = workers.Pool(2)
+    try:
+        for _ in range(20):
+            p.submit(abs, -1).result()
+        time.sleep(max(0.05, 20 * workers.IDLE_POLL_US * 1e-6))
+        with p._lock:
+            assert all(p._asleep), "a worker thread is still polling long after its last task"
+    finally:
+        p.shutdown()
