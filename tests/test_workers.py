@@ -157,3 +157,20 @@ def test_no_thread_is_left_polling_after_a_burst():
             assert all(p._asleep), "a worker thread is still polling long after its last task"
     finally:
         p.shutdown()
+
+
+def test_a_poll_that_cannot_compile_leaves_sleeping_threads(monkeypatch):
+    from fusegrad.lazy.engines import numba_poll
+
+    def broken(*args):
+        raise RuntimeError("LLVM has no such intrinsic")
+
+    monkeypatch.setattr(numba_poll, "poll", broken)
+    monkeypatch.setattr(workers, "_POLLER", [])
+    with pytest.warns(RuntimeWarning, match="could not compile their poll.*LLVM has no such"):
+        p = workers.Pool(2)
+    try:
+        assert p._poll is None
+        assert [t.result() for t in [p.submit(abs, -k) for k in range(5)]] == [0, 1, 2, 3, 4]
+    finally:
+        p.shutdown()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -223,45 +224,67 @@ _POLLER: list = []
 def _poller() -> tuple[Callable | None, int, int]:
     """The compiled ``poll`` and how many of its checks make ``IDLE_POLL_US`` and
     ``WAIT_POLL_US`` on this machine (timed once: a check is a load and a ``pause``, whose cost
-    varies from ~1 to ~40 ns between processors); ``(None, 0, 0)`` without numba."""
+    varies from ~1 to ~40 ns between processors); ``(None, 0, 0)`` without numba, or if it
+    cannot compile the poll (a warning says so; the threads then only sleep and wake)."""
     if not _POLLER:
         try:
             from .engines.numba_poll import poll
-        except ImportError:  # numba missing or broken: the threads only sleep and wake
-            _POLLER.append((None, 0, 0))
-        else:
+
             counters = np.zeros(1, np.int64)
             poll(counters, 0, 0, 1, -1)  # compiled (or loaded from numba's cache) here
-            checks = 1 << 14
-            best = float("inf")
-            for _ in range(3):
-                t0 = time.perf_counter()
-                poll(counters, 0, 0, checks, -1)
-                best = min(best, time.perf_counter() - t0)
-            per_us = checks / max(best * 1e6, 1.0)
-            _POLLER.append(
-                (poll, max(1, int(IDLE_POLL_US * per_us)), max(1, int(WAIT_POLL_US * per_us)))
+        except ImportError:  # numba missing: the threads only sleep and wake
+            _POLLER.append((None, 0, 0))
+            return _POLLER[0]
+        except Exception as e:  # a numba that cannot build it: slower hand-offs, same results
+            warnings.warn(
+                f"fusegrad's worker threads could not compile their poll ({type(e).__name__}: "
+                f"{e}); they sleep between tasks instead, which makes handing work to them "
+                "slower (results are the same)",
+                RuntimeWarning,
+                stacklevel=2,
             )
+            _POLLER.append((None, 0, 0))
+            return _POLLER[0]
+        checks = 1 << 14
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            poll(counters, 0, 0, checks, -1)
+            best = min(best, time.perf_counter() - t0)
+        per_us = checks / max(best * 1e6, 1.0)
+        _POLLER.append(
+            (poll, max(1, int(IDLE_POLL_US * per_us)), max(1, int(WAIT_POLL_US * per_us)))
+        )
     return _POLLER[0]
 
 
-_shared: list[Pool] = []
+_pools: dict[int, Pool] = {}
+_pools_lock = threading.Lock()
 
 
 def shared(workers: int) -> Pool:
-    """The process's pool of ``workers`` threads, made at first use (again if ``workers``
-    changes, or in a child process after ``fork``, which has none of its parent's threads).
+    """The process's pool of ``workers`` threads, made at first use. One is kept per number
+    of threads asked for (``FUSEGRAD_THREADS`` may change while another thread still uses the
+    pool it had); an unused pool's threads sleep. A child process made by ``fork``, which has
+    none of its parent's threads, makes pools of its own.
 
     >>> shared(2) is shared(2)
     True
     """
-    if not _shared or _shared[0].workers != workers:
-        old = _shared[0] if _shared else None
-        _shared[:] = [Pool(workers)]
-        if old is not None:
-            old.shutdown()
-    return _shared[0]
+    pool = _pools.get(workers)
+    if pool is None:
+        with _pools_lock:
+            pool = _pools.get(workers)
+            if pool is None:
+                pool = _pools[workers] = Pool(workers)
+    return pool
+
+
+def _after_fork_in_child() -> None:
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()  # a parent's thread may have held it at the fork
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_shared.clear)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
