@@ -77,11 +77,12 @@ STATS = {"generated": 0, "loaded_from_disk": 0, "compiled": 0, "cache_hits": 0, 
 # Slots run on the worker threads when the estimated serial time exceeds PARALLEL_MIN_NS,
 # estimated as size * (ARITH_NS + EXPENSIVE_NS * slow per-point ops + VECTOR_NS * fast ones).
 # Measured with benchmarks/bench_kernels.py: serial arithmetic row sum ~0.15 ns/point,
-# exp/tanh through libm ~10 ns/point, through numba_math ~3 ns/point. Outside a replay a kernel
-# writes into new arrays, whose pages fault in on first write, and faults on two threads
-# contend: `sum((1 - x) / 2)`'s gradient over 10^6 points took 506 -> 666 µs with its one
-# kernel on both cores, 2^17 points 307 -> 465 (calls alternated in one process), so only
-# kernels of ~2 ms of work go parallel there.
+# exp/tanh through libm ~10 ns/point, through numba_math ~3 ns/point. Outside a replay, kernels
+# that mostly stream memory did not gain from the second core even with ~5 µs hand-offs:
+# `sum((1 - x) / 2)`'s gradient over 10^6 points (its one kernel writing 8 MB) took 390 -> 430
+# µs with that kernel split, the MLP's at batch 4096 with every kernel from 2^17 points split
+# 12.5 -> 13.2 ms (calls alternated in one process), so only kernels of ~2 ms of work go
+# parallel there.
 PARALLEL_MIN_NS = 2e6
 ARITH_NS = 0.15
 # A replayed kernel (``replayer``) writes into its program's buffers, and goes parallel from
