@@ -174,7 +174,7 @@ ALLOWED_FUNCTION_IMPORTS = {
     ("fusegrad.lazy.replay", "fusegrad.lazy.engines"),
     ("fusegrad.lazy.engines.numba_engine", "fusegrad.lazy.engines.numba_math"),
     ("fusegrad.lazy.small", "fusegrad.lazy.engines.numba_eager"),
-    ("fusegrad.lazy.workers", "fusegrad.lazy.engines.numba_poll"),
+    ("fusegrad.lazy.workers", "fusegrad.lazy.engines.numba_atomics"),
     ("fusegrad.lazy.engines.dask_engine", "fusegrad.lazy.engines.numpy_blocked"),
     ("fusegrad.lazy.engines.dask_engine", "fusegrad.lazy.engines.numba_engine"),
     ("fusegrad.lazy.engines.numba_engine", "importlib.metadata"),

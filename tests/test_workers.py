@@ -160,12 +160,12 @@ def test_no_thread_is_left_polling_after_a_burst():
 
 
 def test_a_poll_that_cannot_compile_leaves_sleeping_threads(monkeypatch):
-    from fusegrad.lazy.engines import numba_poll
+    from fusegrad.lazy.engines import numba_atomics
 
     def broken(*args):
         raise RuntimeError("LLVM has no such intrinsic")
 
-    monkeypatch.setattr(numba_poll, "poll", broken)
+    monkeypatch.setattr(numba_atomics, "poll", broken)
     monkeypatch.setattr(workers, "_POLLER", [])
     with pytest.warns(RuntimeWarning, match="could not compile their poll.*LLVM has no such"):
         p = workers.Pool(2)
@@ -174,3 +174,16 @@ def test_a_poll_that_cannot_compile_leaves_sleeping_threads(monkeypatch):
         assert [t.result() for t in [p.submit(abs, -k) for k in range(5)]] == [0, 1, 2, 3, 4]
     finally:
         p.shutdown()
+
+
+def test_a_task_no_thread_has_started_runs_on_its_caller(pool):
+    """With both threads held, the third task is still queued when its result is asked for:
+    it runs on the calling thread, and the held threads' tasks still finish on theirs."""
+    release = threading.Event()
+    held = [pool.submit(lambda: release.wait(30) and threading.get_ident()) for _ in range(2)]
+    time.sleep(0.01)  # both threads have taken a held task
+    queued = pool.submit(threading.get_ident)
+    assert queued.result() == threading.get_ident()
+    release.set()
+    assert all(t.result() not in (None, threading.get_ident()) for t in held)
+    assert [t.result() for t in [pool.submit(abs, -k) for k in range(6)]] == list(range(6))

@@ -6,10 +6,11 @@ waits for it. With ``concurrent.futures.ThreadPoolExecutor`` every hand-off woke
 thread and the result woke the caller: ~45 µs for a round trip on the 2-core virtual machines
 this project is measured on (a futex wake each way, each waking an idle virtual CPU), as long
 as a replayed kernel over 10^6 points takes on two cores. Here a thread that has just finished
-a task polls a counter (``engines/numba_poll.py``, compiled, the GIL released) for up to
+a task polls a counter (``engines/numba_atomics.py``, compiled, the GIL released) for up to
 ``IDLE_POLL_US`` before it sleeps, and a caller waiting for a result polls for up to
-``WAIT_POLL_US``: a round trip costs a few µs while the pool is busy. Without numba the threads
-only sleep and wake.
+``WAIT_POLL_US``: a round trip costs a few µs while the pool is busy. A caller that asks for the
+result of a task no thread has started yet (its thread still waking up, or every thread busy)
+runs it itself. Without numba the threads only sleep and wake.
 
     >>> pool = Pool(2)
     >>> task = pool.submit(sum, [1, 2])
@@ -44,19 +45,21 @@ _SLOTS = 64
 
 
 class Task:
-    """A submitted call. ``result()`` waits for it and returns its value or raises its
-    exception; ``done()`` tells whether it has finished.
+    """A submitted call. ``result()`` returns its value or raises its exception, waiting for
+    the thread running it, or running it on the calling thread if none has started it;
+    ``done()`` tells whether it has finished.
 
     >>> Pool(1).submit(divmod, 7, 2).result()
     (3, 1)
     """
 
-    __slots__ = ("_pool", "_call", "_done", "_value", "_error", "_slot", "_seen")
+    __slots__ = ("_pool", "_call", "_done", "_value", "_error", "_slot", "_seen", "_holder")
 
     def __init__(self, pool: Pool, call: tuple, slot: int, seen: int) -> None:
         self._pool = pool
         self._call: tuple | None = call
         self._slot, self._seen = slot, seen  # its end: counters[slot] moves on from seen
+        self._holder: int | None = None  # queued (None), handed to thread i (i), running (-1)
         self._done = False
         self._value: Any = None
         self._error: BaseException | None = None
@@ -133,7 +136,7 @@ class Pool:
             task = Task(self, (fn, args, kwargs), slot, int(self._counters[slot]))
             if self._idle:
                 i = self._idle.pop()
-                self._given[i] = task
+                self._given[i], task._holder = task, i
                 self._counters[(1 + i) * _LINE] += 1
                 if self._asleep[i]:
                     self._wake[i].notify()
@@ -172,19 +175,25 @@ class Pool:
         while True:
             with lock:
                 task = self._queue.popleft() if self._queue else None
-                if task is None:
+                if task is not None:
+                    task._holder = -1
+                else:
                     if self._closed:
                         return
-                    self._idle.append(i)
+                    if i not in self._idle:  # (it is after a caller took its task back)
+                        self._idle.append(i)
                     seen = int(counters[mine])
+            handed = False
             if poll is not None and (task is None or signal >= 0):
                 # the GIL let go first, then the last task's end published: the caller polling
                 # for it takes the GIL back without waiting for this thread
                 checks = self._idle_checks if task is None else 0
-                poll(counters, mine, seen if task is None else 0, checks, signal)
+                handed = poll(counters, mine, seen if task is None else 0, checks, signal)
                 signal = -1
             if task is None:
                 with lock:
+                    if handed and self._given[i] is None and not self._closed:
+                        continue  # its caller ran the task itself (``_wait``): poll again
                     while self._given[i] is None and not self._closed:
                         self._asleep[i] = True
                         self._wake[i].wait()
@@ -192,6 +201,7 @@ class Pool:
                     task, self._given[i] = self._given[i], None
                     if task is None:  # shut down
                         return
+                    task._holder = -1
             task._run()
             signal = task._slot
 
@@ -203,6 +213,19 @@ class Pool:
 
     def _wait(self, task: Task) -> None:
         lock, counters, poll = self._lock, self._counters, self._poll
+        with lock:
+            # a task no thread has started yet runs here: its caller would only wait for a
+            # thread to wake up (~50 µs from sleep) and then for the work itself
+            holder = task._holder
+            if holder is not None and holder >= 0:
+                self._given[holder] = None
+                self._idle.insert(0, holder)  # still idle, chosen last (it may be asleep)
+            elif holder is None:
+                self._queue.remove(task)
+            task._holder = -1
+        if holder is None or holder >= 0:
+            task._run()
+            return
         if poll is not None:
             # the task's slot moves on once it has ended and its thread has let the GIL go;
             # another task sharing the slot (64 in flight) only makes this look again
@@ -228,7 +251,7 @@ def _poller() -> tuple[Callable | None, int, int]:
     cannot compile the poll (a warning says so; the threads then only sleep and wake)."""
     if not _POLLER:
         try:
-            from .engines.numba_poll import poll
+            from .engines.numba_atomics import poll
 
             counters = np.zeros(1, np.int64)
             poll(counters, 0, 0, 1, -1)  # compiled (or loaded from numba's cache) here

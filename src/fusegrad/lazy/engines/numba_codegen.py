@@ -7,8 +7,10 @@ invalidates stale generated modules.
 Layout of a generated kernel over a domain ``(n0, ..., n{d-1})``::
 
     @njit(cache=True, nogil=True, error_model="numpy")
-    def kernel(nblk, nslot, sl0, sl1, fin, n0, ..., inputs, constants, outputs, partials):
-        for sl in range(sl0, sl1):                 # slots run blocks of axis 0 in turn
+    def kernel(nblk, nslot, sl0, sl1, fin, claims, n0, ..., inputs, constants, outputs,
+               partials):
+        for k in range(sl0, sl1):                  # slots run blocks of axis 0 in turn
+            sl = k, or the next slot claimed       # see below
             for b in range(blocks of slot sl):     # ~128 rows each
                 for i0 in range(lo, hi):
                     ...                            # values depending on i0 only hoisted here
@@ -18,10 +20,15 @@ Layout of a generated kernel over a domain ``(n0, ..., n{d-1})``::
         if fin:
             combine the partials into the outputs
 
-The engine calls it once for all slots, or, for a large kernel, once per slot on its worker
-threads (``nogil``) and then once with ``fin`` set and no slots. One compiled function serves
-every size; numba's ``parallel=True`` would compile a second variant, and its parfor pass made
-that take about twice as long (~1 s with an inlined ``tanh``).
+The engine calls it once for all slots, or, for a large kernel, on every thread of its worker
+pool (``nogil``) and then once with ``fin`` set and no slots. Split over threads, each call is
+given every slot and a shared counter (``claims``, one int64): it claims slots one at a time
+(``numba_atomics.claim``) until none is left, so a thread that starts late (asleep when the
+work was handed out) finds the slots already run instead of making the others wait for its
+share. Which thread runs a slot changes nothing in the result: a slot's blocks and partials
+are its own. With an empty ``claims`` it runs slots ``sl0 <= sl < sl1``. One compiled function
+serves every size; numba's ``parallel=True`` would compile a second variant, and its parfor
+pass made that take about twice as long (~1 s with an inlined ``tanh``).
 
 A reduction that crosses axis 0 cannot write its output from several threads. One reduced to a
 single value keeps a partial per block (a scalar each); one that keeps an axis (a column sum)
@@ -723,11 +730,15 @@ def _store(plan: Plan, j: int, o, val: str) -> str:
 
 
 def _block_loops() -> list[str]:
-    """The slots ``sl0 <= sl < sl1`` to run, each its share of the ``nblk`` blocks of axis 0,
-    block ``b`` covering rows ``lo <= i0 < hi``."""
+    """The slots to run (``sl0 <= sl < sl1``, or claimed one by one from ``claims`` when it is
+    not empty), each its share of the ``nblk`` blocks of axis 0, block ``b`` covering rows
+    ``lo <= i0 < hi``."""
     ind = _IND
     return [
-        f"{ind}for sl in range(sl0, sl1):",
+        f"{ind}for k in range(sl0, sl1):",
+        f"{ind * 2}sl = k if claims.shape[0] == 0 else claim(claims)",
+        f"{ind * 2}if sl >= sl1:",
+        f"{ind * 3}break",
         f"{ind * 2}for b in range((sl * nblk) // nslot, ((sl + 1) * nblk) // nslot):",
         f"{ind * 3}lo = (b * n0) // nblk",
         f"{ind * 3}hi = ((b + 1) * n0) // nblk",
@@ -875,10 +886,11 @@ def _combine_partials(plan: Plan) -> list[str]:
 
 
 def _params(plan: Plan) -> str:
-    """``nblk, nslot, sl0, sl1, fin``, the domain sizes, inputs, constants, outputs, then one
-    partial buffer per output that crosses axis 0."""
+    """``nblk, nslot, sl0, sl1, fin, claims``, the domain sizes, inputs, constants, outputs,
+    then one partial buffer per output that crosses axis 0."""
     nouts = len(plan.outputs)
-    params = ["nblk", "nslot", "sl0", "sl1", "fin"] + [f"n{ax}" for ax in range(plan.ndim)]
+    params = ["nblk", "nslot", "sl0", "sl1", "fin", "claims"]
+    params += [f"n{ax}" for ax in range(plan.ndim)]
     params += [f"a{k}" for k in range(len(plan.in_dtypes))]
     params += [f"c{j}" for j in range(len(plan.const_kinds))]
     params += [f"o{j}" for j in range(nouts)]
@@ -889,8 +901,10 @@ def _params(plan: Plan) -> str:
 def _module_head(plan: Plan) -> list[str]:
     """Imports and the helper functions the kernel's expressions call."""
     src = ["import math", "", "import numpy as np", "from numba import njit", ""]
+    src += ["from fusegrad.lazy.engines.numba_atomics import claim"]
     if "vm" in plan.helpers:
-        src[-1:] = ["", "from fusegrad.lazy.engines import numba_math as vm", ""]
+        src += ["from fusegrad.lazy.engines import numba_math as vm"]
+    src += [""]
     for h in sorted(plan.helpers - {"vm"}):
         src.append(HELPERS[h].rstrip() + "\n")
     return src
@@ -900,9 +914,10 @@ def generate_source(plan: Plan) -> str:
     """The body of a generated module (imports, helpers, ``kernel``, and ``kernel_long``
     when the kernel has chunked sums).
 
-    Both take ``(nblk, nslot, sl0, sl1, fin, n0.., in0.., c0.., out0.., part0..)``: ``nblk``
-    blocks of axis 0 in ``nslot`` slots, the slots ``sl0 <= sl < sl1`` to run, whether to
-    combine the partials, the domain sizes, inputs with broadcast axes dropped (fully
+    Both take ``(nblk, nslot, sl0, sl1, fin, claims, n0.., in0.., c0.., out0.., part0..)``:
+    ``nblk`` blocks of axis 0 in ``nslot`` slots, the slots ``sl0 <= sl < sl1`` to run (or to
+    claim one by one from ``claims``, when not empty), whether to combine the partials, the
+    domain sizes, inputs with broadcast axes dropped (fully
     broadcast inputs as scalars), constants, outputs, then one partial buffer per output that
     crosses axis 0. The parts: ``program_source`` (loads and ops at their loop levels),
     ``_accumulators`` (each output's statements), ``_loop_nest`` (``_block_loops``,
@@ -912,8 +927,11 @@ def generate_source(plan: Plan) -> str:
     >>> f8 = np.dtype("f8")
     >>> p = analyse(1, ((f8, (False,)),), (), (Instr("exp", (0,), f8),), (Output(1, None, (), f8),))
     >>> print(generate_source(p).split("def kernel")[1].strip())
-    (nblk, nslot, sl0, sl1, fin, n0, a0, o0):
-        for sl in range(sl0, sl1):
+    (nblk, nslot, sl0, sl1, fin, claims, n0, a0, o0):
+        for k in range(sl0, sl1):
+            sl = k if claims.shape[0] == 0 else claim(claims)
+            if sl >= sl1:
+                break
             for b in range((sl * nblk) // nslot, ((sl + 1) * nblk) // nslot):
                 lo = (b * n0) // nblk
                 hi = ((b + 1) * n0) // nblk

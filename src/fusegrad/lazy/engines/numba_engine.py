@@ -39,7 +39,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -905,23 +905,30 @@ def run(kernel) -> list[np.ndarray]:
     fn = e.long if _cg.long_rows(e.plan, nblk, dom) else e.short
     if nslot > 1:
         if not fn.overloads:
-            _call(fn, [nblk, nslot, 0, 0, False, *args])  # compiles (or loads) it only
-        # contiguous runs of slots, one per thread (the first on this thread), as prange's
-        # static schedule: each hand-off costs a dispatch with the GIL held (~10 us)
-        nt = min(_nthreads(), nslot)
-        cuts = [nslot * t // nt for t in range(nt + 1)]
-        pool = _blocked.pool()
-        done = [
-            pool.submit(fn, nblk, nslot, cuts[t], cuts[t + 1], False, *args) for t in range(1, nt)
-        ]
-        fn(nblk, nslot, cuts[0], cuts[1], False, *args)
-        for f in done:
-            f.result()
-        fn(nblk, nslot, 0, 0, True, *args)  # combine the partials
+            _call(fn, [nblk, nslot, 0, 0, False, _NO_CLAIMS, *args])  # compiles (or loads) it
+        _run_split(fn, nblk, nslot, args)
     else:
-        _call(fn, [nblk, nslot, 0, nslot, True, *args])
+        _call(fn, [nblk, nslot, 0, nslot, True, _NO_CLAIMS, *args])
     e.ran = True
     return out_arrays
+
+
+# A kernel given no claims counter runs its slots sl0 <= sl < sl1 (numba_codegen).
+_NO_CLAIMS = np.zeros(0, np.int64)
+
+
+def _run_split(fn, nblk: int, nslot: int, args: Sequence) -> None:
+    """Run the kernel ``fn`` on this thread and the pool's, each claiming slots one by one
+    from a shared counter until none is left (a thread that starts late finds them run), then
+    combine the partials on this thread."""
+    claims = np.zeros(1, np.int64)
+    pool = _blocked.pool()
+    head = (nblk, nslot, 0, nslot, False, claims)
+    done = [pool.submit(fn, *head, *args) for _ in range(1, min(_nthreads(), nslot))]
+    fn(*head, *args)
+    for f in done:
+        f.result()
+    fn(nblk, nslot, 0, 0, True, _NO_CLAIMS, *args)  # combine the partials
 
 
 def replayer(kernel):
@@ -978,7 +985,7 @@ def replayer(kernel):
     n_out = len(outs)
     views = [(0,) * len(dom) if v is None else v for v in e.views]
     fn = e.long if _cg.long_rows(e.plan, nblk, dom) else e.short
-    head = (nblk, nslot, 0, nslot, True, *dom)
+    head = (nblk, nslot, 0, nslot, True, _NO_CLAIMS, *dom)
     if not fn.overloads:  # compiled (or loaded) now, not at the first replay
         _call(fn, [*head, *(a[v] for a, v in zip(_probe_inputs(kernel), views)),
                    *kernel.constants, *_arrays(specs)])  # fmt: skip
@@ -1007,23 +1014,13 @@ def replayer(kernel):
         return bufs
 
     if nslot > 1:
-        nt = min(_nthreads(), nslot)
-        cuts = [nslot * t // nt for t in range(nt + 1)]
 
         def run_parallel(
             inputs: tuple, constants: tuple, outs: list | None = None
         ) -> list[np.ndarray]:
             bufs = arrays(outs)
             args = (*dom, *(a[v] for a, v in zip(inputs, views)), *constants, *bufs)
-            pool = _blocked.pool()
-            done = [
-                pool.submit(fn, nblk, nslot, cuts[t], cuts[t + 1], False, *args)
-                for t in range(1, nt)
-            ]
-            fn(nblk, nslot, cuts[0], cuts[1], False, *args)
-            for f in done:
-                f.result()
-            fn(nblk, nslot, 0, 0, True, *args)  # combine the partials
+            _run_split(fn, nblk, nslot, args)
             return bufs[:n_out]
 
         run_parallel.writes_into = True

@@ -1,13 +1,19 @@
-"""``poll``: wait, without the GIL, for a counter in an array to change, for a bounded number of
-checks. The worker pool (``lazy/workers.py``) polls before it sleeps.
+"""Counters shared between threads, read and changed atomically in compiled code.
 
-Each check is an atomic load (acquire), so the compiled loop reads memory every time rather
-than once, followed on x86 by ``pause``, which tells the core it is spinning.
+* ``poll``: wait, without the GIL, for a counter to change, for a bounded number of checks.
+  The worker pool (``lazy/workers.py``) polls before it sleeps. Each check is an atomic load
+  (acquire), so the compiled loop reads memory every time rather than once, followed on x86 by
+  ``pause``, which tells the core it is spinning.
+* ``claim``: take the next number from a counter (an atomic fetch-and-add). A numba kernel split
+  over threads claims its slots one by one, so a thread that starts late finds the slots
+  already run rather than making the others wait for its share.
 
     >>> import numpy as np
     >>> counters = np.zeros(1, np.int64)
     >>> poll(counters, 0, 0, 10, -1), poll(counters, 0, 1, 10, -1)
     (False, True)
+    >>> claim(counters), claim(counters), int(counters[0])
+    (0, 1, 2)
 """
 
 from __future__ import annotations
@@ -48,6 +54,19 @@ def _increment(typingctx, counters, index):
 
 
 @intrinsic
+def _fetch_add(typingctx, counters, index):
+    """``counters[index] += 1`` atomically (sequentially consistent); the value before."""
+    sig = types.int64(counters, index)
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(array.data, [args[1]])
+        return builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "seq_cst")
+
+    return sig, codegen
+
+
+@intrinsic
 def _pause(typingctx):
     """x86's ``pause`` (a spin-wait hint); nothing elsewhere."""
 
@@ -76,3 +95,10 @@ def poll(counters, index, seen, checks, signal):
             return True
         _pause()
     return _load_acquire(counters, index) != seen
+
+
+@njit(nogil=True, cache=True)
+def claim(counters):
+    """The next number of the counter ``counters[0]`` (an int64 array), counting from its
+    value: every call, on whatever thread, gets a different one."""
+    return _fetch_add(counters, 0)
