@@ -187,3 +187,34 @@ def test_a_task_no_thread_has_started_runs_on_its_caller(pool):
     release.set()
     assert all(t.result() not in (None, threading.get_ident()) for t in held)
     assert [t.result() for t in [pool.submit(abs, -k) for k in range(6)]] == list(range(6))
+
+
+def test_split_kernels_give_the_same_bits_whichever_thread_runs_the_slots(monkeypatch):
+    """A replayed kernel with column sums (per-slot partials), split over 2 threads: with the
+    pool's thread starting 5 ms late (this thread claims every slot) and on time, the same
+    bits; against one thread, the same numbers to rounding."""
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(3000, 200)), rng.normal(size=(3000, 200))
+
+    def f(a, b):
+        return np.sum(np.sum(np.tanh(a) * b, axis=0) ** 2)
+
+    monkeypatch.setenv("FUSEGRAD_THREADS", "2")
+    monkeypatch.setattr(numba_engine, "REPLAY_PARALLEL_MIN_POINTS", 1)
+    with fg.use_engine("numba"):
+        jitted = fg.jit(fg.grad(f, argnums=(0, 1)))
+        on_time = [jitted(x, y) for _ in range(3)][-1]
+        submit = workers.Pool.submit
+
+        def late(self, fn, *args, **kwargs):
+            return submit(self, lambda: time.sleep(0.005) or fn(*args, **kwargs))
+
+        monkeypatch.setattr(workers.Pool, "submit", late)
+        late_thread = jitted(x, y)
+    monkeypatch.setattr(workers.Pool, "submit", submit)
+    monkeypatch.setenv("FUSEGRAD_THREADS", "1")
+    with fg.use_engine("numba"):
+        one = fg.jit(fg.grad(f, argnums=(0, 1)))(x, y)
+    for a, b, c in zip(on_time, late_thread, one):
+        assert np.array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
