@@ -21,6 +21,7 @@ def blocked(monkeypatch):
     monkeypatch.setattr(replay_rows, "MIN_BYTES", 0)
     monkeypatch.setattr(replay_rows, "MIN_ROWS", 8)
     monkeypatch.setattr(replay_rows, "BLOCK_BYTES", 1)
+    monkeypatch.setattr(replay_rows, "MAX_BLOCKS", 1 << 30)
     runs = []
     real = replay_rows.RowsOp.__call__
 
@@ -179,6 +180,7 @@ def _blocked_mlp_equals_grad(engine, batch, widths, threads):
         mp.setattr(replay_rows, "MIN_BYTES", 0)
         mp.setattr(replay_rows, "MIN_ROWS", 8)
         mp.setattr(replay_rows, "BLOCK_BYTES", 1)
+        mp.setattr(replay_rows, "MAX_BLOCKS", 1 << 30)
         mp.setenv("FUSEGRAD_THREADS", threads)
         rng = np.random.default_rng(batch)
         n_in, hidden, out = widths
@@ -259,4 +261,37 @@ def test_a_failing_block_stops_the_others_and_raises(blocked, monkeypatch):
     assert len(ran) < 8  # 64 rows in blocks of 8: not every block ran
     monkeypatch.setattr(replay_rows.RowsOp, "_run_block", real)
     for g, w in zip(jg(*args), mlp_by_hand(*args)):  # the program still runs afterwards
+        np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)
+
+
+def test_a_classifier_on_wide_inputs_runs_in_blocks_of_its_inputs_rows(monkeypatch):
+    """A softmax classifier (20,000×100 inputs, 10 classes) makes small intermediates but reads
+    16 MB of inputs twice: its inputs' rows count towards blocking (by its intermediates alone
+    it would run step by step), and a block holds about INPUT_BLOCK_BYTES of them."""
+    runs = []
+    real = replay_rows.RowsOp.__call__
+    monkeypatch.setattr(
+        replay_rows.RowsOp, "__call__", lambda s, *a: runs.append(s.plan) or real(s, *a)
+    )
+    rng = np.random.default_rng(5)
+    W, b = rng.normal(size=(100, 10)) * 0.1, np.zeros(10)
+    X, Y = rng.normal(size=(20000, 100)), np.eye(10)[rng.integers(0, 10, 20000)]
+
+    def xent(W, b, X, Y):
+        z = X @ W + b
+        z = z - np.max(z, axis=1, keepdims=True)
+        return np.mean(np.log(np.sum(np.exp(z), axis=1)) - np.sum(z * Y, axis=1))
+
+    want = fg.grad(xent, argnums=(0, 1))(W, b, X, Y)
+    jg = fg.jit(fg.grad(xent, argnums=(0, 1)))
+    for _ in range(3):
+        got = jg(W, b, X, Y)
+    assert runs and runs[-1].batch == 20000
+    row_of_inputs = (100 + 10) * 8  # X's and Y's
+    assert runs[-1].rows_per_block == max(
+        replay_rows.MIN_ROWS,
+        -(-20000 // replay_rows.MAX_BLOCKS),
+        replay_rows.INPUT_BLOCK_BYTES // row_of_inputs,
+    )
+    for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)

@@ -33,8 +33,9 @@ by step as before.
 Sums are rounded in another order than the step-by-step replay's (blocks, then threads).
 
 Example: ``y = x * 2`` then ``sum(y, axis=0)`` (two kernel steps) over 4096 rows of 1024:
-``y`` is row-wise (8 KiB a row), the sum a sum over the rows, and the two run in blocks of 512
-rows::
+``y`` is row-wise (8 KiB a row), the sum a sum over the rows, and the two run in blocks of 128
+rows (``x``'s rows, 8 KiB each, would fit 64 to a block of ``INPUT_BLOCK_BYTES``; a block takes
+at least a ``MAX_BLOCKS``-th of the batch)::
 
     >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
     >>> f8, dom, st = np.dtype("f8"), (4096, 1024), (8192, 8)
@@ -47,7 +48,7 @@ rows::
     >>> layouts = [(dom, st, f8), (dom, st, f8), ((1, 1024), st, f8)]
     >>> found = plan([double, total], 1, layouts, [("view", 2, 0, (1024,), (8,), f8)], set())
     >>> found.row, found.kinds, found.batch, found.rows_per_block
-    ([0, 1], ['rows', 'rows', 'sum'], 4096, 512)
+    ([0, 1], ['rows', 'rows', 'sum'], 4096, 128)
 """
 
 from __future__ import annotations
@@ -66,16 +67,29 @@ from .engines import numpy_blocked
 from .kernel import Kernel
 from .replay_accumulate import count
 
-# Row-wise intermediates of at least this many bytes in all (at full size) make a program
-# worth blocking: below, they fit the cores' caches anyway (the MLP at batch 256: 0.5 MiB).
+# Row-wise inputs and intermediates of at least this many bytes in all (at full size) make a
+# program worth blocking: below, they fit the cores' caches anyway (the MLP at batch 256:
+# 0.5 MiB of intermediates).
 MIN_BYTES = 8 << 20
-# A block's row-wise values take about this many bytes, and at least MIN_ROWS rows (a product
-# of fewer runs far below BLAS's peak). Each step costs ~15 us of Python and dispatch per block,
-# so blocks are few and large: in L3, not L2. MLP at batch 4096 (6 KiB of row-wise values per
-# row), 2 threads, `python benchmarks/bench_row_blocks.py --blocks 0.25,0.5,1,2,4,8,32`: 21.1,
-# 19.0, 15.6, 13.9, 13.9, 14.0, 15.3 ms (32: one block per thread); step by step 15.6 ms.
+# A block holds about BLOCK_BYTES of row-wise intermediates and at most INPUT_BLOCK_BYTES of
+# rows of the inputs (kept in the core's L2 for the products that read them twice), but at
+# least MIN_ROWS rows (a product of fewer runs far below BLAS's peak) and at least a
+# MAX_BLOCKS-th of the batch: each step costs ~15 us of Python and dispatch per block.
+# MLP at batch 4096 (100 -> 256: 6 KiB of row-wise values and 0.8 KiB of X a row), 2 threads,
+# `python benchmarks/bench_row_blocks.py --blocks 0.25,0.5,1,2,4,8,32`: 21.1, 19.0, 15.6,
+# 13.9, 13.9, 14.0, 15.3 ms (32: one block per thread); step by step 15.6 ms. Inputs' rows
+# (`python benchmarks/bench_row_rules.py`: blocks sized by intermediates only, as before,
+# against these settings, alternated in one process; medians of 8 rounds): a softmax
+# classifier on 20,000×100 inputs (10 classes: narrow products, which OpenBLAS runs at ~12
+# GFLOP/s a core when they do not fit in cache) 9.29 -> 4.39 ms, jax.jit 8.09 (input blocks of
+# 384, 512, 768, 1024 KiB: 4.13, 4.10, 3.87, 5.23 ms); the MLP 1000 -> 64 at batch 4096 19.9 ->
+# 17.6 ms (jax.jit 16.5); logistic regression on 100,000×50 3.37 -> 2.72 ms (with 512 KiB and
+# no MAX_BLOCKS it took 1.4x the old time: 78 blocks of 1,285 rows); the MLP 100 -> 256 at
+# batch 4096 and 16384 runs the same blocks as before (768 KiB holds 973 rows of its X).
 BLOCK_BYTES = 1 << 22
+INPUT_BLOCK_BYTES = 768 << 10
 MIN_ROWS = 64
+MAX_BLOCKS = 32
 
 # a slot's kind: row-wise, a sum over the rows, made by a post step, anything else
 ROWS, SUM, POST, GLOBAL = "rows", "sum", "post", "global"
@@ -251,7 +265,8 @@ def plan(
         return None
     made = [j for i in row for j in range(steps[i][3], steps[i][3] + count(steps[i]))]
     row_bytes = sum(_row_bytes(layouts[j]) for j in made if kinds[j] == ROWS)
-    if row_bytes * batch < min_bytes or row_bytes == 0:
+    input_bytes = sum(_row_bytes(layouts[j]) for j in row_inputs)
+    if (row_bytes + input_bytes) * batch < min_bytes or row_bytes == 0:
         return None
     read_late: set[int] = set()
     for i in post:
@@ -259,7 +274,11 @@ def plan(
     for r in recipes:
         replay_ops.slots_read(r, read_late)
     kept = {j for j in read_late if kinds[j] == ROWS and j >= n_inputs}
-    per_block = max(MIN_ROWS, BLOCK_BYTES // max(1, row_bytes))
+    per_block = max(
+        MIN_ROWS,
+        -(-batch // MAX_BLOCKS),
+        min(BLOCK_BYTES // max(1, row_bytes), INPUT_BLOCK_BYTES // max(1, input_bytes)),
+    )
     if batch < 2 * per_block:
         return None
     sums = {j for j in made if kinds[j] == SUM}
@@ -393,7 +412,9 @@ class RowsOp:
 
     def __call__(self, slots: list, numbers: Sequence[Any], pool: list | None) -> None:
         p = self.plan
-        n_blocks = max(1, round(p.batch / p.rows_per_block))
+        # an even number of blocks, so two threads share them evenly (a count set by the
+        # thread count would change the sums' rounding with it)
+        n_blocks = max(1, 2 * round(p.batch / (2 * p.rows_per_block)))
         nt = max(1, min(numpy_blocked.threads(), n_blocks))
         kept = {j: _full(self.layouts[j]) for j in p.kept}
         sums = OrderedSums(n_blocks)
