@@ -35,7 +35,8 @@ import numpy as np
 # with nothing to do soon leaves the core to others (OpenBLAS's threads, another process).
 IDLE_POLL_US = 100.0
 # A caller polls this long for a task's result before it sleeps: the tasks it waits for are
-# shares of work it started alongside its own, so they end about when it ends its own.
+# shares of work it started alongside its own, so they end about when it ends its own. (Both
+# are turned into numbers of checks when the process makes its first pool.)
 WAIT_POLL_US = 1000.0
 
 # Counters, each on its own cache line (_LINE int64s): per thread, the tasks handed to it; then
