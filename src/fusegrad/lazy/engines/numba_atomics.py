@@ -40,20 +40,6 @@ def _load_acquire(typingctx, counters, index):
 
 
 @intrinsic
-def _increment(typingctx, counters, index):
-    """``counters[index] += 1``, atomically (sequentially consistent)."""
-    sig = types.void(counters, index)
-
-    def codegen(context, builder, signature, args):
-        array = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.gep(array.data, [args[1]])
-        builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "seq_cst")
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
 def _fetch_add(typingctx, counters, index):
     """``counters[index] += 1`` atomically (sequentially consistent); the value before."""
     sig = types.int64(counters, index)
@@ -89,7 +75,7 @@ def poll(counters, index, seen, checks, signal):
     (numba's dispatch of omitted arguments).
     """
     if signal >= 0:
-        _increment(counters, signal)
+        _fetch_add(counters, signal)
     for _ in range(checks):
         if _load_acquire(counters, index) != seen:
             return True
