@@ -227,7 +227,7 @@ def test_inner_loops_vectorise_without_gathers(tmp_path):
         args += [np.zeros((1, 3, 1, n)), np.zeros((1, 1, 1))]  # slot partials, block partials
         assert e.partial == (False, True, True) and e.plan.slotted == (False, True, False)
         assert cg.long_rows(e.plan, 1, k.domain) == (entry == "kernel_long")
-        getattr(mod, entry)(1, 1, 0, 1, True, *args)
+        getattr(mod, entry)(1, 1, 0, 1, True, ne._NO_CLAIMS, *args)
         want = [x.sum(axis=1, keepdims=True), x.sum(axis=0, keepdims=True), x.sum(keepdims=True)]
         for got, w in zip(args[3:6], want):
             np.testing.assert_allclose(got, w, rtol=1e-12)
