@@ -295,3 +295,28 @@ def test_a_classifier_on_wide_inputs_runs_in_blocks_of_its_inputs_rows(monkeypat
     )
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)
+
+
+def test_matrix_vector_programs_stay_step_by_step(monkeypatch):
+    """Logistic regression on 20,000×50 inputs (8 MB, read by matrix-vector products): blocks
+    would only add their Python, so the inputs do not count and it runs step by step."""
+    runs = []
+    real = replay_rows.RowsOp.__call__
+    monkeypatch.setattr(
+        replay_rows.RowsOp, "__call__", lambda s, *a: runs.append(s.plan) or real(s, *a)
+    )
+    rng = np.random.default_rng(6)
+    w, X, t = (
+        rng.normal(size=50) * 0.1,
+        rng.normal(size=(20000, 50)),
+        np.sign(rng.normal(size=20000)),
+    )
+
+    def loss(w, X, t):
+        return np.mean(np.logaddexp(0.0, -t * (X @ w)))
+
+    jg = fg.jit(fg.grad(loss))
+    for _ in range(3):
+        got = jg(w, X, t)
+    assert not runs
+    np.testing.assert_allclose(got, fg.grad(loss)(w, X, t), rtol=1e-12, atol=1e-14)

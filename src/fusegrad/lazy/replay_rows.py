@@ -67,9 +67,13 @@ from .engines import numpy_blocked
 from .kernel import Kernel
 from .replay_accumulate import count
 
-# Row-wise inputs and intermediates of at least this many bytes in all (at full size) make a
+# Row-wise intermediates of at least this many bytes in all (at full size), with the inputs'
+# rows when the row steps' products do at least MIN_ROW_MADDS multiply-adds a row, make a
 # program worth blocking: below, they fit the cores' caches anyway (the MLP at batch 256:
-# 0.5 MiB of intermediates).
+# 0.5 MiB of intermediates). A program whose products are matrix-vector products is
+# memory-bound either way: logistic regression on 20,000×50 (W4) took 637-716 -> 939-950 µs in
+# 10 blocks when its inputs counted (`python -m fusegrad.bench --only W4 --libs fusegrad-jit`,
+# the two trees alternated twice).
 MIN_BYTES = 8 << 20
 # A block holds about BLOCK_BYTES of row-wise intermediates and at most INPUT_BLOCK_BYTES of
 # rows of the inputs (kept in the core's L2 for the products that read them twice), but at
@@ -83,13 +87,15 @@ MIN_BYTES = 8 << 20
 # classifier on 20,000×100 inputs (10 classes: narrow products, which OpenBLAS runs at ~12
 # GFLOP/s a core when they do not fit in cache) 9.29 -> 4.39 ms, jax.jit 8.09 (input blocks of
 # 384, 512, 768, 1024 KiB: 4.13, 4.10, 3.87, 5.23 ms); the MLP 1000 -> 64 at batch 4096 19.9 ->
-# 17.6 ms (jax.jit 16.5); logistic regression on 100,000×50 3.37 -> 2.72 ms (with 512 KiB and
-# no MAX_BLOCKS it took 1.4x the old time: 78 blocks of 1,285 rows); the MLP 100 -> 256 at
-# batch 4096 and 16384 runs the same blocks as before (768 KiB holds 973 rows of its X).
+# 17.6 ms (jax.jit 16.5); the MLP 100 -> 256 at batch 4096 and 16384 runs the same blocks as
+# before (768 KiB holds 973 rows of its X). Logistic regression on 100,000×50 gained in blocks
+# (3.37 -> 2.72 ms, 32 of them; in 78 blocks of 1,285 rows it took 1.4x its old time) but stays
+# step by step, its products matrix-vector (MIN_ROW_MADDS).
 BLOCK_BYTES = 1 << 22
 INPUT_BLOCK_BYTES = 768 << 10
 MIN_ROWS = 64
 MAX_BLOCKS = 32
+MIN_ROW_MADDS = 1024
 
 # a slot's kind: row-wise, a sum over the rows, made by a post step, anything else
 ROWS, SUM, POST, GLOBAL = "rows", "sum", "post", "global"
@@ -168,6 +174,18 @@ def _product_kinds(
     for (k, *_), kind in zip(step[4][3], out):
         kinds_out[k] = kind
     return kinds_out
+
+
+def _row_madds(step: tuple) -> int:
+    """Multiply-adds per row of a row step's products: ``k * n`` for ``a @ B`` (``B`` k×n),
+    ``m * n`` for ``aᵀ @ c`` (``a``'s rows of m, ``c``'s of n)."""
+    total = 0
+    for _k, a, b, ta, _tb in step[4][3]:
+        va, vb = _as_view(a), _as_view(b)
+        if va is None or vb is None:
+            continue
+        total += math.prod(vb[2]) if not ta else math.prod(va[2][1:]) * math.prod(vb[2][1:])
+    return total
 
 
 def _as_view(e: tuple) -> tuple | None:
@@ -266,7 +284,11 @@ def plan(
     made = [j for i in row for j in range(steps[i][3], steps[i][3] + count(steps[i]))]
     row_bytes = sum(_row_bytes(layouts[j]) for j in made if kinds[j] == ROWS)
     input_bytes = sum(_row_bytes(layouts[j]) for j in row_inputs)
-    if (row_bytes + input_bytes) * batch < min_bytes or row_bytes == 0:
+    # the inputs count when the products do matrix work on them (not a matrix-vector product,
+    # memory-bound either way, where blocks would only add their Python)
+    madds = sum(_row_madds(steps[i]) for i in row if steps[i][0] == "call")
+    counted = row_bytes + (input_bytes if madds >= MIN_ROW_MADDS else 0)
+    if counted * batch < min_bytes or row_bytes == 0:
         return None
     read_late: set[int] = set()
     for i in post:
