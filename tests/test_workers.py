@@ -152,7 +152,12 @@ def test_no_thread_is_left_polling_after_a_burst():
     try:
         for _ in range(20):
             p.submit(abs, -1).result()
-        time.sleep(max(0.05, 20 * workers.IDLE_POLL_US * 1e-6))
+        deadline = time.monotonic() + 10  # generous: a loaded machine may not run them at once
+        while time.monotonic() < deadline:
+            with p._lock:
+                if all(p._asleep):
+                    break
+            time.sleep(0.01)
         with p._lock:
             assert all(p._asleep), "a worker thread is still polling long after its last task"
     finally:
@@ -179,9 +184,15 @@ def test_a_poll_that_cannot_compile_leaves_sleeping_threads(monkeypatch):
 def test_a_task_no_thread_has_started_runs_on_its_caller(pool):
     """With both threads held, the third task is still queued when its result is asked for:
     it runs on the calling thread, and the held threads' tasks still finish on theirs."""
-    release = threading.Event()
-    held = [pool.submit(lambda: release.wait(30) and threading.get_ident()) for _ in range(2)]
-    time.sleep(0.01)  # both threads have taken a held task
+    release, started = threading.Event(), threading.Semaphore(0)
+
+    def hold():
+        started.release()
+        return release.wait(30) and threading.get_ident()
+
+    held = [pool.submit(hold) for _ in range(2)]
+    for _ in held:  # both threads have taken a held task
+        assert started.acquire(timeout=30)
     queued = pool.submit(threading.get_ident)
     assert queued.result() == threading.get_ident()
     release.set()
