@@ -180,11 +180,9 @@ def _row_madds(step: tuple) -> int:
     """Multiply-adds per row of a row step's products: ``k * n`` for ``a @ B`` (``B`` k×n),
     ``m * n`` for ``aᵀ @ c`` (``a``'s rows of m, ``c``'s of n)."""
     total = 0
-    for _k, a, b, ta, _tb in step[4][3]:
-        va, vb = _as_view(a), _as_view(b)
-        if va is None or vb is None:
-            continue
-        total += math.prod(vb[2]) if not ta else math.prod(va[2][1:]) * math.prod(vb[2][1:])
+    for _k, a, b, ta, _tb in step[4][3]:  # a row step's operands are views (_product_kinds)
+        sa, sb = a[3], b[3]  # ("view", slot, offset, shape, strides, dtype)
+        total += math.prod(sb) if not ta else math.prod(sa[1:]) * math.prod(sb[1:])
     return total
 
 
