@@ -6,10 +6,13 @@ Run::
     python benchmarks/bench_row_blocks.py                        # batch 4096, default blocks
     python benchmarks/bench_row_blocks.py --batch 16384 --blocks 1,2,4,8
     python benchmarks/bench_row_blocks.py --batch 2048 --parallel-from 262144,524288
+    python benchmarks/bench_row_blocks.py --closure              # X and y read from a closure
 
 Every variant (step by step; one per block size in MiB; step by step with replayed kernels
 parallel from each ``--parallel-from`` number of points, as
-``numba_engine.REPLAY_PARALLEL_MIN_POINTS`` sets it; jax.jit when installed) is recorded
+``numba_engine.REPLAY_PARALLEL_MIN_POINTS`` sets it; with ``--closure``, the gradient of
+``lambda W1, b1, W2, b2: mlp(W1, b1, W2, b2, X, y)``, its data read from a closure, with and
+without ``replay_constants`` making ``X`` and ``y`` inputs; jax.jit when installed) is recorded
 first, then all are timed round-robin in one process, call by call, so a shared machine slows
 them alike: the table gives each one's median and best wall time over ``--calls`` calls, and
 its ratio to jax.jit. Wall time on every thread (row blocks run one run of blocks per worker
@@ -29,7 +32,7 @@ import numpy as np  # noqa: E402
 
 import fusegrad as fg  # noqa: E402
 from fusegrad.bench import workloads as W  # noqa: E402
-from fusegrad.lazy import replay_rows  # noqa: E402
+from fusegrad.lazy import replay_constants, replay_rows  # noqa: E402
 from fusegrad.lazy.engines import numba_engine  # noqa: E402
 
 
@@ -41,12 +44,30 @@ def _jitted(args: tuple) -> object:
     return f
 
 
+def _closure_jitted(args: tuple, promote: bool) -> object:
+    """The MLP's gradient reading ``X`` and ``y`` from a closure (called with all six arrays,
+    as the others are), recorded with or without ``replay_constants``."""
+    X, y = args[4:]
+    grad = fg.grad(lambda *p: W.mlp(np, *p, X, y), argnums=(0, 1, 2, 3))
+    f = fg.jit(grad)
+    real = replay_constants.for_rows
+    if not promote:
+        replay_constants.for_rows = lambda *a: None
+    try:
+        for _ in range(12):
+            f(*args[:4])
+    finally:
+        replay_constants.for_rows = real
+    return lambda *a: f(*a[:4])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--blocks", default="", help="block sizes in MiB (default: the module's)")
     ap.add_argument("--calls", type=int, default=25)
     ap.add_argument("--parallel-from", default="", help="points: step-by-step variants")
+    ap.add_argument("--closure", action="store_true", help="add the data-in-a-closure variants")
     opts = ap.parse_args()
     args = W.mlp_inputs(opts.batch)
     variants: dict[str, object] = {}
@@ -64,6 +85,9 @@ def main() -> None:
         replay_rows.BLOCK_BYTES = int(mib * 2**20)
         variants[f"rows, {mib:g} MiB blocks"] = _jitted(args)
     replay_rows.BLOCK_BYTES = saved[1]
+    if opts.closure:
+        variants["closure, as recorded"] = _closure_jitted(args, False)
+        variants["closure, made inputs"] = _closure_jitted(args, True)
     try:
         import jax
         import jax.numpy as jnp

@@ -320,3 +320,59 @@ def test_matrix_vector_programs_stay_step_by_step(monkeypatch):
         got = jg(w, X, t)
     assert not runs
     np.testing.assert_allclose(got, fg.grad(loss)(w, X, t), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_an_mlp_reading_its_data_from_a_closure_runs_in_blocks_and_sees_writes_to_it(
+    blocked, monkeypatch, engine, threads
+):
+    """autograd's style, ``grad(lambda params: loss(params, X, y))``: ``X`` and ``y`` are
+    constants of the recording, made inputs of the replay so the blocks slice them; their
+    contents are read at every call (written in place between calls here)."""
+    monkeypatch.setenv("FUSEGRAD_THREADS", threads)
+    rng = np.random.default_rng(7)
+    W1, b1, W2, b2, X, y = mlp_args(rng, 45, out=2)
+    with fg.use_engine(engine):
+        jg = fg.jit(fg.grad(lambda *p: mlp(*p, X, y), argnums=(0, 1, 2, 3)))
+        for _ in range(replay.HOT_REPLAYS + 2):
+            W1, b1, W2, b2, X[...], y[...] = mlp_args(rng, 45, out=2)
+            for g, w in zip(jg(W1, b1, W2, b2), mlp_by_hand(W1, b1, W2, b2, X, y)):
+                np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-13)
+    assert blocked and blocked[-1].batch == 45
+    assert len(blocked[-1].row_inputs) == 2  # X and y, neither an argument
+
+
+def test_closure_arrays_beside_arguments_and_views_of_larger_arrays(blocked):
+    """``y`` from a closure beside ``X`` as an argument is sliced like an argument; a closure's
+    ``X.T`` is read as a view of ``X``; an array that is rows of a larger one is not cut into
+    the blocks (its owner's rows are not the batch) and the program stays right, step by
+    step."""
+    rng = np.random.default_rng(8)
+    W1, b1, W2, b2, X, y = mlp_args(rng, 40)
+    with_y = fg.jit(fg.grad(lambda W1, X: mlp(W1, b1, W2, b2, X, y)))
+    XT = X.T
+
+    def transposed(W1):
+        return np.sum(np.tanh(XT.T @ W1) * y)
+
+    by_transposed = fg.jit(fg.grad(transposed))
+    for f in (with_y, by_transposed):
+        for _ in range(3):
+            W1 = rng.normal(size=W1.shape)
+            t = np.tanh(X @ W1)
+            if f is with_y:
+                got, want = f(W1, X), mlp_by_hand(W1, b1, W2, b2, X, y)[0]
+            else:
+                got, want = f(W1), X.T @ ((1 - t * t) * y)
+            np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+        assert blocked, f
+        blocked.clear()
+    data = rng.normal(size=(81, 5))
+    rows = data[:40]  # a view of 81 rows: its owner is not the batch
+    of_rows = fg.jit(fg.grad(lambda W1: mlp(W1, b1, W2, b2, rows, y)))
+    for _ in range(3):
+        W1 = rng.normal(size=W1.shape)
+        want = mlp_by_hand(W1, b1, W2, b2, rows, y)[0]
+        np.testing.assert_allclose(of_rows(W1), want, rtol=1e-11, atol=1e-13)
+    assert not blocked

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from . import replay_accumulate, replay_compile, replay_fuse, replay_ops
+from . import replay_accumulate, replay_compile, replay_constants, replay_fuse, replay_ops
 from .kernel import Kernel
 from .nodes import DYNAMIC_NUMBERS, LazyArray, Leaf, Map, Reduce, _base
 from .nodes import leaf as _leaf
@@ -903,7 +903,7 @@ class Program:
 
     __slots__ = (
         "steps", "n_inputs", "recipes", "plan", "compiled", "results", "replays", "reused",
-        "pool", "lock",
+        "pool", "lock", "constants",
     )  # fmt: skip
 
     def __init__(
@@ -920,8 +920,14 @@ class Program:
         # merged (``replay_fuse``), slots renumbered
         parts = replay_fuse.split_independent(steps)
         summed = replay_accumulate.accumulate(parts, n_inputs, recipes, layouts)
-        self.plan = replay_fuse.merge(summed, n_inputs, recipes, layouts)
-        merged, recipes, layouts = self.plan
+        merged, recipes, layouts = replay_fuse.merge(summed, n_inputs, recipes, layouts)
+        # arrays read from a closure or a global as inputs after the arguments, when a row plan
+        # can then read them block by block (``replay_constants``)
+        self.constants: list[np.ndarray] = []
+        promoted = replay_constants.for_rows(merged, n_inputs, recipes, layouts)
+        if promoted is not None:
+            merged, recipes, layouts, self.constants = promoted
+        self.plan = (merged, recipes, layouts)
         self.reused = replay_ops.reusable(merged, recipes, layouts)
         self.pool: list | None = None
         self.lock = threading.Lock()
@@ -932,7 +938,7 @@ class Program:
     def _compile(self, replayed: bool) -> replay_compile.Compiled:
         merged, recipes, layouts = self.plan
         return replay_compile.Compiled(
-            merged, self.n_inputs, layouts, self.reused,
+            merged, self.n_inputs + len(self.constants), layouts, self.reused,
             lambda step, hot: _kernel_runner(step[0], step[1], hot), evaluate, recipes,
             _call_op, replayed,
         )  # fmt: skip
@@ -955,7 +961,7 @@ class Program:
                     self.compiled, self.pool = self._compile(True), None
                 finally:
                     self.lock.release()
-        slots = list(arrays)
+        slots = [*arrays, *self.constants]
         compiled = self.compiled
         if not self.lock.acquire(blocking=False):
             for op in compiled.free:

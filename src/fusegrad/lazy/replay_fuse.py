@@ -392,31 +392,39 @@ def merge(
             merged = tuple(s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources)
             out.append((p.kind, template, merged, new_first, numbers))
         else:
-            kind, template, sources, _, extra = p
             for j in range(count(p)):
                 new_of[first + j] = new_first + j
                 new_layouts.append(layouts[first + j])
-            renumbered: tuple
-            if kind == "call":
-                renumbered = (_renumber(sources[0], new_of), _renumber(sources[1], new_of))
-                if len(extra) > 3 and extra[3]:  # its products' operands
-                    found = tuple(
-                        (k, _renumber(a, new_of), _renumber(b, new_of), ta, tb)
-                        for k, a, b, ta, tb in extra[3]
-                    )
-                    extra = (*extra[:3], found)
-            elif kind == "iadd":
-                renumbered = (new_of[sources[0]], new_of[sources[1]])
-            elif kind == "alias":
-                renumbered = (new_of[sources[0]], *sources[1:])
-            elif template is not None:
-                renumbered = tuple(
-                    s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources
-                )
-            else:
-                renumbered = sources  # folded: its recorded results
-            out.append((kind, template, renumbered, new_first, extra))
-    return out, [_renumber_recipe(r, new_of) for r in recipes], new_layouts
+            out.append(renumbered(p, new_of, new_first))
+    return out, [renumber_recipe(r, new_of) for r in recipes], new_layouts
+
+
+def renumbered(step: tuple, new_of: dict[int, int], new_first: int) -> tuple:
+    """``step`` reading slot ``new_of[i]`` wherever it read slot ``i``, its results written
+    from slot ``new_first`` on.
+
+    >>> renumbered(("iadd", None, (3, 4), 5, ()), {3: 4, 4: 5}, 6)
+    ('iadd', None, (4, 5), 6, ())
+    """
+    kind, template, sources, _, extra = step
+    out: tuple
+    if kind == "call":
+        out = (_renumber(sources[0], new_of), _renumber(sources[1], new_of))
+        if len(extra) > 3 and extra[3]:  # its products' operands
+            found = tuple(
+                (k, _renumber(a, new_of), _renumber(b, new_of), ta, tb)
+                for k, a, b, ta, tb in extra[3]
+            )
+            extra = (*extra[:3], found)
+    elif kind == "iadd":
+        out = (new_of[sources[0]], new_of[sources[1]])
+    elif kind == "alias":
+        out = (new_of[sources[0]], *sources[1:])
+    elif template is not None:
+        out = tuple(s if s[0] == "const" else (new_of[s[0]], *s[1:]) for s in sources)
+    else:
+        out = sources  # folded: its recorded results
+    return (kind, template, out, new_first, extra)
 
 
 def _renumber(e: tuple, new_of: dict[int, int]) -> tuple:
@@ -431,9 +439,10 @@ def _renumber(e: tuple, new_of: dict[int, int]) -> tuple:
     return e
 
 
-def _renumber_recipe(r: tuple, new_of: dict[int, int]) -> tuple:
+def renumber_recipe(r: tuple, new_of: dict[int, int]) -> tuple:
+    """A result's recipe (``replay.Recorder.recipe``) with its slots renumbered."""
     if r[0] == "view":
         return ("view", new_of[r[1]], *r[2:])
     if r[0] == "derived" and r[2] is not None:
-        return ("derived", r[1], _renumber_recipe(r[2], new_of))
+        return ("derived", r[1], renumber_recipe(r[2], new_of))
     return r

@@ -244,7 +244,7 @@ def plan(
     if any(s[0] in ("iadd", "alias") for s in steps):
         return None
     min_bytes = MIN_BYTES if min_bytes is None else min_bytes
-    batch = _batch(steps)
+    batch = batch_of(steps)
     if batch is None:
         return None
     kinds = [GLOBAL] * len(layouts)
@@ -305,8 +305,9 @@ def plan(
     return RowPlan(pre, row, post, batch, kinds, sums, kept, per_block, row_inputs, made)
 
 
-def _batch(steps: Sequence[tuple]) -> int | None:
-    """The batch: axis 0 of the largest kernel's domain."""
+def batch_of(steps: Sequence[tuple]) -> int | None:
+    """The batch of a row plan: axis 0 of the largest kernel's domain (None: no kernel, or
+    an axis 0 of one)."""
     best = None
     for kind, template, *_ in steps:
         if kind in ("call", "iadd", "alias") or template is None or not template.domain:
