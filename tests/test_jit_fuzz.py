@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fusegrad as fg
@@ -19,6 +19,7 @@ N = 5
 PERMUTATION = np.array([2, 0, 0, 4, 1])  # repeats: the scatter of its gradient accumulates
 M = np.random.default_rng(7).normal(size=(N, N)) / N  # a closure constant of the programs
 SPD = M @ M.T + np.eye(N)
+C = np.random.default_rng(8).uniform(0.5, 1.5, N)  # a closure constant read along the rows
 
 UNARY = {
     "sin": np.sin,
@@ -32,6 +33,7 @@ UNARY = {
     "sum0": lambda v: np.sum(v, axis=0) if np.ndim(v) == 2 else v,
     "mean1": lambda v: np.mean(v, axis=1) if np.ndim(v) == 2 else v,
     "total": np.sum,
+    "closure_rows": lambda v: v * C[:, None] if np.ndim(v) == 2 else v * C if np.ndim(v) else v,
     # eager steps of a replay (rules that need arrays, and their pullbacks)
     "matmul": lambda v: v @ M if np.ndim(v) else v,
     "einsum": lambda v: np.einsum("...i,ij->...j", v, M) if np.ndim(v) else v,
@@ -157,6 +159,42 @@ def test_hot_replays_agree_with_grad_numpy_engine(program, seed):
     for got, copies in kept:
         for a, c in zip(got, copies):
             np.testing.assert_array_equal(a, c)
+
+
+@pytest.fixture
+def any_size_in_blocks(monkeypatch):
+    """Every program a row plan fits runs in blocks of rows (of 1 or 2), whatever its size;
+    the blocked replays are counted, with the closure arrays they read as inputs."""
+    from fusegrad.lazy import replay_rows
+
+    monkeypatch.setattr(replay_rows, "MIN_BYTES", 0)
+    monkeypatch.setattr(replay_rows, "MIN_ROWS", 1)
+    monkeypatch.setattr(replay_rows, "BLOCK_BYTES", 1)
+    monkeypatch.setattr(replay_rows, "MAX_BLOCKS", 1 << 30)
+    runs = []
+    real = replay_rows.RowsOp.__call__
+
+    def counted(self, slots, numbers, pool):
+        runs.append(any(slots[j] is C for j in self.plan.row_inputs))
+        return real(self, slots, numbers, pool)
+
+    monkeypatch.setattr(replay_rows.RowsOp, "__call__", counted)
+    return runs
+
+
+@pytest.mark.property
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(program=programs, seed=st.integers(0, 2**16))
+def test_jit_grad_in_blocks_of_rows_agrees_with_grad(any_size_in_blocks, program, seed):
+    with fg.use_engine("numpy"):
+        _check(program, seed)
+
+
+def test_the_programs_cover_blocks_reading_closure_arrays(any_size_in_blocks):
+    program = [("unary", "closure_rows", 0), ("binary", "mul", 2, 1), ("unary", "tanh", 3)]
+    with fg.use_engine("numpy"):
+        _check(program, 3)
+    assert any(any_size_in_blocks), "no blocked replay read the closure array C"
 
 
 @pytest.mark.property
