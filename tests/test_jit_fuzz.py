@@ -33,6 +33,10 @@ UNARY = {
     "sum0": lambda v: np.sum(v, axis=0) if np.ndim(v) == 2 else v,
     "mean1": lambda v: np.mean(v, axis=1) if np.ndim(v) == 2 else v,
     "total": np.sum,
+    # a pairwise sum of one value (its gradient a mirrored sum: rows and columns in one pass)
+    "pairwise": lambda v: (
+        np.sum(np.tanh(v[:, None] - v[None, :]), axis=1) if np.ndim(v) == 1 else v
+    ),
     "closure_rows": lambda v: v * C[:, None] if np.ndim(v) == 2 else v * C if np.ndim(v) else v,
     # eager steps of a replay (rules that need arrays, and their pullbacks)
     "matmul": lambda v: v @ M if np.ndim(v) else v,

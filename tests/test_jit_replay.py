@@ -159,6 +159,51 @@ def test_a_kernel_reading_a_step_made_after_an_earlier_kernel_is_not_merged_into
     assert f.cache_info()[0].replayable
 
 
+def test_a_gaussian_process_with_mirrored_pairwise_sums_replays_its_gradient():
+    # the pairwise distances' gradient is a mirrored sum (row sums plus column sums in one
+    # pass); when other kernels of the program merge, the mirrored kernel is rebuilt and once
+    # lost its mirror: the replayed gradient of the length scales was wrong (by 0.9 here)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (12, 2))
+    Y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=12)
+
+    def nll(log_scales, log_amp, log_noise):
+        scaled = X / np.exp(log_scales)
+        sq = np.sum((scaled[:, None, :] - scaled[None, :, :]) ** 2, axis=-1)
+        cov = np.exp(2 * log_amp - 0.5 * sq) + (np.exp(log_noise) + 1e-6) * np.eye(12)
+        alpha = np.linalg.solve(cov, Y)
+        return 0.5 * np.dot(Y, alpha) + np.sum(np.log(np.diagonal(np.linalg.cholesky(cov))))
+
+    g = fg.grad(nll, argnums=(0, 1, 2))
+    jg = fg.jit(g)
+    for k in range(4):
+        args = (rng.normal(size=2) * 0.3, np.array(0.1 * k), np.array(-1.5 + 0.2 * k))
+        for got, want in zip(jg(*args), g(*args)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert jg.cache_info()[0].replayable
+
+
+def test_pruning_a_kernel_keeps_its_mirrored_sum():
+    # a kernel's outputs cut (``replay_fuse._pruned``) drops the inputs only the others read:
+    # a mirrored output's mirror is renumbered with its value
+    from fusegrad.lazy import replay_fuse
+    from fusegrad.lazy.engines import numpy_blocked
+    from fusegrad.lazy.kernel import Instr, Kernel, Output
+
+    f8 = np.dtype("f8")
+    program = (Instr("multiply", (1, 1), f8), Instr("add", (2, 2), f8))
+    outputs = (Output(0, "sum", (0,), f8), Output(3, "sum", (1,), f8, mirror=4))
+    whole = replay_fuse._template((3, 3), [(f8, (False, False))] * 3, (), program, outputs)
+    src = [(i, 0, (3, 3), (24, 8), f8) for i in range(3)]
+    _, pruned, kept, _, _ = replay_fuse._pruned("numpy", whole, tuple(src), outputs[1:], 5, ())
+    assert [s[0] for s in kept] == [1, 2]
+    a, b, c = (np.arange(9.0).reshape(3, 3) * k for k in (1.0, 0.5, -0.25))
+    want = numpy_blocked.run(Kernel((3, 3), (a, b, c), (), program, outputs[1:]))
+    got = numpy_blocked.run(Kernel((3, 3), (b, c), (), pruned.program, pruned.outputs))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-15)
+    np.testing.assert_allclose(got[0].ravel(), (b * b).sum(1) + (2 * c).sum(0), rtol=1e-15)
+
+
 def test_results_handed_out_are_never_reused_across_calls():
     rng = np.random.default_rng(4)
 

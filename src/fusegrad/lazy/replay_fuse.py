@@ -62,7 +62,7 @@ class _Group:
         # operand ids are symbolic while kernels join (each part grows): ("in", k) an input,
         # ("c", k) a constant, ("i", k) an instruction
         self.program: list[tuple] = []  # (op, symbolic args, dtype)
-        self.outputs: list[tuple] = []  # (symbolic value, reduce, axes, dtype)
+        self.outputs: list[tuple] = []  # (symbolic value, reduce, axes, dtype, mirror)
         self.old_slots: list[int] = []  # the old slot of each output
         self._instr_ids: dict[tuple, int] = {}
         self.add(step, old_first, {})
@@ -98,7 +98,8 @@ class _Group:
                 self.program.append((ins.op, args, ins.dtype))
             ids.append(("i", at))
         for j, o in enumerate(template.outputs):
-            self.outputs.append((ids[o.value], o.reduce, o.axes, o.dtype))
+            mirror = None if o.mirror is None else ids[o.mirror]  # (a group's first kernel only)
+            self.outputs.append((ids[o.value], o.reduce, o.axes, o.dtype, mirror))
             self.old_slots.append(old_first + j)
 
     def can_take(self, step: tuple, slot_of: dict[int, tuple[_Group, int]]) -> dict | None:
@@ -119,7 +120,7 @@ class _Group:
             hit = slot_of.get(src[0])
             if hit is None or hit[0] is not self:
                 return None  # made after this group's kernel: not there yet
-            value, reduce, _, dtype = self.outputs[hit[1]]
+            value, reduce, _, dtype, _ = self.outputs[hit[1]]
             if (
                 reduce is not None
                 or any(flags)
@@ -144,8 +145,8 @@ class _Group:
             Instr(op, tuple(resolve(a) for a in args), dtype) for op, args, dtype in self.program
         )
         outputs = tuple(
-            Output(resolve(value), reduce, axes, dtype)
-            for value, reduce, axes, dtype in self.outputs
+            Output(resolve(value), reduce, axes, dtype, None if m is None else resolve(m))
+            for value, reduce, axes, dtype, m in self.outputs
         )
         template = _template(self.domain, self.input_sigs, self.constants, program, outputs)
         return template, list(self.inputs), tuple(self.numbers)
@@ -255,7 +256,7 @@ def _without_unused_instructions(step: tuple) -> tuple:
     kind, template, sources, at, numbers = step
     first = len(sources) + len(template.constants)
     need: set[int] = set()
-    stack = [o.value for o in template.outputs]
+    stack = [v for o in template.outputs for v in (o.value, o.mirror) if v is not None]
     while stack:
         v = stack.pop()
         if v >= first and v not in need:
@@ -275,7 +276,8 @@ def _without_unused_instructions(step: tuple) -> tuple:
         for j in keep
     )  # fmt: skip
     outs = tuple(
-        Output(ren(o.value), o.reduce, o.axes, o.dtype, o.mirror) for o in template.outputs
+        Output(ren(o.value), o.reduce, o.axes, o.dtype, None if o.mirror is None else ren(o.mirror))
+        for o in template.outputs
     )
     sigs = template.signature()[1]
     kept = _template(template.domain, list(sigs), template.constants, program, outs)
@@ -296,6 +298,7 @@ def _pruned(kind: str, template: Kernel, sources: tuple, outputs: tuple, at: int
     does not read."""
     n_in = len(sources)
     used = {a for i in template.program for a in i.args} | {o.value for o in outputs}
+    used |= {o.mirror for o in outputs if o.mirror is not None}
     keep = [k for k in range(n_in) if k in used]
     shift = n_in - len(keep)
     new_id = {k: j for j, k in enumerate(keep)}
@@ -306,7 +309,16 @@ def _pruned(kind: str, template: Kernel, sources: tuple, outputs: tuple, at: int
     program = tuple(
         Instr(i.op, tuple(renumber(a) for a in i.args), i.dtype) for i in template.program
     )
-    outs = tuple(Output(renumber(o.value), o.reduce, o.axes, o.dtype, o.mirror) for o in outputs)
+    outs = tuple(
+        Output(
+            renumber(o.value),
+            o.reduce,
+            o.axes,
+            o.dtype,
+            None if o.mirror is None else renumber(o.mirror),
+        )  # fmt: skip
+        for o in outputs
+    )
     sigs = template.signature()[1]
     pruned = _template(template.domain, [sigs[k] for k in keep], template.constants, program, outs)
     return (kind, pruned, tuple(sources[k] for k in keep), at, numbers)
