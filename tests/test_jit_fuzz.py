@@ -212,9 +212,10 @@ def test_jit_grad_agrees_with_grad_numba_engine(program, seed):
 
 
 def test_the_programs_cover_replays_and_fallbacks():
-    # one program of each kind by hand: a replayed one and one that falls back (the branch; a
-    # slice with bounds or steps falls back too: its pullback scatters outside kernels)
+    # one program of each kind by hand: replayed ones (a slice with bounds among them: its
+    # pullback's scatter is a step) and one that falls back (the branch)
     replayed = [("unary", "gauss", 0), ("binary", "outer", 1, 2), ("unary", "sum0", 3)]
+    replayed += [("unary", "tail", 4)]
     steps = [("binary", "outer", 0, 1), ("unary", "matmul", 2), ("unary", "solve", 3)]
     steps += [("binary", "matmul", 4, 1), ("unary", "permute", 5), ("unary", "sort", 6)]
     branching = [("element", 0, 2), ("branch", 1, 0, 1), ("number", 2)]

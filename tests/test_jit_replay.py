@@ -183,6 +183,40 @@ def test_a_gaussian_process_with_mirrored_pairwise_sums_replays_its_gradient():
     assert jg.cache_info()[0].replayable
 
 
+@pytest.mark.parametrize("eager_below", [0, None])
+def test_slices_with_bounds_replay_their_pullbacks_as_steps(monkeypatch, eager_below):
+    # an LSTM's gate slices z[:, :h], a shifted difference x[1:] - x[:-1], every other row
+    # x[::2]: each slice's cotangent is written into zeros of the sliced shape, a step of the
+    # program (before, a Python read that left the program unreplayable)
+    if eager_below is None:
+        eager_below = small.DEFAULT_EAGER_BELOW
+    monkeypatch.setattr(small, "EAGER_BELOW", eager_below)
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(4, 6))
+
+    def f(x, h):
+        z = x @ W
+        gates = np.tanh(z[:, :3]) * (1 / (1 + np.exp(-z[:, 3:])))
+        diffs = x[1:] - x[:-1]
+        return np.sum(gates * h) + np.sum(diffs**2) + np.sum(x[::2] ** 3)
+
+    g = fg.grad(f, argnums=(0, 1))
+    jg = fg.jit(g)
+    for _ in range(replay.HOT_REPLAYS + 2):
+        x, h = rng.normal(size=(5, 4)), rng.normal(size=(5, 3))
+        z = x @ W
+        t, s = np.tanh(z[:, :3]), 1 / (1 + np.exp(-z[:, 3:]))
+        dz = np.concatenate([(1 - t * t) * s * h, t * s * (1 - s) * h], axis=1)
+        dx = dz @ W.T
+        dx[1:] += 2 * (x[1:] - x[:-1])
+        dx[:-1] -= 2 * (x[1:] - x[:-1])
+        dx[::2] += 3 * x[::2] ** 2
+        got = jg(x, h)
+        np.testing.assert_allclose(got[0], dx, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got[1], t * s, rtol=1e-12, atol=1e-12)
+    assert jg.cache_info()[0].replayable, jg.cache_info()[0].reason
+
+
 def test_pruning_a_kernel_keeps_its_mirrored_sum():
     # a kernel's outputs cut (``replay_fuse._pruned``) drops the inputs only the others read:
     # a mirrored output's mirror is renumbered with its value

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize_many
+from ..lazy import LazyArray, materialize_many, replay
 from ..tangents import NoTangent, ZeroTangent, unthunk
 from .common import as_index_tuple as _as_tuple
 from .common import (
@@ -134,7 +134,8 @@ def getitem(x, index):
             g = _lazy_embed(dy, _as_tuple(index), shape, dtype)
             if g is not None:
                 return g, NoTangent()
-        g = scatter_add(_materialize(dy), index, shape)
+        # a step of a jit recording (dy written into zeros again at each replay), else a call
+        g = replay.step(scatter_add, (dy, index, shape), {}, _materialize)
         return project(g, x), NoTangent()
 
     return y, pullback
