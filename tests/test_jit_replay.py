@@ -217,6 +217,31 @@ def test_slices_with_bounds_replay_their_pullbacks_as_steps(monkeypatch, eager_b
     assert jg.cache_info()[0].replayable, jg.cache_info()[0].reason
 
 
+@pytest.mark.parametrize("eager_below", [0, None])
+def test_a_reshape_that_copies_is_a_step_of_the_replay(monkeypatch, eager_below):
+    # attention's heads merged back, reshape(transpose(a), (n, w)), cannot be a view: the copy
+    # is a step (before, it left the program unreplayable), and so is its pullback's
+    if eager_below is None:
+        eager_below = small.DEFAULT_EAGER_BELOW
+    monkeypatch.setattr(small, "EAGER_BELOW", eager_below)
+    rng = np.random.default_rng(4)
+    W, c = rng.normal(size=(6, 6)), rng.normal(size=(4, 6))
+
+    def f(x):
+        heads = np.tanh(np.transpose(np.reshape(x @ W, (4, 2, 3)), (1, 0, 2)))  # (2, 4, 3)
+        merged = np.reshape(np.transpose(heads, (1, 0, 2)), (4, 6))
+        return np.sum(merged * c) + np.sum(np.reshape(np.transpose(x), (24,)) ** 2)
+
+    g = fg.grad(f)
+    jg = fg.jit(g)
+    for _ in range(replay.HOT_REPLAYS + 2):
+        x = rng.normal(size=(4, 6))
+        t = np.tanh(x @ W)
+        want = ((1 - t * t) * c) @ W.T + 2 * x
+        np.testing.assert_allclose(jg(x), want, rtol=1e-12, atol=1e-12)
+    assert jg.cache_info()[0].replayable, jg.cache_info()[0].reason
+
+
 def test_pruning_a_kernel_keeps_its_mirrored_sum():
     # a kernel's outputs cut (``replay_fuse._pruned``) drops the inputs only the others read:
     # a mirrored output's mirror is renumbered with its value

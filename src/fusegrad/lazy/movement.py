@@ -229,12 +229,17 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
     try:
         return move(node, lambda v: np.reshape(v, new_shape, copy=False), only_ones)
     except ValueError:
-        with replay.sanctioned(always=True):
-            value = _materialize(node)
-        out = np.reshape(value, new_shape)
-        if not np.shares_memory(out, value):
-            replay.copied(f"np.reshape to {new_shape}")
-        return leaf(out, node.scope if isinstance(node, Leaf) else OWNED)
+        scope = node.scope if isinstance(node, Leaf) else OWNED
+        if replay.active() is not None:
+            # a copy: in a jit recording, a step of the program (copied again at each replay)
+            out = replay.step(np.reshape, (node, new_shape), {}, _concrete)
+            return out if isinstance(out, LazyArray) else leaf(out, scope)
+        return leaf(np.reshape(_materialize(node), new_shape), scope)
+
+
+def _concrete(x: Any) -> Any:
+    """A step's operand: a lazy value materialised."""
+    return _materialize(x) if isinstance(x, LazyArray) else x
 
 
 def is_basic_index(index: Any) -> bool:

@@ -111,14 +111,6 @@ def item(a: np.ndarray) -> Any:
     return a[()]
 
 
-def copied(what: str) -> None:
-    """A value was copied outside a kernel (a reshape that cannot be a view): the copy would be
-    taken for a constant, so the recording cannot be replayed."""
-    rec = active()
-    if rec is not None and rec.escape is None and not rec.in_step:
-        rec.escape = f"{what} copied a value outside a kernel"
-
-
 def _map(fn: Callable, x: Any) -> Any:
     """``fn`` applied to the leaves of ``x`` (lists, tuples but not named ones, dicts)."""
     if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
