@@ -229,6 +229,34 @@ def test_value_dependent_control_flow_is_called_every_time():
     assert not info.replayable and "evaluated while the function ran" in info.reason
 
 
+def test_a_plain_array_indexed_by_a_computed_index_says_how_to_replay_it():
+    # data[idx] and np.take(data, idx) of a NumPy `data`: NumPy converts the lazy index without
+    # asking fusegrad, so the gather cannot be recorded; the reason names the fix (pass `data`
+    # as an argument), and with it the program replays
+    data = np.arange(10.0) ** 2
+
+    def closure(v):
+        idx = np.mod(np.floor(v * 3).astype(int), 10)
+        return np.sum(data[idx] * v)
+
+    def argument(v, d):
+        idx = np.mod(np.floor(v * 3).astype(int), 10)
+        return np.sum(d[idx] * v)
+
+    by_closure, by_argument = fg.jit(fg.grad(closure)), fg.jit(fg.grad(argument))
+    with pytest.warns(UserWarning, match="run uncompiled"):
+        by_closure(np.linspace(0, 2, 5))
+    for k in range(3):
+        v = np.linspace(0, 2, 5) + 0.1 * k
+        want = data[np.mod(np.floor(v * 3).astype(int), 10)]
+        np.testing.assert_allclose(by_closure(v), want, rtol=1e-15)
+        np.testing.assert_allclose(by_argument(v, data), want, rtol=1e-15)
+    (info,) = by_closure.cache_info()
+    assert not info.replayable and "index into a plain NumPy array" in info.reason
+    assert "pass that array to the jitted function as an argument" in info.reason
+    assert by_argument.cache_info()[0].replayable
+
+
 def test_rules_that_need_arrays_are_steps_of_the_replay():
     def f(w, X):
         return np.sum(np.log1p(np.exp(X @ w)))

@@ -352,6 +352,27 @@ def getitem(self: LazyArray, index: Any) -> Any:
     return eager(operator.getitem, self, index)
 
 
+def _read(convert: Callable, what: str) -> Callable:
+    """A conversion method (``__float__``, ...) that names what it is in the reason a jit
+    recording it ends gives."""
+
+    def method(self: LazyArray) -> Any:
+        with replay.reading(what):
+            return convert(materialize(self))
+
+    return method
+
+
+# NumPy dispatches a call to the types of some arguments only: ``a[index]`` and ``np.take(a,
+# index)`` of a NumPy ``a`` convert a lazy ``index`` to an array, never asking fusegrad
+_GATHER_FIX = "pass that array to the jitted function as an argument, so the gather is recorded"
+_CONVERTED = (
+    "a conversion to a NumPy array: np.asarray, or NumPy code on a plain NumPy array reading it "
+    f"(indexing one with it, np.take(array, it): {_GATHER_FIX})"
+)
+_INDEXED = f"operator.index(): a size, or an index into a plain NumPy array ({_GATHER_FIX})"
+
+
 def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
     """``np.asarray(lazy)``: the materialised value (computed once, then kept), as a read-only
     view, as JAX gives it: the value is shared with every expression that reads it, so writing
@@ -361,7 +382,8 @@ def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
     >>> v.flags.writeable, np.array(asarray(np.ones(3)) * 2).flags.writeable
     (False, True)
     """
-    out: np.ndarray = materialize(self)
+    with replay.reading(_CONVERTED):
+        out: np.ndarray = materialize(self)
     if dtype is not None and out.dtype != dtype:
         return out.astype(dtype)
     if copy:
@@ -465,11 +487,11 @@ def _install() -> None:
     cls.__invert__ = lambda self: (
         np.logical_not(self) if self.dtype == bool else eager(operator.invert, self)
     )
-    cls.__float__ = lambda self: float(materialize(self))
-    cls.__int__ = lambda self: int(materialize(self))
-    cls.__bool__ = lambda self: bool(materialize(self))
-    cls.__complex__ = lambda self: complex(materialize(self))
-    cls.__index__ = lambda self: operator.index(materialize(self))
+    cls.__float__ = _read(float, "float() of an array")
+    cls.__int__ = _read(int, "int() of an array")
+    cls.__bool__ = _read(bool, "bool() of an array: Python control flow (if, while) on it")
+    cls.__complex__ = _read(complex, "complex() of an array")
+    cls.__index__ = _read(operator.index, _INDEXED)
     cls.T = property(lambda self: movement.transpose(self))
     cls.mT = property(lambda self: movement.swapaxes(self, -1, -2))
     cls.real = property(_real)
