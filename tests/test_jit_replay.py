@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fusegrad as fg
 from fusegrad import direct_matmul
@@ -512,3 +514,38 @@ def test_hot_bound_kernels_take_each_calls_numbers():
                 np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-14)
     info = g.cache_info()
     assert info[0].numbers == "inputs" and info.hits >= replay.HOT_REPLAYS
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 7), min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_view_makers_give_every_strided_slice_of_a_slot(shape, data):
+    # a replay takes each operand as a view of its slot by the cheapest NumPy call (a slice per
+    # axis for an LSTM's gates, z[:, h:2h]); whichever call it found, the view is the one the
+    # recording read, of the slot's memory
+    from fusegrad.lazy import replay_ops
+
+    base = np.arange(float(np.prod(shape))).reshape(shape)
+    index = tuple(
+        slice(
+            data.draw(st.integers(0, n - 1)),
+            data.draw(st.integers(1, n)) if n > 1 else 1,
+            data.draw(st.integers(1, 3)),
+        )
+        for n in shape
+    )
+    want = base[index]
+    if want.size == 0:
+        return
+    if data.draw(st.booleans()):
+        want = want[None]  # a size-1 axis added, as a broadcast operand has
+    offset = want.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    make = replay_ops.view_maker(
+        (base.shape, base.strides, base.dtype), offset, want.shape, want.strides, want.dtype
+    )
+    fresh = base + 0.5  # another array of the slot's layout: the next call's
+    got = make(fresh)
+    np.testing.assert_array_equal(got, want + 0.5)
+    assert np.shares_memory(got, fresh)

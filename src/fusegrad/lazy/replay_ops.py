@@ -86,7 +86,7 @@ def view_maker(
     if bdtype == dtype and all(n > 0 for n in bshape):
         # a stand-in of the base's layout over one element (only its addresses are read)
         stand_in = np.lib.stride_tricks.as_strided(np.empty(1, dtype), bshape, bstrides)
-        for make in _candidates(stand_in, offset, shape):
+        for make in _candidates(stand_in, offset, shape, strides):
             try:
                 v = make(stand_in)
             except (ValueError, IndexError, TypeError):
@@ -99,8 +99,15 @@ def view_maker(
     return lambda b: ndarray(shape, dtype, buffer=b, offset=offset, strides=strides)
 
 
-def _candidates(base: np.ndarray, offset: int, shape: tuple) -> list[Callable]:
+def _candidates(base: np.ndarray, offset: int, shape: tuple, strides: tuple) -> list[Callable]:
     out: list[Callable] = []
+    # a slice of every axis (an LSTM's gate z[:, h:2h], a bias's b[h:2h]), then a reshape
+    idx = _slices(base, offset, shape, strides)
+    if idx is not None:
+        if base[idx].shape == shape:
+            out.append(lambda b, idx=idx: b[idx])
+        else:
+            out.append(lambda b, idx=idx: b[idx].reshape(shape))
     if offset == 0:
         out.append(lambda b: b.reshape(shape))
         if base.ndim == 2:
@@ -123,6 +130,31 @@ def _candidates(base: np.ndarray, offset: int, shape: tuple) -> list[Callable]:
             else:
                 out.append(lambda b, idx=idx: b[idx].reshape(shape))
     return out
+
+
+def _slices(base: np.ndarray, offset: int, shape: tuple, strides: tuple) -> tuple | None:
+    """The slices of ``base``'s axes (strides decreasing, as C order has them) giving the view
+    ``(offset, shape, strides)`` whose axes longer than 1 step along them in order; None when
+    it is no such view. (``view_maker`` checks the result.)
+
+    >>> _slices(np.empty((8, 96)), 192, (8, 24), (768, 8))
+    (slice(0, 8, 1), slice(24, 48, 1))
+    """
+    steps = [(n, st) for n, st in zip(shape, strides) if n > 1]
+    bstrides = base.strides
+    if len(steps) != base.ndim or any(b <= 0 for b in bstrides):
+        return None
+    if any(a < b for a, b in zip(bstrides, bstrides[1:])):
+        return None
+    index, rest = [], offset
+    for (n, st), bn, bst in zip(steps, base.shape, bstrides):
+        start, rest = divmod(rest, bst)
+        step, odd = divmod(st, bst)
+        stop = start + step * (n - 1) + 1
+        if odd or step < 1 or stop > bn:
+            return None
+        index.append(slice(start, stop, step))
+    return tuple(index) if rest == 0 else None
 
 
 def getter(e: tuple, layouts: Sequence[tuple | None], evaluate: Callable | None) -> Getter:
