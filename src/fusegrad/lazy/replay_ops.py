@@ -101,13 +101,6 @@ def view_maker(
 
 def _candidates(base: np.ndarray, offset: int, shape: tuple, strides: tuple) -> list[Callable]:
     out: list[Callable] = []
-    # a slice of every axis (an LSTM's gate z[:, h:2h], a bias's b[h:2h]), then a reshape
-    idx = _slices(base, offset, shape, strides)
-    if idx is not None:
-        if base[idx].shape == shape:
-            out.append(lambda b, idx=idx: b[idx])
-        else:
-            out.append(lambda b, idx=idx: b[idx].reshape(shape))
     if offset == 0:
         out.append(lambda b: b.reshape(shape))
         if base.ndim == 2:
@@ -129,6 +122,13 @@ def _candidates(base: np.ndarray, offset: int, shape: tuple, strides: tuple) -> 
                 out.append(lambda b, idx=idx: b[idx])
             else:
                 out.append(lambda b, idx=idx: b[idx].reshape(shape))
+    # a slice of every axis (an LSTM's gate z[:, h:2h], a bias's b[h:2h]), then a reshape
+    sliced = _slices(base, offset, shape, strides)
+    if sliced is not None:
+        if base[sliced].shape == shape:
+            out.append(lambda b, idx=sliced: b[idx])
+        else:
+            out.append(lambda b, idx=sliced: b[idx].reshape(shape))
     return out
 
 
