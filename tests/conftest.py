@@ -152,3 +152,11 @@ def small_path(monkeypatch):
     """The small-array path at its default threshold."""
     monkeypatch.setattr(small, "EAGER_BELOW", DEFAULT_EAGER_BELOW)
     return DEFAULT_EAGER_BELOW
+
+
+@pytest.fixture(params=["small-array path", "lazy at every size"])
+def path(request, monkeypatch):
+    """The test runs twice: small arrays eager (as users have it), and every array lazy."""
+    on = request.param == "small-array path"
+    monkeypatch.setattr(small, "EAGER_BELOW", DEFAULT_EAGER_BELOW if on else 0)
+    return request.param

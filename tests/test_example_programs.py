@@ -15,20 +15,12 @@ import scipy.special
 
 import fusegrad as fg
 from fusegrad.bench.programs import PROGRAMS, SEED
-from fusegrad.lazy import replay, small
+from fusegrad.lazy import replay
 from fusegrad.testing import check_grads
 
 NAMES = sorted(PROGRAMS)
 # piecewise smooth: finite differences straddle a kink (checked against autograd instead)
 KINKED = {"conv": "relu", "fluid": "the advection's floor and gathers"}
-
-
-@pytest.fixture(params=["small-array path", "lazy at every size"])
-def path(request, monkeypatch):
-    """Small arrays eager (as users have it), or every array lazy."""
-    small_path = request.param == "small-array path"
-    monkeypatch.setattr(small, "EAGER_BELOW", small.DEFAULT_EAGER_BELOW if small_path else 0)
-    return request.param
 
 
 def _setup(name, seed=SEED):

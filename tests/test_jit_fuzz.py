@@ -169,21 +169,11 @@ def test_hot_replays_agree_with_grad_numpy_engine(program, seed):
 def any_size_in_blocks(monkeypatch):
     """Every program a row plan fits runs in blocks of rows (of 1 or 2), whatever its size;
     the blocked replays are counted, with the closure arrays they read as inputs."""
-    from fusegrad.lazy import replay_rows
+    from test_replay_rows import blocks_at_any_size
 
-    monkeypatch.setattr(replay_rows, "MIN_BYTES", 0)
-    monkeypatch.setattr(replay_rows, "MIN_ROWS", 1)
-    monkeypatch.setattr(replay_rows, "BLOCK_BYTES", 1)
-    monkeypatch.setattr(replay_rows, "MAX_BLOCKS", 1 << 30)
-    runs = []
-    real = replay_rows.RowsOp.__call__
-
-    def counted(self, slots, numbers, pool):
-        runs.append(any(slots[j] is C for j in self.plan.row_inputs))
-        return real(self, slots, numbers, pool)
-
-    monkeypatch.setattr(replay_rows.RowsOp, "__call__", counted)
-    return runs
+    return blocks_at_any_size(
+        monkeypatch, 1, lambda op, slots: any(slots[j] is C for j in op.plan.row_inputs)
+    )
 
 
 @pytest.mark.property

@@ -185,14 +185,10 @@ def test_a_gaussian_process_with_mirrored_pairwise_sums_replays_its_gradient():
     assert jg.cache_info()[0].replayable
 
 
-@pytest.mark.parametrize("eager_below", [0, None])
-def test_slices_with_bounds_replay_their_pullbacks_as_steps(monkeypatch, eager_below):
+def test_slices_with_bounds_replay_their_pullbacks_as_steps(path):
     # an LSTM's gate slices z[:, :h], a shifted difference x[1:] - x[:-1], every other row
     # x[::2]: each slice's cotangent is written into zeros of the sliced shape, a step of the
     # program (before, a Python read that left the program unreplayable)
-    if eager_below is None:
-        eager_below = small.DEFAULT_EAGER_BELOW
-    monkeypatch.setattr(small, "EAGER_BELOW", eager_below)
     rng = np.random.default_rng(3)
     W = rng.normal(size=(4, 6))
 
@@ -219,13 +215,9 @@ def test_slices_with_bounds_replay_their_pullbacks_as_steps(monkeypatch, eager_b
     assert jg.cache_info()[0].replayable, jg.cache_info()[0].reason
 
 
-@pytest.mark.parametrize("eager_below", [0, None])
-def test_a_reshape_that_copies_is_a_step_of_the_replay(monkeypatch, eager_below):
+def test_a_reshape_that_copies_is_a_step_of_the_replay(path):
     # attention's heads merged back, reshape(transpose(a), (n, w)), cannot be a view: the copy
     # is a step (before, it left the program unreplayable), and so is its pullback's
-    if eager_below is None:
-        eager_below = small.DEFAULT_EAGER_BELOW
-    monkeypatch.setattr(small, "EAGER_BELOW", eager_below)
     rng = np.random.default_rng(4)
     W, c = rng.normal(size=(6, 6)), rng.normal(size=(4, 6))
 

@@ -15,22 +15,28 @@ from fusegrad.lazy import replay, replay_rows
 from fusegrad.memory import track_allocations
 
 
-@pytest.fixture
-def blocked(monkeypatch):
-    """Programs of any size qualify, in blocks of 8 rows; the blocked runs are counted."""
+def blocks_at_any_size(monkeypatch, min_rows, note=lambda op, slots: op.plan):
+    """Programs of any size qualify for row blocks of ``min_rows`` rows; each blocked run is
+    noted (``note(rows_op, slots)``: its plan by default) in the list returned."""
     monkeypatch.setattr(replay_rows, "MIN_BYTES", 0)
-    monkeypatch.setattr(replay_rows, "MIN_ROWS", 8)
+    monkeypatch.setattr(replay_rows, "MIN_ROWS", min_rows)
     monkeypatch.setattr(replay_rows, "BLOCK_BYTES", 1)
     monkeypatch.setattr(replay_rows, "MAX_BLOCKS", 1 << 30)
     runs = []
     real = replay_rows.RowsOp.__call__
 
     def counted(self, slots, numbers, pool):
-        runs.append(self.plan)
+        runs.append(note(self, slots))
         return real(self, slots, numbers, pool)
 
     monkeypatch.setattr(replay_rows.RowsOp, "__call__", counted)
     return runs
+
+
+@pytest.fixture
+def blocked(monkeypatch):
+    """Programs of any size qualify, in blocks of 8 rows; the blocked runs are counted."""
+    return blocks_at_any_size(monkeypatch, 8)
 
 
 def mlp(W1, b1, W2, b2, X, y):
