@@ -306,8 +306,8 @@ def plan(
 
 
 def batch_of(steps: Sequence[tuple]) -> int | None:
-    """The batch of a row plan: axis 0 of the largest kernel's domain (None: no kernel, or
-    an axis 0 of one)."""
+    """The batch of a row plan: axis 0 of the largest kernel's domain (None when no kernel
+    has an axis, or the largest one's axis 0 has one row)."""
     best = None
     for kind, template, *_ in steps:
         if kind in ("call", "iadd", "alias") or template is None or not template.domain:
