@@ -140,6 +140,16 @@ def engine(request):
         yield request.param
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _worker_pool_made():
+    """The worker pool exists before any test tracks allocations: making it loads its numba
+    poll, and numba's typing with it (~20-30 MB of Python objects, once per process), which a
+    test whose call happened to make the pool counted as its own peak."""
+    from fusegrad.lazy.engines import numpy_blocked
+
+    numpy_blocked.pool()
+
+
 @pytest.fixture(autouse=True)
 def _lazy_at_every_size(monkeypatch):
     """Most tests check fusion on small arrays: the small-array path (eager below
