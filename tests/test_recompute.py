@@ -152,32 +152,6 @@ def test_gated_rnn_against_finite_differences():
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("name", ["lstm", "gru"])
-def test_gated_cells_on_small_domains_are_bounded(name, monkeypatch):
-    # an LSTM's and a GRU's cell chains (gates sliced from a product, c = f * c + i * g) over
-    # 8x24 and 12x20 values: their gradients' kernels recompute at most a few ops of each chain
-    # (plan.SMALL_SPINE), where they did 21x and 11x their forwards' work, recomputing whole
-    # chains in every backward kernel (a jit replay of each paid it at every call)
-    import scipy.special
-
-    from fusegrad.bench.programs import PROGRAMS, SEED
-
-    prog = PROGRAMS[name]
-    params, data = prog.make(np.random.default_rng(SEED))
-
-    def loss(p):
-        return prog.loss(np, scipy.special, p, data)
-
-    with plan.counting() as fwd, small.fusing():
-        plan.materialize(loss({k: fl.asarray(v) for k, v in params.items()}))
-    g, work = grad_work(loss, params)
-    assert work.point_ops <= C * fwd.point_ops, (work, fwd.point_ops)
-    monkeypatch.setattr(small, "EAGER_BELOW", small.DEFAULT_EAGER_BELOW)
-    want = fg.grad(loss)(params)  # small arrays eager: every value computed once, the same
-    for k in want:
-        np.testing.assert_allclose(g[k], want[k], rtol=1e-10, atol=1e-12)
-
-
 def test_a_lazy_forward_computes_each_value_about_once():
     # 2,000 maps: cut into layers (a kernel per layer and per MAX_OUTPUTS values it stores)
     x = fl.asarray(np.linspace(0.0, 1.0, 50))

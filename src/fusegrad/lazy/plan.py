@@ -18,9 +18,7 @@ forward's work (``benchmarks/bench_recompute.py``: at most 4x, flat in the numbe
    buffer (``SCATTER_FROM``);
 5. a large graph is cut into layers of ``CHAIN`` ops whose values read higher up are stored, and
    a value two kernels of one domain share is stored by the first (``MAX_OUTPUTS``);
-6. a kernel on top of a long chain stores every ``STRIDE``-th value down it (``SPINE``; on a
-   small domain, every ``SMALL_STRIDE``-th from ``SMALL_SPINE`` ops: a jit replay of an LSTM
-   would pay each recomputed op at every call).
+6. a kernel on top of a long chain stores every ``STRIDE``-th value down it (``SPINE``).
 
 None of these stores by choice a value larger than every leaf under it and than the largest
 output (a broadcast blow-up; 5 stores one only atop a chain of ``CHAIN`` of them, to bound a
@@ -761,17 +759,6 @@ def _shared(
 # values stored have the kernel's domain, so none is larger than its output.
 SPINE = 32
 STRIDE = 8
-# On a domain of at most SMALL_DOMAIN points (32 KiB of float64) a stored value costs next to
-# nothing (plain grad computes arrays this small eagerly, storing every value), while each op
-# recomputed is paid again at every replay of a jit recording: chains are cut from SMALL_SPINE
-# ops, every SMALL_STRIDE-th value stored. The LSTM example of fusegrad.bench.programs (8x24
-# gates, 40 steps) replayed in 24-25 ms with 32/8, 9.9-11 with 8/4, 6/2 or 4/2; its gradient's
-# work (every op lazy) went from 21.5x its forward's to 2.7x with 6/2, the GRU's from 11.0x to
-# 3.2x (8/4: 3.5x and 4.3x; the elementwise RNN's and the HMM's do not change). Short chains
-# keep their one kernel (a log1p(exp(A @ b)) cotangent, 5 ops deep: tests/test_fused_reverse).
-SMALL_DOMAIN = 1 << 12
-SMALL_SPINE = 6
-SMALL_STRIDE = 2
 
 
 def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
@@ -779,8 +766,6 @@ def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
     ``SPINE``)."""
     extra: dict[int, LazyArray] = {}
     taken = {id(o) for o in outs}
-    small = math.prod(domain) <= SMALL_DOMAIN
-    spine, stride = (SMALL_SPINE, SMALL_STRIDE) if small else (SPINE, STRIDE)
 
     def kids(n: Map) -> list[Map]:
         return [a for a in n.args if type(a) is Map and a.cached is None and a.shape == domain]
@@ -801,7 +786,7 @@ def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
                 continue
             stack.pop()
             depth[id(n)] = 1 + max((depth[id(a)] for a in kids(n)), default=0)
-        if depth[id(o)] <= spine:
+        if depth[id(o)] <= SPINE:
             continue
         n = o
         while True:
@@ -809,12 +794,12 @@ def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
             if not below:
                 break
             n = max(below, key=lambda a: depth[id(a)])
-            if depth[id(n)] % stride == 0 and id(n) not in taken:
+            if depth[id(n)] % STRIDE == 0 and id(n) not in taken:
                 taken.add(id(n))
                 extra[id(n)] = n
     if extra:
         _note(event="store", node=f"{len(extra)} values", shape=domain, dtype=None,
-              reason=f"every {stride}th value down a chain of {spine}+ ops")  # fmt: skip
+              reason=f"every {STRIDE}th value down a chain of {SPINE}+ ops")  # fmt: skip
     return list(extra.values())
 
 
