@@ -33,30 +33,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import replay_batch, replay_ops, replay_rows
+from .nodes import _base
 from .replay_fuse import renumber_recipe, renumbered
-
-
-def owner(a: np.ndarray) -> np.ndarray:
-    """The array whose memory ``a`` views (``a`` itself when it owns its memory).
-
-    >>> x = np.zeros((3, 2))
-    >>> owner(x.T[1:]) is x
-    True
-    """
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
-
-
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+from .replay_ops import _address
 
 
 def _batch_owner(c: object, batch: int) -> np.ndarray | None:
     """The owner of constant ``c`` when it is a C-contiguous array whose axis 0 is the batch."""
     if not isinstance(c, np.ndarray):
         return None
-    base = owner(c)
+    base = _base(c)  # the array whose memory c views
     if base.ndim == 0 or base.shape[0] != batch or not base.flags.c_contiguous:
         return None
     return base
@@ -145,6 +131,6 @@ def for_rows(
     if replay_rows.plan(steps, n_inputs, layouts, recipes, products) is not None:
         return None  # blocked as recorded
     new_steps, new_recipes, new_layouts, arrays = promoted
-    products = replay_batch.product_steps(new_steps, new_recipes)
+    # (the same steps are products: only their operands' slot numbers moved)
     found = replay_rows.plan(new_steps, n_inputs + len(arrays), new_layouts, new_recipes, products)
     return None if found is None else promoted
