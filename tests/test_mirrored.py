@@ -109,11 +109,18 @@ def test_mirrored_kernel_on_the_threads_at_size_allocates_the_output_and_a_strip
     k = _pair_kernel(x, y, (), "f8", "tanh")
     numba_engine.run(k)
     with track_allocations() as mem:
-        (got,) = numba_engine.run(k)
+        for _ in range(6):
+            (got,) = numba_engine.run(k)
     np.testing.assert_allclose(got.ravel(), _expected(x, y, "tanh"), rtol=1e-11, atol=1e-11)
-    # the output, and small Python objects (the threads' scratch strips are kept between calls)
-    assert mem.count == 1 and mem.total_bytes == 8 * 3000
-    assert mem.peak_bytes < 8 * 3000 + 7_000, mem
+    # Alive at the end: the last call's output, and the scratch (a strip and a band of row
+    # compensations) of any pool thread that ran tiles for the first time here (which thread
+    # takes a phase's tiles is up to the pool): kept between calls, never one per call.
+    strips = [a for a in mem.largest if "numba_pairs.py" in a.where]
+    assert [a.bytes for a in mem.largest if a not in strips] == [8 * 3000], mem
+    one_thread = 8 * (numba_pairs.STRIP + numba_pairs.BAND)
+    assert len(strips) % 2 == 0 and len(strips) <= 2 * numpy_blocked.pool().workers, mem
+    assert sum(a.bytes for a in strips) == len(strips) // 2 * one_thread, mem
+    assert mem.peak_bytes < 2 * 8 * 3000 + 7_000 + len(strips) // 2 * one_thread, mem
 
 
 def test_scratch_strips_are_kept_per_thread_and_zeroed_again_after_a_failure():
