@@ -134,3 +134,47 @@ def test_an_expensive_value_computed_while_planning_is_not_planned_again():
     rng = np.random.default_rng(3)
     x, full = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
     check_grads(_pow_steps, modes=("rev",))(x, full)
+
+
+def _chain(x, ops):
+    for k in range(ops):
+        x = np.tanh(x) if k % 2 else x * 1.01 + 0.1
+    return x
+
+
+@pytest.mark.parametrize(
+    "make_arg, inlined",
+    [
+        (lambda x: np.exp(x) * x, True),  # a short graph: sliced lazily
+        (lambda x: _chain(x, 40), False),  # 80 maps: slicing it would compute it
+        # a sum over 300 elements under it: it cannot be sliced without computing that sum
+        (lambda x: x * np.sum(np.exp(np.ones((4, 300)) * x[:, :1]), axis=1, keepdims=True), False),
+    ],
+    ids=["short", "deep", "long-sum-under"],
+)
+def test_inlining_a_short_reduction_computes_nothing(make_arg, inlined):
+    # The planner inlines a short reduction while collecting a kernel's nodes: computing part of
+    # the graph then (with nodes forgetting their arguments) left collected maps without operands.
+    x = fl.asarray(np.random.default_rng(0).standard_normal((4, 3)))
+    total = np.sum(make_arg(x), axis=0)
+    with plan.counting() as work:
+        sub = plan.inline(total)
+    assert work.kernels == 0 and total.arg.cached is None
+    assert (sub is not None) == inlined
+    if inlined:
+        assert type(sub) is Map and sub.shape == total.shape
+        np.testing.assert_allclose(plan.materialize(sub), np.sum(make_arg(x.array), axis=0))
+
+
+def test_inlining_is_decided_once_for_a_node():
+    # The walk that schedules a kernel's prerequisites and the one that builds the kernel must
+    # agree, though values computed between them change what slicing the argument gives.
+    x = fl.asarray(np.random.default_rng(1).standard_normal((4, 3)))
+    inner = _chain(x, 6)
+    total = np.sum(inner * np.exp(inner), axis=0)
+    sub = plan.inline(total)
+    plan.materialize(inner)
+    assert sub is not None and plan.inline(total) is sub
+    np.testing.assert_allclose(
+        plan.materialize(total), np.sum(plan.materialize(inner) * np.exp(inner.cached), axis=0)
+    )

@@ -15,7 +15,9 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -49,6 +51,41 @@ def install_planner(
     _materialize, _inline = materialize, inline
 
 
+class WouldCompute(Exception):
+    """A movement inside ``lazy_only()`` needed a value computed."""
+
+
+_LAZY_ONLY = threading.local()
+
+
+@contextmanager
+def lazy_only() -> Iterator[None]:
+    """Movements inside the block compute nothing: one that would (its graph is too large to
+    rebuild, or it reaches a reduction it cannot move) raises ``WouldCompute`` instead. The
+    planner inlines a short reduction this way: computing part of a graph while it is collecting
+    a kernel's nodes would change the nodes it has collected.
+
+    >>> from .nodes import asarray
+    >>> with lazy_only():
+    ...     transpose(asarray(np.ones((2, 3)))).shape
+    (3, 2)
+    """
+    before = getattr(_LAZY_ONLY, "on", False)
+    _LAZY_ONLY.on = True
+    try:
+        yield
+    finally:
+        _LAZY_ONLY.on = before
+
+
+def _computed(node: LazyArray) -> np.ndarray:
+    """``node``'s value, for a movement that cannot be pushed down to the leaves."""
+    if getattr(_LAZY_ONLY, "on", False):
+        raise WouldCompute(f"moving {node!r} would compute it")
+    with replay.sanctioned(always=True):
+        return _materialize(node)
+
+
 def _strip_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(n for n in shape if n != 1)
 
@@ -67,12 +104,10 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
         return small.wrap(view(v))  # a view of a small concrete value, at once
     dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
     new_shape = view(dummy).shape
-    if _larger_than(node, MOVE_AT_MOST):
+    if larger_than(node, MOVE_AT_MOST):
         # Moving rebuilds every node under ``node``: in a loop that moves its growing state
         # (``h = f(h).T``) that is quadratic. A large graph is computed first and viewed.
-        with replay.sanctioned(always=True):
-            value = _materialize(node)
-        return leaf(view(value), OWNED)
+        return leaf(view(_computed(node)), OWNED)
     return trampoline(_move(node, view, new_shape, reshape_only, {}, {}))
 
 
@@ -81,9 +116,15 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
 MOVE_AT_MOST = 64
 
 
-def _larger_than(node: LazyArray, limit: int) -> bool:
+def larger_than(node: LazyArray, limit: int) -> bool:
     """Whether moving ``node`` would rebuild more than ``limit`` maps (a movement stops at
-    reductions: it reshapes or computes them)."""
+    reductions: it reshapes or computes them).
+
+    >>> from .nodes import asarray
+    >>> x = asarray(np.ones(10**6))  # (arrays under small.EAGER_BELOW are computed at once)
+    >>> larger_than(np.exp(np.exp(x)), 1), larger_than(np.exp(x), 1)
+    (True, False)
+    """
     stack, seen = [node], set()
     while stack:
         n = stack.pop()
@@ -136,9 +177,7 @@ def _move(
         if sub is not None:
             out = yield _move(sub, view, new_shape, reshape_only, memo, wide)
         else:
-            with replay.sanctioned(always=True):
-                value = _materialize(node)
-            out = leaf(view(value), OWNED)
+            out = leaf(view(_computed(node)), OWNED)
     else:
         raise TypeError(f"cannot move {node!r}: a lazy node is a Leaf, a Map or a Reduce")
     memo[id(node)] = (node, out)

@@ -152,10 +152,11 @@ class Reduce(LazyArray):
     """``kind`` (sum, prod, max, min) of ``arg`` over ``axes``; ``shape`` is any reshape of the
     keepdims result that only adds or removes size-1 axes."""
 
-    __slots__ = ("kind", "arg", "axes")
+    __slots__ = ("kind", "arg", "axes", "inlined")
     kind: str
     arg: LazyArray
     axes: tuple[int, ...]
+    inlined: tuple[LazyArray | None] | None  # the planner's decision (plan.inline), once made
 
     def __repr__(self) -> str:
         return f"Reduce({self.kind}, axes={self.axes}, {self.arg.shape}->{self.shape})"
@@ -384,6 +385,7 @@ def make_reduce(kind: str, arg: LazyArray, axes: tuple[int, ...], shape: tuple[i
     def make() -> Reduce:
         n = Reduce.__new__(Reduce)
         n.kind, n.arg, n.axes, n.shape, n.dtype = kind, arg, axes, shape, dtype
+        n.inlined = None
         return n
 
     return _intern(key, make)

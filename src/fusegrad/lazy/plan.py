@@ -249,12 +249,28 @@ def _largest_leaf(node: Any, memo: dict) -> int:
 
 def inline(n: Reduce) -> LazyArray | None:
     """A reduction nested in an expression, over at most ``reductions.UNROLL`` elements, as
-    elementwise ops: it joins its consumer's kernel instead of being computed before it."""
-    if n.cached is not None or n.arg.size <= reductions.UNROLL:
+    elementwise ops: it joins its consumer's kernel instead of being computed before it. Decided
+    once per node: the walk that schedules a kernel's prerequisites and the one that builds it
+    must agree, though values computed in between can change what slicing the argument gives."""
+    if n.cached is not None:
+        return None
+    if n.inlined is None:
+        n.inlined = (_unrolled(n),)
+    return n.inlined[0]
+
+
+def _unrolled(n: Reduce) -> LazyArray | None:
+    if n.arg.size <= reductions.UNROLL:
         return None
     if math.prod(n.arg.shape[a] for a in n.axes) > reductions.UNROLL:
         return None
-    return movement.reshape(reductions.unrolled(n.kind, n.arg, n.axes), n.shape)
+    if movement.larger_than(n.arg, movement.MOVE_AT_MOST):
+        return None  # (the fast answer: slicing it would compute it)
+    try:  # only if slicing the argument computes nothing: the caller is collecting a kernel
+        with movement.lazy_only():
+            return movement.reshape(reductions.unrolled(n.kind, n.arg, n.axes), n.shape)
+    except movement.WouldCompute:
+        return None
 
 
 def _squeezed(n: Map) -> LazyArray:
