@@ -18,7 +18,8 @@ forward's work (``benchmarks/bench_recompute.py``: at most 4x, flat in the numbe
    buffer (``SCATTER_FROM``);
 5. a large graph is cut into layers of ``CHAIN`` ops whose values read higher up are stored, and
    a value two kernels of one domain share is stored by the first (``MAX_OUTPUTS``);
-6. a kernel on top of a long chain stores every ``STRIDE``-th value down it (``SPINE``).
+6. a kernel on top of a long chain stores every few values down it (``SPINES``: how long, and
+   how few, by the size of its domain).
 
 None of these stores by choice a value larger than every leaf under it and than the largest
 output (a broadcast blow-up; 5 stores one only atop a chain of ``CHAIN`` of them, to bound a
@@ -767,21 +768,39 @@ def _shared(
     ]
 
 
-# A kernel whose elementwise output tops a long uncached chain (more than SPINE ops deep over
-# its domain) also stores every STRIDE-th value down the chain, at no recomputation. A loop
-# that materialises one step's value at a time (a movement of it, a matmul, a gather per step:
-# in the backward pass, often deepest first) then computes at most STRIDE ops per step from
-# the nearest stored value, instead of the whole chain again (quadratic in the steps). The
-# values stored have the kernel's domain, so none is larger than its output.
-SPINE = 32
-STRIDE = 8
+# A kernel whose elementwise output tops a long uncached chain (more than `deep` ops over its
+# domain) also stores every `every`-th value down the chain, at no recomputation. A loop that
+# materialises one step's value at a time (a movement of it, a matmul, a gather per step: in the
+# backward pass, often deepest first) then computes at most `every` ops per step from the
+# nearest stored value, instead of the whole chain again (quadratic in the steps). The values
+# stored have the kernel's domain, so none is larger than its output.
+#
+# The rows: (at most this many points in the domain, deep, every). A stored value of a small
+# domain costs next to nothing, while every op recomputed is paid again by each backward kernel
+# (and at every replay of a jit recording); a large domain (a pairwise N x N one) keeps memory
+# first. Measured on fusegrad.bench.programs' LSTM (40 steps, counted with every op lazy, and
+# the grad's time on this 2-core machine; autograd 1,046 ms at 1024x128 gates):
+#   8x24 gates:     32/8: 5.2x its forward's work, jit replay 24-25 ms;  6/2: 2.7x, 8.8-9.3 ms
+#   1024x128 gates: 32/8: 5.2x, 6,597 ms; 16/2: 3.6x, 2,789; 12/2: 3.3x, 1,740; 10/2: 3.3x,
+#                   1,445; 8/2 and 6/2: 2.6x, 1,235
+# (the GRU's replay 5.4 -> 3.0 ms with 6/2). A single kernel computing a short chain stores
+# what it did not need to (jit keeps those buffers): the second row starts deeper than the
+# gradient of a Gaussian, 7 ops. Short chains keep their one kernel (a log1p(exp(A @ b))
+# cotangent, 5 ops deep: tests/test_fused_reverse).
+SPINES = (
+    (1 << 12, 6, 2),  # 32 KiB of float64
+    (1 << 20, 10, 2),  # 8 MiB
+    (math.inf, 32, 8),
+)
 
 
 def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
     """Values down the long chains under the elementwise ``outs`` to store with them (see
-    ``SPINE``)."""
+    ``SPINES``)."""
     extra: dict[int, LazyArray] = {}
     taken = {id(o) for o in outs}
+    size = math.prod(domain)
+    spine, stride = next((deep, every) for most, deep, every in SPINES if size <= most)
 
     def kids(n: Map) -> list[Map]:
         return [a for a in n.args if type(a) is Map and a.cached is None and a.shape == domain]
@@ -802,7 +821,7 @@ def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
                 continue
             stack.pop()
             depth[id(n)] = 1 + max((depth[id(a)] for a in kids(n)), default=0)
-        if depth[id(o)] <= SPINE:
+        if depth[id(o)] <= spine:
             continue
         n = o
         while True:
@@ -810,12 +829,12 @@ def _spine(outs: list[LazyArray], domain: tuple) -> list[LazyArray]:
             if not below:
                 break
             n = max(below, key=lambda a: depth[id(a)])
-            if depth[id(n)] % STRIDE == 0 and id(n) not in taken:
+            if depth[id(n)] % stride == 0 and id(n) not in taken:
                 taken.add(id(n))
                 extra[id(n)] = n
     if extra:
         _note(event="store", node=f"{len(extra)} values", shape=domain, dtype=None,
-              reason=f"every {STRIDE}th value down a chain of {SPINE}+ ops")  # fmt: skip
+              reason=f"every {stride}th value down a chain of {spine}+ ops")  # fmt: skip
     return list(extra.values())
 
 
