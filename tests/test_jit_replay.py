@@ -541,3 +541,24 @@ def test_view_makers_give_every_strided_slice_of_a_slot(shape, data):
     got = make(fresh)
     np.testing.assert_array_equal(got, want + 0.5)
     assert np.shares_memory(got, fresh)
+
+
+def test_a_replay_pads_the_operands_that_are_rows_of_a_wider_array():
+    # numba vectorises loads from C-contiguous arrays only: a replayed kernel reading column
+    # blocks of a product (an LSTM's gates) gets them with their rows padded to their stride
+    from fusegrad.lazy import replay_ops
+
+    f8 = np.dtype("f8")
+    layouts = [((4, 6), (48, 8), f8)]
+    encoded = [
+        ("view", 0, 8, (4, 2), (48, 8), f8),  # x[:, 1:3]: padded
+        ("view", 0, 0, (4, 6), (48, 8), f8),  # x itself
+        ("view", 0, 0, (6, 4), (8, 48), f8),  # x.T
+        ("view", 0, 8, (5,), (8,), f8),  # a run of one row
+    ]
+    padded = []
+    get = replay_ops.indexed_operands(encoded, [], layouts, None, pad=padded.append)
+    x = np.arange(24.0).reshape(4, 6)
+    values = get([x], ())
+    assert len(padded) == 1 and np.array_equal(padded[0], x[:, 1:3])
+    assert values[1] is x and np.array_equal(values[2], x.T)

@@ -566,3 +566,56 @@ def test_numpy_speed_calls_a_ufunc_scalar_from_its_time_against_exp(monkeypatch)
         ("cos", F8.str): 4.0,
         ("logaddexp", F8.str): 24.0,
     }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+    extra=st.lists(st.integers(0, 3), min_size=3, max_size=3),
+    start=st.lists(st.integers(0, 3), min_size=3, max_size=3),
+    dtype=st.sampled_from(["f8", "f4", "i8"]),
+    order=st.sampled_from(["slice", "transpose", "reverse", "broadcast"]),
+)
+def test_rows_padded_reads_the_same_elements_as_a_c_array(shape, extra, start, dtype, order):
+    # A block of rows of a wider array (an LSTM's gate z[:, h:2h]) is passed to a kernel as a
+    # C-contiguous array with its rows padded to their stride, which LLVM vectorises; anything
+    # else (a transposed, reversed or broadcast array) is passed as it is.
+    wide = tuple(n + e + s for n, e, s in zip(shape, extra, start))
+    base = np.arange(np.prod(wide)).astype(dtype).reshape(wide)
+    a = base[tuple(slice(s, s + n) for s, n in zip(start, shape))]
+    if order == "transpose":
+        a = a.T
+    elif order == "reverse":
+        a = a[..., ::-1]
+    elif order == "broadcast":
+        a = np.broadcast_to(a[..., :1], a.shape)
+    p = ne.rows_padded(a)
+    for idx in np.ndindex(a.shape):
+        assert p[idx] == a[idx]
+    rows_of_wider = a.ndim >= 2 and a.strides[-1] == a.itemsize and not a.flags.c_contiguous
+    if rows_of_wider and all(s > 0 for s in a.strides):
+        assert p.flags.c_contiguous and p.shape[0] == a.shape[0]
+    elif not rows_of_wider:
+        assert p is a
+
+
+def test_a_kernel_over_column_blocks_matches_numpy_on_both_engines():
+    # the gates of an LSTM: four column blocks of one product, fused into one cell kernel
+    import fusegrad.lazy as fl
+    from fusegrad.lazy import engines, plan
+
+    rng = np.random.default_rng(0)
+    b, h = 300, 40
+    z, c = rng.standard_normal((b, 4 * h)), rng.standard_normal((b, h))
+
+    def cell(zz, cc):
+        gate = [zz[:, k * h : (k + 1) * h] for k in range(4)]
+        c2 = np.tanh(gate[0]) * cc + (1 / (1 + np.exp(-gate[1]))) * gate[2]
+        return c2 * gate[3]
+
+    want = cell(z, c)
+    for name in ("numba", "numpy"):
+        with engines.use_engine(name), plan.recording() as notes:
+            got = plan.materialize(cell(fl.asarray(z), fl.asarray(c)))
+        assert [n["engine"] for n in notes if n["event"] == "kernel"] == [name]
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)

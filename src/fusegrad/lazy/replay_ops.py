@@ -257,11 +257,14 @@ def indexed_operands(
     indexes: Sequence[tuple[int, tuple]],
     layouts: Sequence[tuple | None],
     evaluate: Callable | None,
+    pad: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Callable[[list, Sequence[Any]], tuple]:
     """As ``operands``, with operand ``j`` indexed by ``index`` for each ``(j, index)`` of
     ``indexes``: composed into the operand's view when that keeps axes (one view built, or
     none where the result is a whole slot), else indexed at each call (an element). What an
-    engine replayer's ``bare`` entry takes (``numba_engine.replayer``).
+    engine replayer's ``bare`` entry takes (``numba_engine.replayer``). ``pad``: applied at
+    each call to the operands that are rows of a wider array (``z[:, h:2h]``; the engine's
+    ``pads``), the others passed as they are.
 
     >>> f8 = np.dtype("f8")
     >>> layouts = [((3,), (8,), f8)]
@@ -284,6 +287,9 @@ def indexed_operands(
         else:
             parts[j] = composed
     get = operands(parts, layouts, evaluate)
+    rows = [j for j, e in enumerate(parts) if pad is not None and _rows_of_wider(e, layouts)]
+    if rows:
+        get = _padding(get, rows, pad)
     if not elements:
         return get
 
@@ -294,6 +300,44 @@ def indexed_operands(
         return tuple(values)
 
     return with_elements
+
+
+def _rows_of_wider(e: tuple, layouts: Sequence[tuple | None]) -> bool:
+    """Whether the encoded operand ``e`` is an array of 2+ axes, contiguous along its last,
+    that is not C-contiguous (a block of rows of a wider array)."""
+    e = _whole(e, layouts)
+    if e[0] == "slot":
+        lay = layouts[e[1]]
+        if lay is None:
+            return False
+        shape, strides, dtype = lay
+    elif e[0] == "view":
+        _, _, _, shape, strides, dtype = e
+    else:
+        return False
+    if len(shape) < 2 or strides[-1] != dtype.itemsize:
+        return False
+    return not _same_view(shape, _c_strides(shape, dtype), shape, strides)
+
+
+def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
+    out, step = [], dtype.itemsize
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def _padding(
+    get: Callable[[list, Sequence[Any]], tuple], rows: list[int], pad: Callable
+) -> Callable[[list, Sequence[Any]], tuple]:
+    def padded(slots: list, numbers: Sequence[Any]) -> tuple:
+        values = list(get(slots, numbers))
+        for j in rows:
+            values[j] = pad(values[j])
+        return tuple(values)
+
+    return padded
 
 
 def kernel_op(
