@@ -287,8 +287,8 @@ def indexed_operands(
         else:
             parts[j] = composed
     get = operands(parts, layouts, evaluate)
-    rows = [j for j, e in enumerate(parts) if pad is not None and _rows_of_wider(e, layouts)]
-    if rows:
+    rows = [j for j, e in enumerate(parts) if _rows_of_wider(e, layouts)]
+    if rows and pad is not None:
         get = _padding(get, rows, pad)
     if not elements:
         return get
