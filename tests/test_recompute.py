@@ -152,19 +152,6 @@ def test_gated_rnn_against_finite_differences():
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
 
 
-def _wide_lstm_inputs(rng, batch=96, n_h=48, n_in=4, n_out=3, steps=12):
-    """The LSTM example's inputs at 96 x 48 values per gate: past plan.SPINES' first row."""
-    params = {
-        "W": rng.normal(0, 0.2, (n_in + n_h, 4 * n_h)),
-        "b": np.zeros(4 * n_h),
-        "Wy": rng.normal(0, 0.2, (n_h, n_out)),
-        "by": np.zeros(n_out),
-    }
-    labels = rng.integers(0, n_out, (steps, batch))
-    xs = rng.normal(size=(steps, batch, n_in))
-    return params, {"xs": xs, "onehot": np.eye(n_out)[labels], "hidden": n_h}
-
-
 @pytest.mark.parametrize("name", ["lstm", "gru", "wide lstm"])
 def test_gated_cells_are_bounded(name, monkeypatch):
     # an LSTM's and a GRU's cell chains (gates sliced from a product, c = f * c + i * g) over
@@ -173,11 +160,14 @@ def test_gated_cells_are_bounded(name, monkeypatch):
     # whole chains in every backward kernel (a jit replay of each paid it at every call)
     import scipy.special
 
-    from fusegrad.bench.programs import PROGRAMS, SEED
+    from fusegrad.bench import programs
 
-    prog = PROGRAMS[name.split()[-1]]
-    rng = np.random.default_rng(SEED)
-    params, data = _wide_lstm_inputs(rng) if name == "wide lstm" else prog.make(rng)
+    prog = programs.PROGRAMS[name.split()[-1]]
+    rng = np.random.default_rng(programs.SEED)
+    if name == "wide lstm":  # 96 x 48 values per gate: past plan.SPINES' first row
+        params, data = programs.lstm_inputs(rng, n_in=4, n_h=48, n_out=3, steps=12, batch=96)
+    else:
+        params, data = prog.make(rng)
 
     def loss(p):
         return prog.loss(np, scipy.special, p, data)

@@ -129,8 +129,15 @@ def _rnn_loss(np_: Any, sp_: Any, p: dict, d: dict) -> Any:
     return loss / d["xs"].shape[0]
 
 
-def _lstm_inputs(rng: np.random.Generator) -> tuple[dict, dict]:
-    n_in, n_h, n_out, steps, batch = 8, 24, 5, 40, 8
+def lstm_inputs(
+    rng: np.random.Generator, n_in: int = 8, n_h: int = 24, n_out: int = 5, steps: int = 40,
+    batch: int = 8
+) -> tuple[dict, dict]:  # fmt: skip
+    """The LSTM example's parameters and data; other sizes for tests of other domains.
+
+    >>> p, d = lstm_inputs(np.random.default_rng(0), n_h=4, steps=2); p["W"].shape, d["xs"].shape
+    ((12, 16), (2, 8, 8))
+    """
     w, b = _dense(rng, n_in + n_h, 4 * n_h)
     wy, by = _dense(rng, n_h, n_out)
     params = {"W": w, "b": b, "Wy": wy, "by": by}
@@ -139,7 +146,7 @@ def _lstm_inputs(rng: np.random.Generator) -> tuple[dict, dict]:
     return params, {"xs": xs, "onehot": np.eye(n_out)[labels], "hidden": n_h}
 
 
-@program("lstm", "LSTM 8-24-5, 40 steps, batch 8, concat + gate slices, CE per step", _lstm_inputs)
+@program("lstm", "LSTM 8-24-5, 40 steps, batch 8, concat + gate slices, CE per step", lstm_inputs)
 def _lstm_loss(np_: Any, sp_: Any, p: dict, d: dict) -> Any:
     n_h, xs = d["hidden"], d["xs"]
     h = np_.zeros((xs.shape[1], n_h))

@@ -104,7 +104,7 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
         return small.wrap(view(v))  # a view of a small concrete value, at once
     dummy = np.broadcast_to(np.empty((), np.int8), node.shape)
     new_shape = view(dummy).shape
-    if larger_than(node, MOVE_AT_MOST):
+    if _larger_than(node, MOVE_AT_MOST):
         # Moving rebuilds every node under ``node``: in a loop that moves its growing state
         # (``h = f(h).T``) that is quadratic. A large graph is computed first and viewed.
         return leaf(view(_computed(node)), OWNED)
@@ -116,13 +116,13 @@ def move(node: LazyArray, view: View, reshape_only: bool = False) -> LazyArray:
 MOVE_AT_MOST = 64
 
 
-def larger_than(node: LazyArray, limit: int) -> bool:
+def _larger_than(node: LazyArray, limit: int) -> bool:
     """Whether moving ``node`` would rebuild more than ``limit`` maps (a movement stops at
     reductions: it reshapes or computes them).
 
     >>> from .nodes import asarray
     >>> x = asarray(np.ones(10**6))  # (arrays under small.EAGER_BELOW are computed at once)
-    >>> larger_than(np.exp(np.exp(x)), 1), larger_than(np.exp(x), 1)
+    >>> _larger_than(np.exp(np.exp(x)), 1), _larger_than(np.exp(x), 1)
     (True, False)
     """
     stack, seen = [node], set()

@@ -265,8 +265,6 @@ def _unrolled(n: Reduce) -> LazyArray | None:
         return None
     if math.prod(n.arg.shape[a] for a in n.axes) > reductions.UNROLL:
         return None
-    if movement.larger_than(n.arg, movement.MOVE_AT_MOST):
-        return None  # (the fast answer: slicing it would compute it)
     try:  # only if slicing the argument computes nothing: the caller is collecting a kernel
         with movement.lazy_only():
             return movement.reshape(reductions.unrolled(n.kind, n.arg, n.axes), n.shape)

@@ -42,6 +42,7 @@ import numpy as np
 
 from .kernel import Instr, Kernel, Output
 from .replay_accumulate import count
+from .replay_ops import c_layout
 
 # A merged kernel stays within these (numba's compile time grows with a kernel's size).
 MAX_OUTPUTS = 32
@@ -127,7 +128,7 @@ class _Group:
                 or src[1] != 0
                 or src[2] != self.domain
                 or src[4] != dtype
-                or not _c_strides(src[3], src[2], src[4])
+                or not c_layout(src[2], src[3], src[4])
             ):
                 return None  # only an elementwise output read whole can be taken in-register
             own[src[0]] = value
@@ -322,14 +323,6 @@ def _pruned(kind: str, template: Kernel, sources: tuple, outputs: tuple, at: int
     sigs = template.signature()[1]
     pruned = _template(template.domain, [sigs[k] for k in keep], template.constants, program, outs)
     return (kind, pruned, tuple(sources[k] for k in keep), at, numbers)
-
-
-def _c_strides(strides: tuple, shape: tuple, dtype: np.dtype) -> bool:
-    want, step = [], dtype.itemsize
-    for n in reversed(shape):
-        want.append(step)
-        step *= n
-    return all(s == w or n == 1 for s, w, n in zip(strides, reversed(want), shape))
 
 
 def _source_key(src: tuple) -> Any:

@@ -303,29 +303,27 @@ def indexed_operands(
 
 
 def _rows_of_wider(e: tuple, layouts: Sequence[tuple | None]) -> bool:
-    """Whether the encoded operand ``e`` is an array of 2+ axes, contiguous along its last,
-    that is not C-contiguous (a block of rows of a wider array)."""
+    """Whether the encoded operand ``e`` is a block of rows of a wider array: 2+ axes,
+    contiguous along its last, not C-contiguous."""
     e = _whole(e, layouts)
-    if e[0] == "slot":
-        lay = layouts[e[1]]
-        if lay is None:
-            return False
-        shape, strides, dtype = lay
-    elif e[0] == "view":
-        _, _, _, shape, strides, dtype = e
-    else:
+    lay = layouts[e[1]] if e[0] == "slot" else e[3:] if e[0] == "view" else None
+    if lay is None or len(lay[0]) < 2 or lay[1][-1] != lay[2].itemsize:
         return False
-    if len(shape) < 2 or strides[-1] != dtype.itemsize:
-        return False
-    return not _same_view(shape, _c_strides(shape, dtype), shape, strides)
+    return not c_layout(*lay)
 
 
-def _c_strides(shape: tuple, dtype: np.dtype) -> tuple:
-    out, step = [], dtype.itemsize
+def c_layout(shape: tuple, strides: tuple, dtype: np.dtype) -> bool:
+    """Whether ``(shape, strides)`` is the C-contiguous layout of ``dtype`` elements (strides of
+    size-1 axes do not count).
+
+    >>> c_layout((2, 3), (24, 8), np.dtype("f8")), c_layout((2, 3), (32, 8), np.dtype("f8"))
+    (True, False)
+    """
+    want, step = [], dtype.itemsize
     for n in reversed(shape):
-        out.append(step)
+        want.append(step)
         step *= n
-    return tuple(reversed(out))
+    return all(s == w or n == 1 for s, w, n in zip(strides, reversed(want), shape))
 
 
 def _padding(
