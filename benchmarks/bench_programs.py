@@ -17,8 +17,9 @@ fusegrad's gradient is checked against autograd's (rtol 1e-9; jax's against auto
 
 Timing: all libraries in one process, alternating per batch (the first library of a batch
 alternates too), CPU time (``time.process_time``: waiting for a core on a shared machine is not
-counted), the median of the batches' per-call times after warm-up. BLAS and XLA are pinned to one
-thread before NumPy is imported. "calls" is cProfile's ``total_calls`` for one gradient after
+counted), the median of the batches' per-call times after warm-up (past ``HOT_REPLAYS``, when
+``fg.jit`` compiles a program's hot kernels). BLAS and XLA are pinned to one thread before NumPy
+is imported. "calls" is cProfile's ``total_calls`` for one gradient after
 warm-up (Python-level function calls, load-independent).
 """
 
@@ -47,6 +48,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from fusegrad.bench.programs import PROGRAMS, SEED, Program  # noqa: E402
+from fusegrad.lazy.replay import HOT_REPLAYS  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # Libraries
@@ -148,7 +150,9 @@ def measure(prog: Program, libs: list[str], batches: int, target: float) -> dict
     reps = {}
     for lib in live:
         g, args = grads[lib]
-        for _ in range(3):
+        # past the replays after which fg.jit recompiles a program as a hot one (on a cold numba
+        # cache that compile took a whole first batch: hmm 26.9 ms against 5.3 after it)
+        for _ in range(HOT_REPLAYS + 2):
             g(args)
         reps[lib] = max(1, int(target / max(per_call(g, args, 3), 1e-7)))
     times: dict[str, list[float]] = {lib: [] for lib in live}
