@@ -149,9 +149,13 @@ def _split_back(dy, arrays, axis):
     else:
         axis = _norm_axis(axis, dy.ndim)
         sizes = [int(np.shape(x)[axis]) for x in arrays]
-    bounds = [int(b) for b in np.cumsum(sizes)[:-1]]
-    pieces = np.split(dy, bounds, axis=axis)
-    return [project(p, x) for p, x in zip(pieces, arrays, strict=False)]
+    # slices, not np.split (~3x the cost on an RNN step's small arrays): the same views
+    index, start, cts = [slice(None)] * np.ndim(dy), 0, []
+    for n, x in zip(sizes, arrays, strict=True):
+        index[axis] = slice(start, start + n)
+        cts.append(project(dy[tuple(index)], x))
+        start += n
+    return cts
 
 
 @register_rrule(np.concatenate)
