@@ -294,6 +294,40 @@ def test_hot_programs_move_kernels_to_numba_and_stay_right(monkeypatch):
     assert built and all(k.size == 600 for k in built)
 
 
+def test_a_hot_replay_copies_a_transposed_operand_and_stays_right(monkeypatch):
+    # the gradient of sum(sigmoid(x.T + y) * tanh(y)): replayed on numba, its kernels copy x.T
+    # to C order at each call (numba_engine.rows_padded_or_c), the x of that call
+    if not numba_engine.available():
+        pytest.skip("numba unavailable")
+    copied = []
+    relay = numba_engine.rows_padded_or_c
+
+    def spy(a):
+        out = relay(a)
+        copied.append(out is not a)
+        return out
+
+    monkeypatch.setattr(numba_engine, "rows_padded_or_c", spy)
+    rng = np.random.default_rng(1)
+    n = 1 << 8
+
+    def loss(x, y):
+        return np.sum((1 / (1 + np.exp(-(x.T + y)))) * np.tanh(y))
+
+    x, y = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    jg = fg.jit(fg.grad(loss, argnums=(0, 1)))
+    with fg.use_engine("auto"):
+        for _ in range(replay.HOT_REPLAYS + 3):
+            x[...] = rng.standard_normal((n, n))  # the caller's array, changed in place
+            s = 1 / (1 + np.exp(-(x.T + y)))
+            dz = s * (1 - s) * np.tanh(y)
+            got = jg(x, y)
+            dy = dz + s * (1 - np.tanh(y) ** 2)
+            np.testing.assert_allclose(got[0], dz.T, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(got[1], dy, rtol=1e-12, atol=1e-14)
+    assert any(copied)
+
+
 def test_degenerate_products_are_recognised():
     assert direct_matmul.degenerate(np.ones((4, 1)), np.ones((1, 3)))
     assert direct_matmul.degenerate(np.ones((4, 3)), np.ones(3))
@@ -543,22 +577,29 @@ def test_view_makers_give_every_strided_slice_of_a_slot(shape, data):
     assert np.shares_memory(got, fresh)
 
 
-def test_a_replay_pads_the_operands_that_are_rows_of_a_wider_array():
+def test_a_replay_relays_rows_of_a_wider_array_and_transposes():
     # numba vectorises loads from C-contiguous arrays only: a replayed kernel reading column
-    # blocks of a product (an LSTM's gates) gets them with their rows padded to their stride
+    # blocks of a product (an LSTM's gates) or a transpose gets them through the engine's
+    # ``pads`` (rows padded to their stride; a transpose copied, for kernels heavy enough)
     from fusegrad.lazy import replay_ops
 
     f8 = np.dtype("f8")
     layouts = [((4, 6), (48, 8), f8)]
     encoded = [
-        ("view", 0, 8, (4, 2), (48, 8), f8),  # x[:, 1:3]: padded
+        ("view", 0, 8, (4, 2), (48, 8), f8),  # x[:, 1:3]: rows of a wider array
         ("view", 0, 0, (4, 6), (48, 8), f8),  # x itself
-        ("view", 0, 0, (6, 4), (8, 48), f8),  # x.T
+        ("view", 0, 0, (6, 4), (8, 48), f8),  # x.T: a transpose
         ("view", 0, 8, (5,), (8,), f8),  # a run of one row
+        ("view", 0, 0, (3, 4), (8, 48), f8),  # x.T[:3]: neither
     ]
-    padded = []
-    get = replay_ops.indexed_operands(encoded, [], layouts, None, pad=padded.append)
+    relaid = []
+    get = replay_ops.indexed_operands(
+        encoded, [], layouts, None, pad=lambda a: relaid.append(a) or a.copy()
+    )
     x = np.arange(24.0).reshape(4, 6)
     values = get([x], ())
-    assert len(padded) == 1 and np.array_equal(padded[0], x[:, 1:3])
-    assert values[1] is x and np.array_equal(values[2], x.T)
+    assert len(relaid) == 2
+    assert np.array_equal(relaid[0], x[:, 1:3]) and np.array_equal(relaid[1], x.T)
+    assert values[1] is x and np.shares_memory(values[4], x)
+    for v, want in zip(values, (x[:, 1:3], x, x.T, x[0, 1:], x.T[:3]), strict=True):
+        np.testing.assert_array_equal(v, want)

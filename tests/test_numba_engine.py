@@ -625,3 +625,72 @@ def test_a_kernel_over_column_blocks_matches_numpy_on_both_engines(monkeypatch):
         assert [n["engine"] for n in notes if n["event"] == "kernel"] == [name]
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
     assert padded.count(False) == 4  # the gates (c is C-contiguous already)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+    dtype=st.sampled_from(["f8", "f4", "i8"]),
+    order=st.sampled_from(["c", "transpose", "rows", "reverse", "broadcast", "strided"]),
+)
+def test_rows_padded_or_c_copies_transposes_only(shape, dtype, order):
+    # for a kernel heavy in vectorised math, a transposed operand (F-contiguous) is copied to C
+    # order; rows of a wider array are padded as ``rows_padded`` pads them; anything else
+    # (reversed, broadcast, strided) is passed as it is
+    base = np.arange(np.prod(shape) * 2).astype(dtype)
+    a = base[: np.prod(shape)].reshape(shape)
+    if order == "transpose":
+        a = a.T
+    elif order == "rows":
+        a = base.reshape(*shape[:-1], 2 * shape[-1])[..., : shape[-1]]
+    elif order == "reverse":
+        a = a[..., ::-1]
+    elif order == "broadcast":
+        a = np.broadcast_to(a[..., :1], a.shape)
+    elif order == "strided":
+        a = base[::2].reshape(shape)[::-1]
+    p = ne.rows_padded_or_c(a)
+    for idx in np.ndindex(a.shape):
+        assert p[idx] == a[idx]
+    if a.ndim >= 2 and a.flags.f_contiguous and not a.flags.c_contiguous:
+        assert p.flags.c_contiguous and not np.shares_memory(p, a)
+    elif ne.rows_padded(a) is a:
+        assert p is a
+
+
+def test_a_heavy_kernel_reads_a_transpose_in_c_order_on_both_engines(monkeypatch):
+    # sigmoid(x.T + y) * tanh(y): numba's loop over x.T as it is stays scalar; the engine copies
+    # x.T to C order first, for a kernel with COPY_TRANSPOSED_FROM_FAST_OPS vectorised math ops
+    import fusegrad.lazy as fl
+    from fusegrad.lazy import engines, plan
+
+    copied = []
+    relay = ne.rows_padded_or_c
+
+    def spy(a):
+        out = relay(a)
+        copied.append(out is not a and not np.shares_memory(out, a))
+        return out
+
+    monkeypatch.setattr(ne, "rows_padded_or_c", spy)
+    rng = np.random.default_rng(0)
+    n = 1 << 8
+    assert n * n >= ne.PAD_ROWS_FROM
+    x, y = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+
+    def heavy(a, b):
+        return (1 / (1 + np.exp(-(a.T + b)))) * np.tanh(b)
+
+    def light(a, b):
+        return (a.T + b) * b
+
+    for f in (heavy, light):
+        want = f(x, y)
+        for name in ("numba", "numpy"):
+            copied.clear()
+            with engines.use_engine(name), plan.recording() as notes:
+                got = plan.materialize(f(fl.asarray(x), fl.asarray(y)))
+            assert [n["engine"] for n in notes if n["event"] == "kernel"] == [name]
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
+            # numba copies x.T (only x.T) for the heavy kernel; the light one reads it as is
+            assert copied == ([True, False] if (f, name) == (heavy, "numba") else [])

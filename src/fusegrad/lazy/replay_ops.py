@@ -263,8 +263,8 @@ def indexed_operands(
     ``indexes``: composed into the operand's view when that keeps axes (one view built, or
     none where the result is a whole slot), else indexed at each call (an element). What an
     engine replayer's ``bare`` entry takes (``numba_engine.replayer``). ``pad``: applied at
-    each call to the operands that are rows of a wider array (``z[:, h:2h]``; the engine's
-    ``pads``), the others passed as they are.
+    each call to the operands that are rows of a wider array (``z[:, h:2h]``) or transposes
+    (``x.T``; the engine's ``pads``), the others passed as they are.
 
     >>> f8 = np.dtype("f8")
     >>> layouts = [((3,), (8,), f8)]
@@ -287,7 +287,7 @@ def indexed_operands(
         else:
             parts[j] = composed
     get = operands(parts, layouts, evaluate)
-    rows = [j for j, e in enumerate(parts) if _rows_of_wider(e, layouts)]
+    rows = [j for j, e in enumerate(parts) if _relaid(e, layouts)]
     if rows and pad is not None:
         get = _padding(get, rows, pad)
     if not elements:
@@ -302,14 +302,15 @@ def indexed_operands(
     return with_elements
 
 
-def _rows_of_wider(e: tuple, layouts: Sequence[tuple | None]) -> bool:
-    """Whether the encoded operand ``e`` is a block of rows of a wider array: 2+ axes,
-    contiguous along its last, not C-contiguous."""
+def _relaid(e: tuple, layouts: Sequence[tuple | None]) -> bool:
+    """Whether the encoded operand ``e`` is one an engine's ``pads`` may lay out anew: 2+ axes,
+    not C-contiguous, and contiguous along its last (a block of rows of a wider array) or its
+    first (a transpose)."""
     e = _whole(e, layouts)
     lay = layouts[e[1]] if e[0] == "slot" else e[3:] if e[0] == "view" else None
-    if lay is None or len(lay[0]) < 2 or lay[1][-1] != lay[2].itemsize:
+    if lay is None or len(lay[0]) < 2 or c_layout(*lay):
         return False
-    return not c_layout(*lay)
+    return lay[1][-1] == lay[2].itemsize or c_layout(lay[0][::-1], lay[1][::-1], lay[2])
 
 
 def c_layout(shape: tuple, strides: tuple, dtype: np.dtype) -> bool:
