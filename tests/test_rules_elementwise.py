@@ -250,6 +250,38 @@ def test_logaddexp_at_plus_infinity(engine):
     np.testing.assert_allclose(t, [1.0, 1 / (1 + np.e)])
 
 
+@pytest.mark.parametrize("f, log, edge", [("xlogy", np.log, 0.0), ("xlog1py", np.log1p, -1.0)])
+def test_xlogy_slopes_where_a_is_zero(engine, path, f, log, edge):
+    # a log(b) at a = 0: its slope in a is log(b) (a cross-entropy's zero target probability,
+    # a gamma density's shape 1), not 0; in b it is 0 for every b, b = 0 included (not 0/0).
+    # Only where a = 0 and b <= edge (no finite slope) is the slope in a taken as 0.
+    fun = getattr(sp, f)
+    a = np.array([0.0, 0.0, 0.0, 1.5, -0.0])
+    b = np.array([0.5, 0.0, -0.5, 0.5, 2.0]) + edge
+    ga, gb = fg.grad(lambda a, b: np.sum(fun(a, b)), argnums=(0, 1))(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want_a = np.where([1, 0, 0, 1, 1], log(b), 0.0)
+    np.testing.assert_allclose(ga, want_a, rtol=1e-15)
+    np.testing.assert_allclose(gb, [0.0, 0.0, 0.0, 1.5 / (0.5 - 0.0), 0.0], rtol=1e-15)
+    h = 1e-6  # and the slope in a at a = 0 is the central difference's
+    fd = (fun(h, b[0]) - fun(-h, b[0])) / (2 * h)
+    np.testing.assert_allclose(ga[0], fd, rtol=1e-8)
+    _, t = fg.jvp(lambda a: fun(a, b), (np.zeros(5),), (np.ones(5),))
+    np.testing.assert_allclose(t, np.where([1, 0, 0, 1, 1], want_a, 0.0), rtol=1e-15)
+
+
+def test_gamma_and_beta_densities_at_shape_one():
+    # d/da gamma.logpdf(x, a) = log x - digamma(a), smooth through a = 1 (xlogy(a - 1, x))
+    st = pytest.importorskip("scipy.stats")
+    x = 2.0
+    for a in (0.999, 1.0, 1.001):
+        got = fg.grad(lambda a: st.gamma.logpdf(x, a))(a)
+        np.testing.assert_allclose(got, np.log(x) - sp.digamma(a), rtol=1e-12)
+    got = fg.grad(lambda ab: st.beta.logpdf(0.3, ab[0], ab[1]))(np.ones(2))
+    want = np.log([0.3, 0.7]) - sp.digamma(1.0) + sp.digamma(2.0)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # inf - inf on purpose
 def test_power_and_logaddexp_edges_match_jax(jax):
     jnp = jax.numpy

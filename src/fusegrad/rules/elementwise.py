@@ -280,6 +280,29 @@ elementwise_op(np.hypot,       lambda a, b, y: a / y, lambda a, b, y: b / y,
                numba="math.hypot({0}, {1})", expensive=True, float_only=True)
 # fmt: on
 
+def _xlog_da(log: Any, a: Any, b: Any, edge: float) -> Any:
+    """∂/∂a of ``a log(b - edge)`` (``xlogy``: ``log``, 0; ``xlog1py``: ``log1p``, -1): the log
+    itself, ``a = 0`` included (``xlogy(0, 0.5)`` has slope ``log 0.5`` in ``a``); 0 only where
+    ``a = 0`` and ``b <= edge``, whose value 0 has no finite slope.
+
+    >>> _xlog_da(np.log, np.array([0.0, 0.0, 2.0]), np.array([0.5, 0.0, 0.5]), 0.0).round(4)
+    array([-0.6931,  0.    , -0.6931])
+    """
+    flat = np.logical_and(np.equal(a, 0), np.less_equal(b, edge))
+    return np.where(flat, 0.0, log(np.where(flat, edge + 1.0, b)))
+
+
+def _xlog_db(a: Any, b: Any, edge: float) -> Any:
+    """∂/∂b of ``a log(b - edge)``: ``a / (b - edge)``, and 0 wherever ``a = 0`` (``xlogy(0, b)``
+    is 0 for every ``b``, ``b = 0`` included, where ``a / b`` would be NaN).
+
+    >>> _xlog_db(np.array([0.0, 2.0]), np.array([0.0, 4.0]), 0.0)
+    array([0. , 0.5])
+    """
+    zero = np.equal(a, 0)
+    return np.where(zero, 0.0, a / (np.where(zero, edge + 1.0, b) - edge))
+
+
 try:  # SciPy's ufuncs, when SciPy is installed.
     import scipy.special as sp
 
@@ -292,12 +315,12 @@ try:  # SciPy's ufuncs, when SciPy is installed.
                    numba="math.erf({0})", expensive=True, float_only=True)
     elementwise_op(sp.erfc,      lambda x, y: -TWO_OVER_SQRT_PI * np.exp(-x * x),
                    numba="math.erfc({0})", expensive=True, float_only=True)
-    elementwise_op(sp.xlogy,     lambda a, b, y: np.where(np.equal(a, 0), 0.0, np.log(np.where(np.equal(a, 0), 1.0, b))),  # noqa: E501
-                                 lambda a, b, y: a / b,
+    elementwise_op(sp.xlogy,     lambda a, b, y: _xlog_da(np.log, a, b, 0.0),
+                                 lambda a, b, y: _xlog_db(a, b, 0.0),
                    numba="({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log{f32}({1}))",
                    expensive=True, float_only=True)
-    elementwise_op(sp.xlog1py,   lambda a, b, y: np.where(np.equal(a, 0), 0.0, np.log1p(np.where(np.equal(a, 0), 0.0, b))),  # noqa: E501
-                                 lambda a, b, y: a / (1 + b),
+    elementwise_op(sp.xlog1py,   lambda a, b, y: _xlog_da(np.log1p, a, b, -1.0),
+                                 lambda a, b, y: _xlog_db(a, b, -1.0),
                    numba="({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log1p{f32}({1}))",
                    expensive=True, float_only=True)
     elementwise_op(sp.log_expit, lambda x, y: 1 - np.exp(y),
