@@ -280,6 +280,7 @@ elementwise_op(np.hypot,       lambda a, b, y: a / y, lambda a, b, y: b / y,
                numba="math.hypot({0}, {1})", expensive=True, float_only=True)
 # fmt: on
 
+
 def _xlog_da(log: Any, a: Any, b: Any, edge: float) -> Any:
     """∂/∂a of ``a log(b - edge)`` (``xlogy``: ``log``, 0; ``xlog1py``: ``log1p``, -1): the log
     itself, ``a = 0`` included (``xlogy(0, 0.5)`` has slope ``log 0.5`` in ``a``); 0 only where
