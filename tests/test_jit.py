@@ -783,6 +783,27 @@ def test_a_first_call_that_raises_records_again_and_keeps_the_reason():
     assert info.replayable and info.reason == "" and len(calls) == 2
 
 
+def test_a_recording_after_one_that_raised_keys_the_numbers_it_reads():
+    # the first call raises before reading s; the second reads it (a comparison), so its
+    # program serves s = 1.25 only: every other value records its own (it replayed 1.25's)
+    def f(x, s):
+        if s < 0.8:
+            raise ValueError("s too small")
+        if s > 1.0:
+            return np.sum(np.sin(x)) * s
+        return np.sum(np.cos(x)) * s
+
+    g, x = fg.jit(fg.grad(f)), np.array([0.1, 0.2, 0.3])
+    with pytest.raises(ValueError):
+        g(x, 0.5)
+    for s in (1.25, 1.5, 0.9, 1.25, 2.0):
+        want = np.cos(x) * s if s > 1.0 else -np.sin(x) * s
+        np.testing.assert_allclose(g(x, s), want, rtol=1e-15)
+    info = g.cache_info()
+    assert all(e.numbers == "compiled in" for e in info.entries)
+    assert len(info.entries) == 4 and info.hits == 1
+
+
 def test_each_number_is_checked_by_a_change_of_its_own():
     import math
 

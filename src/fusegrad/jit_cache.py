@@ -196,12 +196,28 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
         entry.calls += 1
         stats[1] += 1
         entry.failed, entry.program, entry.rebuild, entry.reason = False, None, None, ""
+        entry.numbers, entry.values = "", ()
         try:
             return _record(fun, entry, leaves, rebuild_args, positions, arrays, places, numbers)
         except BaseException as e:
             entry.failed = True
             entry.reason = f"the call raised {type(e).__name__}: {e}"
             raise
+
+    def record_keyed(entry: _Entry, key: tuple, base: tuple, values: tuple, how: tuple) -> Any:
+        """``record``, then the entry keyed by its numbers' values when the recording read
+        them (or when its signature's numbers are compiled in already)."""
+        out = record(entry, *how)
+        if key is not base:  # a signature of compiled-in numbers: keyed by their values
+            entry.numbers = "compiled in"
+            entry.reason = entry.reason or compiled_in.get(base, "")
+        if entry.numbers == "compiled in" and key is base and cache.get(key) is entry:
+            # the values were read: this program is for these values only
+            compiled_in[key] = entry.reason
+            del cache[key]
+            entry.key = (*key, ("values", values))
+            insert(entry)
+        return out
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -250,21 +266,11 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
             if not kwargs and all(type(a) is np.ndarray for a in args):
                 entry.fast = _fast_key(args)
             insert(entry)
-            out = record(entry, *how)
-            if key is not base:  # a signature of compiled-in numbers: keyed by their values
-                entry.numbers = "compiled in"
-                entry.reason = entry.reason or compiled_in.get(base, "")
-            if entry.numbers == "compiled in" and key is base and cache.get(key) is entry:
-                # the values were read: this program is for these values only
-                compiled_in[key] = entry.reason
-                del cache[key]
-                entry.key = (*key, ("values", values))
-                insert(entry)
-            return out
+            return record_keyed(entry, key, base, values, how)
         cache.move_to_end(key)
         if entry.program is None:
-            if entry.failed:
-                return record(entry, *how)
+            if entry.failed:  # its first recording raised: this one may read numbers
+                return record_keyed(entry, key, base, values, how)
             entry.calls += 1
             stats[1] += 1
             return fun(*args, **kwargs)
