@@ -257,6 +257,25 @@ def test_a_plain_array_indexed_by_a_computed_index_says_how_to_replay_it():
     assert by_argument.cache_info()[0].replayable
 
 
+def test_a_closure_array_is_read_at_each_call_and_values_made_from_it_at_the_recording():
+    # C itself is a constant whose contents each replay reads; C - C.mean(), computed by NumPy
+    # before it meets x, is a value of the recording (as jax.jit's closure values are), until
+    # the cache is cleared or C is passed as an argument (README, "jit")
+    C = np.array([1.0, 2.0, 3.0])
+    direct = fg.jit(fg.grad(lambda x: np.sum(x * C)))
+    derived = fg.jit(fg.grad(lambda x: np.sum(x * (C - C.mean()))))
+    passed = fg.jit(fg.grad(lambda x, c: np.sum(x * (c - c.mean()))))
+    x = np.zeros(3)
+    for _ in range(2):
+        direct(x), derived(x), passed(x, C)
+    C[:] = [10.0, 0.0, -10.0]
+    np.testing.assert_array_equal(direct(x), C)
+    np.testing.assert_array_equal(derived(x), [-1.0, 0.0, 1.0])  # recorded with the old C
+    np.testing.assert_array_equal(passed(x, C), C)
+    derived.cache_clear()
+    np.testing.assert_array_equal(derived(x), C)
+
+
 def test_rules_that_need_arrays_are_steps_of_the_replay():
     def f(w, X):
         return np.sum(np.log1p(np.exp(X @ w)))

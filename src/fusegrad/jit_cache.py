@@ -19,6 +19,9 @@ Semantics, as ``jax.jit`` where it is defined:
   count, an axis or an index far more often than data; JAX asks for ``static_argnums`` there).
 - Arrays the function reads from elsewhere (globals, closures) are constants of the recording:
   their contents are read at each call, but rebinding the name to another array is not seen.
+  What the function computes from them with NumPy alone, before they meet an argument
+  (``C - C.mean()``), is computed once, at the recording (as ``jax.jit`` computes every closure
+  value): pass an array that changes between calls as an argument.
 - NumPy calls that need concrete arrays (``np.matmul``, ``np.linalg.solve``, ``np.sort``, a
   gather ``x[idx]``, any rule that is not lazy, and their pullbacks) are *steps* of the recorded
   program, run again on the new operands at each replay (``replay.step``).
