@@ -154,6 +154,7 @@ def primitive(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         return trace.apply(dispatching, args, kwargs)
 
+    dispatching.__fusegrad_body__ = fn  # type: ignore[attr-defined]  # (what a replay calls)
     return dispatching
 
 
