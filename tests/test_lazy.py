@@ -99,6 +99,25 @@ def test_hash_consing_keeps_sign_of_zero_constants(engine):
     np.testing.assert_array_equal(both, np.copysign(1.0, a * 0.0) + np.copysign(1.0, a * -0.0) * 10)
 
 
+@pytest.mark.parametrize(
+    "nan", [np.float64("nan"), np.float32("nan"), float("nan"), np.complex128(complex(1, math.nan))]
+)
+def test_nan_constants_are_found_by_the_kernel_that_reads_them(engine, nan):
+    # a NaN constant's key is made again when the kernel is built (NaN != NaN, and a NumPy
+    # scalar's .item() is a new float each time): it raised KeyError in plan.build_kernel
+    a = np.linspace(-1.0, 1.0, 50)
+    x = fl.asarray(a)
+    got = fl.materialize(np.sum(np.tanh(x) * nan) + x * nan)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got, np.sum(np.tanh(a) * nan) + a * nan)
+    if not isinstance(nan, complex):
+        # two different NaN constants stay two: the complex one's imaginary part survives
+        got = fl.materialize(x * nan + x * complex(math.nan, 1.0))
+        want = a * nan + a * complex(math.nan, 1.0)
+        np.testing.assert_array_equal(got.real, want.real)
+        np.testing.assert_array_equal(got.imag, want.imag)
+
+
 def test_common_subexpression_computed_once(engine):
     x, y = fl.asarray(rng.random(64)), fl.asarray(rng.random(32))
 

@@ -183,9 +183,13 @@ def _const_key(c: Any) -> tuple:
         return ("c", type(c).__mro__[1].__name__, ("dynamic", id(c)), None)
     v = c.item() if isinstance(c, np.generic) else c
     sign = math.copysign(1.0, v) if isinstance(v, float) else None
+    if isinstance(v, float | complex) and v != v:
+        # NaN equals no NaN, and .item() makes a new one each time: the key of a NaN constant
+        # must still find the constant (plan.build_kernel looks it up by a key made again)
+        v = ("nan", repr(v))
     if isinstance(c, np.generic):
         return ("c", c.dtype.str, v, sign)
-    return ("c", type(c).__name__, c, sign)
+    return ("c", type(c).__name__, v, sign)
 
 
 def arg_key(a: Any) -> tuple:
