@@ -823,6 +823,27 @@ def test_a_recording_after_one_that_raised_keys_the_numbers_it_reads():
     assert len(info.entries) == 4 and info.hits == 1
 
 
+@pytest.mark.filterwarnings("ignore:fusegrad.jit")  # a function may run uncompiled: its choice
+def test_a_number_argument_in_where_and_in_a_sequence_of_numbers():
+    # np.where(cond, s, 0.0) with an array condition raised TypeError (the lazy where declined
+    # jit's number type); np.stack([s, s**2, 1.0]) recursed without end (the number's NumPy
+    # dispatch handed the list on unchanged). scipy.stats.poisson.logpmf(0, mu) does the first.
+    cond = np.array([True, False, True])
+    fs = [
+        lambda s: np.sum(np.where(cond, s, 0.0) * np.arange(3.0)),
+        lambda s: np.sum(np.stack([s, s**2, 1.0]) ** 2),
+        lambda s: np.sum(np.array([s, 2.0]) ** 2),
+    ]
+    for f in fs:
+        jitted, plain = fg.jit(fg.grad(f)), fg.grad(f)
+        for s in (1.7, 2.5, -0.5, 1.7):
+            np.testing.assert_allclose(jitted(s), plain(s), rtol=1e-15)
+        np.testing.assert_allclose(fg.jit(f)(0.3), f(0.3), rtol=1e-15)
+    st = pytest.importorskip("scipy.stats")
+    logpmf = fg.jit(fg.grad(lambda mu: st.poisson.logpmf(0, mu)))
+    assert logpmf(1.7) == -1.0 and logpmf(2.5) == -1.0
+
+
 def test_each_number_is_checked_by_a_change_of_its_own():
     import math
 

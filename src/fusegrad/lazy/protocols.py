@@ -319,7 +319,8 @@ def array_function(self: LazyArray, func: Callable, types: Any, args: tuple, kwa
     return _call(func, args, kwargs)
 
 
-_OWN_TYPES = (LazyArray, np.ndarray)
+# (a jit recording's number arguments too: lazy functions take them as constants)
+_OWN_TYPES = (LazyArray, np.ndarray, replay.Number)
 
 
 # NumPy functions that write into their first argument.

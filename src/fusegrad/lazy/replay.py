@@ -328,6 +328,13 @@ def _plain(x: Any) -> Any:
     return x._value if isinstance(x, Number) else x
 
 
+def _plain_in(x: Any) -> Any:
+    """``_plain`` into lists and tuples (``np.stack([s, 1.0])``'s sequence of numbers)."""
+    if type(x) is list or type(x) is tuple:
+        return type(x)(_plain_in(v) for v in x)
+    return _plain(x)
+
+
 def _operand(x: Any) -> tuple:
     return x._recipe if isinstance(x, Number) else ("value", x)
 
@@ -394,7 +401,7 @@ def _array_function(self: Number, func: Any, types: Any, args: tuple, kwargs: di
         return NotImplemented
     if func not in _TYPE_ONLY:
         self._read(f"np.{getattr(func, '__name__', 'function')} of it")
-    return func(*[_plain(a) for a in args], **{k: _plain(v) for k, v in kwargs.items()})
+    return func(*[_plain_in(a) for a in args], **{k: _plain_in(v) for k, v in kwargs.items()})
 
 
 _ARITHMETIC = {
