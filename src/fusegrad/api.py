@@ -215,7 +215,7 @@ def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list, Callable, list[bool]]
 def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, list]:
     """The output's value (lazy parts materialised together, when ``evaluate``) and its tracers
     of ``trace``."""
-    if type(out) is Tracer and out.trace is trace and replay.active() is None:
+    if type(out) is Tracer and out._trace is trace and replay.active() is None:
         value = out.value  # the common case: the traced output itself
         if evaluate and isinstance(value, LazyArray):
             with replay.sanctioned():
@@ -225,7 +225,7 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
     tracers: list[Tracer | None] = []
     values = []
     for leaf in leaves:
-        if isinstance(leaf, Tracer) and leaf.trace is trace:
+        if isinstance(leaf, Tracer) and leaf._trace is trace:
             tracers.append(leaf)
             values.append(leaf.value)
         else:

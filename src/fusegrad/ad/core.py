@@ -125,14 +125,14 @@ def _ref(t: Tracer) -> Any:
 class Tracer:
     """A boxed value of one trace; NumPy protocols and operators live in ``tracer.py``."""
 
-    __slots__ = ("value", "trace", "node", "index", "__weakref__")
+    __slots__ = ("value", "_trace", "node", "index", "__weakref__")
     __array_priority__ = 200.0
     __fusegrad_traced__ = True
 
     def __init__(self, value: Any, trace: Any, node: Any, index: int | None) -> None:
         # trace: a Trace, or a forward.JVPTrace (anything with a level and an apply)
         self.value = value
-        self.trace = trace
+        self._trace = trace
         self.node = node
         self.index = index
 
@@ -140,7 +140,7 @@ class Tracer:
 def _max_level(xs: Any, best: int = 0) -> int:
     for x in xs:
         if isinstance(x, Tracer):
-            best = max(best, x.trace.level)
+            best = max(best, x._trace.level)
         elif isinstance(x, list | tuple):
             best = _max_level(x, best)
     return best
@@ -148,7 +148,7 @@ def _max_level(xs: Any, best: int = 0) -> int:
 
 def _unbox(x: Any, level: int) -> Any:
     if isinstance(x, Tracer):
-        return x.value if x.trace.level == level else x
+        return x.value if x._trace.level == level else x
     if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
         return type(x)(_unbox(v, level) for v in x)
     return x
@@ -156,7 +156,7 @@ def _unbox(x: Any, level: int) -> Any:
 
 def _parents(x: Any, level: int) -> Any:
     if isinstance(x, Tracer):
-        return _ref(x) if x.trace.level == level else None
+        return _ref(x) if x._trace.level == level else None
     if isinstance(x, list | tuple):
         ps = [_parents(v, level) for v in x]
         return ps if any(p is not None for p in ps) else None
@@ -265,7 +265,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     traced = False  # whether an argument is of this trace (else the result is a constant)
     for a in args:
         if type(a) is Tracer:
-            mine = a.trace.level == level
+            mine = a._trace.level == level
             values.append(a.value if mine else a)
             # _ref(a), inlined on the per-op path
             parents.append((a.node if a.index is None else (a.node, a.index)) if mine else None)

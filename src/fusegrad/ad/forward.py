@@ -78,7 +78,7 @@ class JVPTracer(Tracer):
         return self.value
 
     def __repr__(self) -> str:
-        return f"JVPTracer({self.value!r}, tangent={self.tangent!r}, level={self.trace.level})"
+        return f"JVPTracer({self.value!r}, tangent={self.tangent!r}, level={self._trace.level})"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -89,8 +89,8 @@ class JVPTracer(Tracer):
 def _top(xs: Any, best: tuple) -> tuple:
     for x in xs:
         if isinstance(x, Tracer):
-            if x.trace.level > best[0]:
-                best = (x.trace.level, x.trace)
+            if x._trace.level > best[0]:
+                best = (x._trace.level, x._trace)
         elif isinstance(x, list | tuple):
             best = _top(x, best)
     return best
@@ -110,7 +110,7 @@ _MISRECORDED = (
 
 def _tangent_of(x: Any, level: int) -> Any:
     if isinstance(x, Tracer):
-        if x.trace.level == level:
+        if x._trace.level == level:
             if not isinstance(x, JVPTracer):
                 raise TypeError(_MISRECORDED)
             return x.tangent
@@ -294,10 +294,10 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
     leaves, rebuild = flatten(out)
     prims, tangs = [], []
     for leaf in leaves:
-        if isinstance(leaf, JVPTracer) and leaf.trace is trace:
+        if isinstance(leaf, JVPTracer) and leaf._trace is trace:
             prims.append(leaf.value)
             tangs.append(unthunk(leaf.tangent))
-        elif isinstance(leaf, Tracer) and leaf.trace is trace:
+        elif isinstance(leaf, Tracer) and leaf._trace is trace:
             raise TypeError(_MISRECORDED)
         else:
             prims.append(leaf)

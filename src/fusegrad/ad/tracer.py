@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from ..lazy import replay
-from ..lazy.protocols import ARITHMETIC, COMPARISONS, OPERATOR_UFUNCS, forward_methods
+from ..lazy.protocols import (
+    ARITHMETIC,
+    COMPARISONS,
+    IN_PLACE_METHODS,
+    OPERATOR_UFUNCS,
+    forward_methods,
+    transpose_axes,
+)
 from ..rules.common import primal_tree
 from ..rules.elementwise import astype
 from ..rules.registry import is_static
@@ -46,7 +53,7 @@ def _has_out(kwargs: dict) -> bool:
 
 def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
     if not kwargs and method == "__call__" and _only_trace_of(self, inputs):
-        return self.trace.apply(ufunc, inputs, kwargs)  # (the common call, without the search)
+        return self._trace.apply(ufunc, inputs, kwargs)  # (the common call, without the search)
     if kwargs and _has_out(kwargs):
         raise TypeError(
             f"np.{ufunc.__name__}(..., out=...) writes into an array in place, which fusegrad "
@@ -74,7 +81,7 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
 def _only_trace_of(self: Tracer, inputs: tuple) -> bool:
     """Whether every input is a number, a NumPy array or a value of ``self``'s trace."""
     for x in inputs:
-        if type(x) not in PLAIN_LEAVES and (type(x) is not Tracer or x.trace is not self.trace):
+        if type(x) not in PLAIN_LEAVES and (type(x) is not Tracer or x._trace is not self._trace):
             return False
     return True
 
@@ -90,7 +97,7 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
     if composite is not None:
         return composite(*args, **kwargs)
     if not kwargs and len(args) == 1 and args[0] is self:  # np.sum(x): x's trace, no search
-        return self.trace.apply(func, args, kwargs)
+        return self._trace.apply(func, args, kwargs)
     return apply(func, args, kwargs)
 
 
@@ -126,7 +133,7 @@ def _getitem(self: Tracer, index: Any) -> Any:
     # an int, a slice or a tuple of them (and None, Ellipsis) holds no traced value: self's
     # trace is the innermost, without the dispatcher's search through the index
     if is_static(index):
-        return self.trace.apply(operator.getitem, (self, index), {})
+        return self._trace.apply(operator.getitem, (self, index), {})
     return apply(operator.getitem, (self, index), {})
 
 
@@ -136,6 +143,25 @@ def _no_setitem(self: Tracer, index: Any, value: Any) -> None:
         "new array instead: np.where(mask, v, x) for masks, np.concatenate/np.stack of the "
         "pieces, or fusegrad.numpy.array([...]) of the elements"
     )
+
+
+def _in_place(name: str) -> Any:
+    def method(self: Tracer, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            f"x.{name}() changes x in place, which a traced array cannot (its old value is part "
+            f"of the gradient): write {IN_PLACE_METHODS[name]} instead"
+        )
+
+    return method
+
+
+def _view(self: Tracer, *args: Any, **kwargs: Any) -> Any:
+    if args or kwargs:
+        raise TypeError(
+            "x.view(dtype) reinterprets x's bytes, which has no derivative: use x.astype(dtype) "
+            "to convert its values"
+        )
+    return self  # values are immutable here: a view is the same value
 
 
 def _power(self: Any, other: Any) -> Any:
@@ -150,8 +176,8 @@ def _power(self: Any, other: Any) -> Any:
 def _binary(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
         # a number, an array or a value of self's trace: self's trace is the innermost
-        if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o.trace is self.trace):
-            return self.trace.apply(uf, (self, o), {})
+        if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
+            return self._trace.apply(uf, (self, o), {})
         return apply(uf, (self, o), {})
 
     return op
@@ -159,8 +185,8 @@ def _binary(uf: np.ufunc) -> Any:
 
 def _reflected(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
-        if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o.trace is self.trace):
-            return self.trace.apply(uf, (o, self), {})
+        if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
+            return self._trace.apply(uf, (o, self), {})
         return apply(uf, (o, self), {})
 
     return op
@@ -204,7 +230,7 @@ def _install() -> None:
     cls.__getitem__ = _getitem
     cls.__len__ = lambda self: len(_primal(self))
     cls.__iter__ = lambda self: (self[i] for i in range(len(self)))
-    cls.__repr__ = lambda self: f"Tracer({_primal(self)!r}, level={self.trace.level})"
+    cls.__repr__ = lambda self: f"Tracer({_primal(self)!r}, level={self._trace.level})"
     cls.shape = property(lambda self: np.shape(_primal(self)))
     cls.dtype = property(lambda self: _dtype(_primal(self)))
     cls.ndim = property(lambda self: np.ndim(_primal(self)))
@@ -219,10 +245,19 @@ def _install() -> None:
     cls.astype = lambda self, dtype, **k: _astype(self, dtype)
     forward_methods(
         cls,
-        "sum prod max min mean var std clip transpose swapaxes squeeze ravel cumsum cumprod"
-        " repeat diagonal take sort argmax argmin argsort nonzero any all",
+        "sum prod max min mean var std clip swapaxes squeeze ravel cumsum cumprod repeat"
+        " diagonal take argmax argmin argsort nonzero any all round trace searchsorted"
+        " argpartition",
     )
-    cls.flatten = lambda self: np.ravel(self)  # a copy in NumPy; values are immutable here
+    cls.transpose = lambda self, *axes: np.transpose(self, transpose_axes(axes))
+    cls.compress = lambda self, condition, axis=None: np.compress(condition, self, axis)
+    cls.flatten = lambda self, order="C": np.ravel(self, order)  # values are immutable here
+    cls.flat = property(lambda self: np.ravel(self))  # (for reading: x.flat[i])
+    cls.view = _view
+    cls.itemsize = property(lambda self: _dtype(_primal(self)).itemsize)
+    cls.nbytes = property(lambda self: self.size * self.itemsize)
+    for name in IN_PLACE_METHODS:
+        setattr(cls, name, _in_place(name))
     cls.reshape = lambda self, *shape, **k: np.reshape(
         self, shape[0] if len(shape) == 1 else shape, **k
     )

@@ -302,6 +302,8 @@ FUNCTIONS: dict[Callable, Callable] = {
     np.ravel: _ravel,
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
+    np.iscomplexobj: lambda x: x.dtype.kind == "c",  # the type alone: nothing to compute
+    np.isrealobj: lambda x: x.dtype.kind != "c",
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.zeros_like: _like(np.zeros),
     np.ones_like: _like(np.ones),
@@ -499,32 +501,69 @@ def _install() -> None:
     cls.imag = property(_imag)
     cls.conj = lambda self: np.conjugate(self)
     cls.conjugate = cls.conj
-    _lazy_methods("sum prod max min mean var std transpose swapaxes squeeze ravel")
-    forward_methods(cls, "clip")
+    _lazy_methods("sum prod max min mean var std swapaxes squeeze ravel trace")
+    forward_methods(cls, "clip searchsorted argpartition diagonal take repeat")
+    cls.compress = lambda self, condition, axis=None: np.compress(condition, self, axis)
+    cls.transpose = _transpose
+    cls.view = _view
+    cls.flat = property(lambda self: np.ravel(self))  # (for reading: x.flat[i])
+    cls.itemsize = property(lambda self: self.dtype.itemsize)
+    cls.nbytes = property(lambda self: self.size * self.dtype.itemsize)
+    for name, instead in IN_PLACE_METHODS.items():
+        setattr(cls, name, _in_place(name, instead))
     cls.reshape = lambda self, *shape, **k: _call(
         np.reshape, (self, shape[0] if len(shape) == 1 else shape), k
     )
-    # Methods whose result is not an array expression: computed on the materialised value.
-    for name in (
-        "any",
-        "all",
-        "argmax",
-        "argmin",
-        "argsort",
-        "nonzero",
-        "tolist",
-        "item",
-        "copy",
-        "round",
-        "cumsum",
-        "cumprod",
-        "dot",
-        "flatten",
-        "tobytes",
-    ):
+    # Methods that run as their NumPy functions do (eagerly, as steps of a jit recording)
+    forward_methods(cls, "any all argmax argmin argsort nonzero round cumsum cumprod dot copy")
+    cls.flatten = lambda self, order="C": np.ravel(self, order)  # immutable: no copy needed
+    # Methods whose result is a Python value: computed on the materialised value.
+    for name in ("tolist", "item", "tobytes"):
         setattr(cls, name, lambda self, *a, _n=name, **k: getattr(materialize(self), _n)(*a, **k))
     cls.__iter__ = lambda self: (self[i] for i in range(len(self)))
     cls.__setitem__ = _no_setitem
+
+
+# ndarray methods that write into the array, and what to write instead (lazy and traced arrays)
+IN_PLACE_METHODS = {
+    "sort": "x = np.sort(x)",
+    "partition": "x = np.partition(x, kth)",
+    "fill": "x = np.full_like(x, value)",
+    "put": "np.where / np.concatenate of the pieces",
+    "resize": "x = np.resize(x, shape)",
+    "itemset": "np.where(mask, v, x)",
+}
+
+
+def _in_place(name: str, instead: str) -> Callable:
+    def method(self: LazyArray, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            f"x.{name}() changes x in place, and lazy arrays are immutable: write {instead} instead"
+        )
+
+    return method
+
+
+def transpose_axes(axes: tuple) -> Any:
+    """``x.transpose(*axes)``'s axes for ``np.transpose``: ndarray.transpose takes them as one
+    sequence, as separate ints, or none.
+
+    >>> transpose_axes((1, 0)), transpose_axes(((1, 0),)), transpose_axes(())
+    ((1, 0), (1, 0), None)
+    """
+    if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], tuple | list)):
+        axes = axes[0]
+    return tuple(axes) if axes else None
+
+
+def _transpose(self: LazyArray, *axes: Any) -> Any:
+    return _call(np.transpose, (self, transpose_axes(axes)), {})
+
+
+def _view(self: LazyArray, *args: Any, **kwargs: Any) -> Any:
+    if args or kwargs:
+        return materialize(self).view(*args, **kwargs)  # a reinterpretation: of the value
+    return self  # immutable: a view is the same value
 
 
 def _no_setitem(self: LazyArray, index: Any, value: Any) -> None:

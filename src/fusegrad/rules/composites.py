@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from . import registry
-from .common import as_array, dispatch, scalar_rule, value
+from .common import as_array, dispatch, is_complex_value, scalar_rule, value
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -568,7 +568,7 @@ def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
     n, m = np.shape(a)[0], np.shape(v)[0]
     if n == 0 or m == 0:
         raise ValueError("np.correlate: inputs cannot be empty")
-    vc = np.conj(v[::-1]) if np.iscomplexobj(value(v)) else v[::-1]
+    vc = np.conj(v[::-1]) if is_complex_value(v) else v[::-1]
     full = _full_convolve(a, vc)
     if mode == "same" and m > n:
         # NumPy swaps the operands and reverses the result: its window starts on the other side.
@@ -607,7 +607,7 @@ def _polyfit(
     if np.ndim(x) != 1 or np.ndim(y) not in (1, 2) or np.shape(y)[0] != np.shape(x)[0]:
         raise TypeError("np.polyfit: x must be 1-d and y 1-d or 2-d, with as many rows as x")
     if rcond is None:
-        rcond = np.shape(x)[0] * np.finfo(np.result_type(value(x), float)).eps
+        rcond = np.shape(x)[0] * np.finfo(np.result_type(x.dtype, float)).eps
     vander = x[:, None] ** np.arange(deg, -1, -1)  # NumPy's least-squares problem, as it scales it
     if w is not None:
         w = as_array(w)
@@ -661,7 +661,8 @@ def _outer(a: Any, b: Any, out: Any = None) -> Any:
 def _round(a: Any, decimals: int = 0, out: Any = None) -> Any:
     if out is not None:
         raise TypeError("np.round(..., out=...) writes in place: drop out= and use the result")
-    if np.iscomplexobj(value(a)):
+    a = as_array(a)
+    if is_complex_value(a):  # (its dtype: value(a) would compute a lazy a)
         return _round(np.real(a), decimals) + 1j * _round(np.imag(a), decimals)
     if decimals == 0:
         return np.rint(a)

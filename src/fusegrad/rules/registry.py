@@ -89,7 +89,7 @@ def register_frule(f: Any) -> Callable[[Callable], Callable]:
 def _innermost(xs: Any, best: Any) -> Any:
     for x in xs:
         if getattr(type(x), "__fusegrad_traced__", False):
-            t = x.trace
+            t = x._trace
             if best is None or t.level > best.level:
                 best = t
         elif isinstance(x, list | tuple):
