@@ -440,6 +440,23 @@ def test_second_order(fun):
     check_grads(fun, modes=("rev", "fwd"), order=2)(X)
 
 
+@pytest.mark.parametrize("ord", [2, 1, np.inf, -np.inf, -1, 0.5, 3])
+@pytest.mark.parametrize("axis", [(0, 2), (2, 0), (-1, 1), (0, 1, 2), None])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_vector_norm_over_several_axes_is_a_vector_norm(ord, axis, keepdims):
+    # a tuple of axes: the norm of the vector of those elements (np.linalg.norm, given two axes,
+    # computes a matrix norm: the rule passed them on and got ord=inf's max row sum)
+    a = np.random.default_rng(0).standard_normal((2, 3, 4))
+
+    def f(x):
+        return np.linalg.vector_norm(x, ord=ord, axis=axis, keepdims=keepdims)
+
+    got, want = fg.jit(f)(a), f(a)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    check_grads(lambda x: np.sum(f(x) * np.arange(1.0, f(a).size + 1).reshape(want.shape)))(a)
+
+
 def test_weights_differentiable_data_not():
     data = np.array([0.1, 0.4, 0.45, 0.9, 0.2])
     # d/dw of the weighted histogram: each weight lands in its sample's bin

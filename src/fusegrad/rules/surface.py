@@ -40,6 +40,7 @@ Example::
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -274,10 +275,23 @@ def _matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
 
 @_composite(np.linalg.vector_norm)
 def _vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
+    ndim, shape = np.ndim(x), np.shape(x)
     if axis is None:
-        y = np.linalg.norm(np.ravel(x), ord)
-        return np.reshape(y, (1,) * np.ndim(x)) if keepdims else y
-    return np.linalg.norm(x, ord, axis=axis, keepdims=keepdims)
+        axis = tuple(range(ndim))
+    axes = tuple(int(a) % ndim for a in axis) if isinstance(axis, tuple | list) else (axis,)
+    if len(axes) == 1:
+        return np.linalg.norm(x, ord, axis=axes[0], keepdims=keepdims)
+    # a vector norm over several axes: of them merged into one (np.linalg.norm would take two
+    # axes for a matrix norm)
+    rest = [i for i in range(ndim) if i not in axes]
+    merged = np.reshape(
+        np.transpose(x, rest + list(axes)),
+        tuple(shape[i] for i in rest) + (math.prod(shape[i] for i in axes),),
+    )
+    y = np.linalg.norm(merged, ord, axis=-1)
+    if keepdims:
+        y = np.reshape(y, tuple(1 if i in axes else n for i, n in enumerate(shape)))
+    return y
 
 
 _composite(np.linalg.svdvals)(lambda x, /: np.linalg.svd(x, compute_uv=False))
