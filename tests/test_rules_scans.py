@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fusegrad as fg
 import fusegrad.rules.scans  # noqa: F401  (registers the rules)
 from fusegrad.rules.registry import rrule
 from fusegrad.scipy import _dispatch
 from fusegrad.tangents import NoTangent, ZeroTangent
-from fusegrad.testing import check_rrule
+from fusegrad.testing import check_grads, check_rrule
 
 DTYPES = [np.float64, np.float32]
 
@@ -79,6 +80,26 @@ def test_cumprod_with_zeros(x, axis):
 def test_diff(shape, args, kw, dtype):
     rng = np.random.default_rng(2)
     check_rrule(np.diff, rand(rng, shape, dtype), *args, **kw)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda a: np.diff(a, prepend=a[0] * 2.0),
+        lambda a: np.diff(a, append=a[:1] ** 2),
+        lambda a: np.diff(a, 2, prepend=np.sin(a[:2]), append=a[-1]),
+        lambda a: np.diff(np.outer(a, a[:3]), axis=0, prepend=a[None, :3] * 0.5),
+        lambda a: np.diff(np.outer(a, a[:3]), 1, 1, prepend=a[:, None], append=a[0]),
+    ],
+    ids=["prepend scalar", "append array", "n=2 both", "axis 0 row", "axis 1 both"],
+)
+def test_diff_with_traced_prepend_and_append(f):
+    # prepend and append are joined to a, and differentiated with it (the rule took them as
+    # constants: a traced one's gradient was dropped)
+    a = np.array([1.0, 4.0, 9.0, 16.0])
+    want = f(a)
+    np.testing.assert_allclose(fg.jit(f)(a), want, rtol=1e-15)
+    check_grads(lambda a: np.sum(f(a) * np.arange(1.0, want.size + 1).reshape(want.shape)))(a)
 
 
 # -------------------------------------------------------------------------------- sort

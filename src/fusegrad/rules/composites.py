@@ -156,6 +156,31 @@ def _append(arr: Any, values: Any, axis: int | None = None) -> Any:
     return np.concatenate([arr, values], axis=axis)
 
 
+_NO_VALUE = object()
+
+
+def _diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = _NO_VALUE, append: Any = _NO_VALUE):
+    """np.diff with ``prepend``/``append`` joined to ``a`` first, as NumPy does, so that a
+    traced one gets its gradient (the rule takes them as constants)."""
+    a = as_array(a)
+    if (prepend is _NO_VALUE and append is _NO_VALUE) or n == 0:  # (n = 0: NumPy returns a)
+        return dispatch(np.diff, (a, n, axis))
+    if np.ndim(a) == 0:
+        raise ValueError("np.diff: diff requires input that is at least one dimensional")
+    ax = int(axis) % np.ndim(a)
+    parts = []
+    for v in (prepend, a, append):
+        if v is _NO_VALUE:
+            continue
+        v = as_array(v)
+        if np.ndim(v) == 0:  # a scalar: one slice along the axis, a's shape elsewhere
+            shape = list(np.shape(a))
+            shape[ax] = 1
+            v = np.broadcast_to(v, tuple(shape))
+        parts.append(v)
+    return dispatch(np.diff, (np.concatenate(parts, axis=ax), n, ax))
+
+
 def _split_along(axis: int, min_ndim: int, name: str) -> Callable:
     def split(ary: Any, indices_or_sections: Any) -> Any:
         if np.ndim(ary) < min_ndim:
@@ -745,6 +770,7 @@ COMPOSITES: dict[Any, Callable] = {
     np.atleast_3d:   _atleast(3),
     np.column_stack: _column_stack,
     np.append:       _append,
+    np.diff:         _diff,
     np.hsplit:       _split_along(1, 1, "hsplit"),
     np.vsplit:       _split_along(0, 2, "vsplit"),
     np.dsplit:       _split_along(2, 3, "dsplit"),
