@@ -249,6 +249,40 @@ def test_det_hand_derived():
     np.testing.assert_allclose(g, np.linalg.det(a) * np.linalg.inv(a).T, rtol=1e-10)
 
 
+def _cofactor_by_minors(a):
+    n = a.shape[-1]
+    cof = np.empty_like(a)
+    for i in range(n):
+        for j in range(n):
+            cof[i, j] = (-1) ** (i + j) * np.linalg.det(np.delete(np.delete(a, i, 0), j, 1))
+    return cof
+
+
+@pytest.mark.parametrize(
+    "a",
+    [
+        np.zeros((2, 2)),
+        np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]),  # rank 2
+        np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [3.0, 6.0, 9.0]]),  # rank 1
+        np.outer([1.0, 2j, 0.5], [1.0, -1.0, 3.0 + 1j]),  # complex, rank 1
+    ],
+    ids=["zeros", "rank 2", "rank 1", "complex rank 1"],
+)
+def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix(a):
+    # at a singular A the derivative of det is still its cofactor matrix (finite): the rule's
+    # det(A) inv(A)ᵀ raised LinAlgError on the zero matrix (JAX gives the cofactors)
+    want = _cofactor_by_minors(a)
+    _, pb = rrule(np.linalg.det, a)
+    np.testing.assert_allclose(pb(1.0)[0], want, atol=1e-13)
+    np.testing.assert_allclose(pb(np.ones((), a.dtype))[0], want, atol=1e-13)
+    _, t = fusegrad.jvp(np.linalg.det, (a,), (np.ones_like(a),))
+    np.testing.assert_allclose(t, want.sum(), atol=1e-13)
+    batch = np.stack([a, a + np.eye(a.shape[0])])  # one singular, one not: both right
+    (g,) = rrule(np.linalg.det, batch)[1](np.ones(2))
+    np.testing.assert_allclose(g[0], want, atol=1e-13)
+    np.testing.assert_allclose(g[1], _cofactor_by_minors(batch[1]), atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 3), (2, 3, 3)])
 def test_slogdet(shape, dtype):

@@ -507,14 +507,38 @@ def _inv(a):
     return y, pullback
 
 
+def _cofactors(a: Any, y: Any) -> Any:
+    """The cofactor matrix of ``a`` (``det``'s derivative), whose determinant is ``y``:
+    ``det(A) inv(A)ᵀ``, or where a matrix is singular (``y = 0``, or ``inv`` fails) from its SVD
+    ``A = U S Vᴴ``: ``det(U) det(Vᴴ) conj(U) diag(∏_{j≠i} s_j) conj(Vᴴ)``, finite for every A
+    (``inv`` raised on the zero matrix, and is meaningless at a singular one).
+
+    >>> _cofactors(np.array([[1.0, 2.0], [2.0, 4.0]]), 0.0)  # rank 1: [[d, -c], [-b, a]]
+    array([[ 4., -2.],
+           [-2.,  1.]])
+    """
+    if np.all(y != 0):
+        try:
+            return np.expand_dims(y, (-1, -2)) * _mT(np.linalg.inv(a))
+        except np.linalg.LinAlgError:
+            pass
+    u, sv, vh = np.linalg.svd(a)
+    ones = np.ones(sv.shape[:-1] + (1,), sv.dtype)
+    before = np.cumprod(np.concatenate([ones, sv[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, sv[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    cof = np.matmul(np.conj(u) * (before * after)[..., None, :], np.conj(vh))
+    return np.expand_dims(sign, (-1, -2)) * cof
+
+
 @register_rrule(np.linalg.det)
 def _det(a):
-    """np.linalg.det: dA = (dy * det(A))[..., None, None] * inv(A)ᵀ (A nonsingular)."""
+    """np.linalg.det: dA = dy[..., None, None] * cofactors(A) (det(A) inv(A)ᵀ where A is
+    nonsingular)."""
     y = np.linalg.det(a)
 
     def pullback(dy):
-        s = np.expand_dims(dy * y, (-1, -2))
-        return (project(s * _mT(np.linalg.inv(a)), a),)
+        return (project(np.expand_dims(dy, (-1, -2)) * _cofactors(a, y), a),)
 
     return y, pullback
 
@@ -661,12 +685,12 @@ def _trace_inv_dot(a: Any, t: Any) -> Any:
 
 @register_frule(np.linalg.det)
 def _det_jvp(tangents, a):
-    """np.linalg.det: ẏ = det(A) tr(A⁻¹ Ȧ)."""
+    """np.linalg.det: ẏ = det(A) tr(A⁻¹ Ȧ) = sum(cofactors(A) * Ȧ)."""
     y = np.linalg.det(a)
     (t,) = tangents
     if _zero(t):
         return y, ZeroTangent()
-    return y, y * _trace_inv_dot(a, unthunk(t))
+    return y, np.sum(_cofactors(a, y) * unthunk(t), axis=(-2, -1))
 
 
 @register_frule(np.linalg.slogdet)
