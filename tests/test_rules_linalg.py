@@ -11,7 +11,7 @@ import fusegrad
 import fusegrad.rules.linalg  # noqa: F401  (registers the rules)
 from fusegrad.rules.registry import rrule
 from fusegrad.tangents import NoTangent, Thunk, ZeroTangent, unthunk
-from fusegrad.testing import check_rrule
+from fusegrad.testing import check_grads, check_rrule
 
 DTYPES = [np.float64, np.float32]
 
@@ -167,6 +167,31 @@ def test_einsum(subs, shapes, dtype):
     rng = np.random.default_rng(9)
     ops = [rand(rng, s, dtype) for s in shapes]
     check_rrule(np.einsum, subs, *ops)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [0, 2]),
+        lambda a, b: np.einsum(a, [0, 1], b, [1, 2]),  # implicit output
+        lambda a, b: np.einsum(a, [0, 1], a, [0, 1], []),
+        lambda a, b: np.einsum(a[None], [Ellipsis, 1], [Ellipsis]),
+    ],
+    ids=["explicit", "implicit", "scalar", "ellipsis"],
+)
+def test_einsum_interleaved_form(f):
+    # einsum(a, [0, 1], b, [1, 2], [0, 2]) is "ab,bc->ac" (the rule declined it: TypeError)
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(3, 4)), rng.normal(size=(4, 2))
+    want = f(a, b)
+    np.testing.assert_allclose(fusegrad.jit(f)(a, b), want, rtol=1e-14)
+    w = np.arange(1.0, np.size(want) + 1).reshape(np.shape(want))
+    check_grads(lambda a, b: np.sum(f(a, b) * w))(a, b)
+
+
+def test_einsum_interleaved_form_names_a_bad_sublist():
+    with pytest.raises(ValueError, match=r"integers in \[0, 52\) and Ellipsis, got \[0, 99\]"):
+        fusegrad.grad(lambda a: np.sum(np.einsum(a, [0, 99])))(np.ones((2, 2)))
 
 
 def test_einsum_subscripts_get_no_tangent():

@@ -156,6 +156,31 @@ def _append(arr: Any, values: Any, axis: int | None = None) -> Any:
     return np.concatenate([arr, values], axis=axis)
 
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum(*args: Any, **kwargs: Any) -> Any:
+    """np.einsum; the interleaved form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` is written as
+    its subscripts string (``"ab,bc->ac"``), which the rule takes."""
+    if not args or isinstance(args[0], str):
+        return dispatch(np.einsum, args, kwargs)
+
+    def letters(sublist: Any) -> str:
+        try:
+            return "".join("..." if k is Ellipsis else _LETTERS[int(k)] for k in sublist)
+        except (IndexError, TypeError, ValueError):
+            raise ValueError(
+                f"np.einsum: a subscript list holds integers in [0, 52) and Ellipsis, got "
+                f"{sublist!r}"
+            ) from None
+
+    operands, subs = list(args[0::2]), [letters(v) for v in args[1::2]]
+    out = ""
+    if len(args) % 2:  # an output sublist after the last (operand, sublist) pair
+        out = "->" + letters(operands.pop())
+    return dispatch(np.einsum, (",".join(subs) + out, *operands), kwargs)
+
+
 _NO_VALUE = object()
 
 
@@ -771,6 +796,7 @@ COMPOSITES: dict[Any, Callable] = {
     np.column_stack: _column_stack,
     np.append:       _append,
     np.diff:         _diff,
+    np.einsum:       _einsum,
     np.hsplit:       _split_along(1, 1, "hsplit"),
     np.vsplit:       _split_along(0, 2, "vsplit"),
     np.dsplit:       _split_along(2, 3, "dsplit"),

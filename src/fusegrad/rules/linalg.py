@@ -407,7 +407,7 @@ def _einsum(subscripts, *operands, **kwargs):
     """np.einsum (string subscripts, explicit or implicit output, ellipsis): dop_i =
     einsum(<other operands' subscripts>, <out> -> s_i). Letters summed out in op_i alone get a
     ones operand; repeated letters (``ii``) are embedded on the diagonal with ``eye``. The
-    interleaved (operand, sublist) form has no rule."""
+    interleaved (operand, sublist) form reaches it as its string (``composites._einsum``)."""
     if not isinstance(subscripts, str):
         return None
     ops = list(operands)
