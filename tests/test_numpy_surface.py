@@ -457,6 +457,29 @@ def test_vector_norm_over_several_axes_is_a_vector_norm(ord, axis, keepdims):
     check_grads(lambda x: np.sum(f(x) * np.arange(1.0, f(a).size + 1).reshape(want.shape)))(a)
 
 
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda a, b: np.histogram(a, bins=4)[1],
+        lambda a, b: np.histogramdd(np.stack([a, a**2], 1), bins=(3, 5))[1][1],
+        lambda a, b: np.histogramdd(np.stack([a, b], 1), bins=[3, np.linspace(-3, 3, 4)])[1][0],
+        lambda a, b: np.histogram2d(a, b, bins=4)[1],
+        lambda a, b: np.histogram2d(a, b, bins=4, density=True)[0],
+        lambda a, b: np.histogram2d(b, a, bins=3, range=[(-3, 3), None])[2],
+    ],
+    ids=["histogram", "dd counts", "dd mixed", "2d edges", "2d density", "2d one range"],
+)
+def test_histogram_edges_move_with_the_data_in_every_dimension(f):
+    # bins given as a count over a dimension's own range: its edges are NumPy's linspace from
+    # the data's min to max, and move with them (histogram2d's and histogramdd's were constants)
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=20), rng.normal(size=20)
+    want = f(a, b)
+    np.testing.assert_array_equal(fg.jit(lambda a: f(a, b))(a), want)
+    w = np.arange(1.0, want.size + 1).reshape(want.shape)
+    check_grads(lambda a: np.sum(f(a, b) * w))(a)
+
+
 def test_weights_differentiable_data_not():
     data = np.array([0.1, 0.4, 0.45, 0.9, 0.2])
     # d/dw of the weighted histogram: each weight lands in its sample's bin

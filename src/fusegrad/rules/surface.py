@@ -39,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import math
 from collections.abc import Callable
@@ -440,6 +441,15 @@ def _weighted_bins(w: Any, codes: np.ndarray, size: int) -> Any:
     return np.matmul(np.ravel(as_array(w)), onehot)
 
 
+def _data_edges(column: Any, count: int) -> Any:
+    """NumPy's ``count + 1`` equal bins' edges over a traced column's range (``min - 0.5`` and
+    ``max + 0.5`` when all its values are equal), moving with it."""
+    lo, hi = np.min(column), np.max(column)
+    if float(value(lo)) == float(value(hi)):
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, count + 1)
+
+
 @_composite(np.histogram)
 def _histogram(
     a: Any, bins: Any = 10, range: Any = None, density: Any = None, weights: Any = None
@@ -451,13 +461,12 @@ def _histogram(
     edges: Any = edges_p
     if isinstance(bins, int | np.integer):
         # the edges move with the ends of the range: traced ends, or the data's min and max
-        ends: Any = None
         if range is not None and _traced(range):
             ends = (as_array(range[0]), as_array(range[1]))
+            if float(value(ends[0])) != float(value(ends[1])):
+                edges = np.linspace(ends[0], ends[1], int(bins) + 1)
         elif range is None and _traced(a) and pa.size:
-            ends = (np.min(a), np.max(a))
-        if ends is not None and float(value(ends[0])) != float(value(ends[1])):
-            edges = ends[0] + (ends[1] - ends[0]) * np.linspace(0.0, 1.0, int(bins) + 1)
+            edges = _data_edges(np.ravel(a), int(bins))
     elif _traced(bins):
         edges = as_array(bins)  # given edges: the density divides by their widths
     hist = _weighted_bins(weights, _bin_of(np.ravel(pa), edges_p), edges_p.shape[0] - 1)
@@ -472,13 +481,21 @@ def _histogram(
 def _histogramdd(
     sample: Any, bins: Any = 10, range: Any = None, density: Any = None, weights: Any = None
 ) -> Any:
-    ps = np.asarray(primal(as_array(sample)))
+    sample = as_array(sample)
+    ps = np.asarray(primal(sample))
     if ps.ndim == 1:
-        ps = ps[:, None]
+        ps, sample = ps[:, None], sample[:, None]
     pw = None if weights is None else np.asarray(primal(weights))
-    _, edges = np.histogramdd(ps, bins, range, weights=pw)
-    shape = tuple(e.shape[0] - 1 for e in edges)
-    per = [_bin_of(ps[:, i], e) for i, e in enumerate(edges)]
+    _, edges_p = np.histogramdd(ps, bins, range, weights=pw)
+    shape = tuple(e.shape[0] - 1 for e in edges_p)
+    per = [_bin_of(ps[:, i], e) for i, e in enumerate(edges_p)]
+    # a dimension's edges move with its data when they are a count of bins over its range
+    edges = list(edges_p)
+    if _traced(sample) and ps.shape[0]:
+        for i in builtins.range(ps.shape[1]):
+            count = bins[i] if isinstance(bins, list | tuple) else bins
+            if isinstance(count, int | np.integer) and (range is None or range[i] is None):
+                edges[i] = _data_edges(sample[:, i], int(count))
     outside = np.any(np.stack(per) < 0, axis=0)
     codes = np.where(outside, -1, np.ravel_multi_index(tuple(np.maximum(b, 0) for b in per), shape))
     hist = np.reshape(_weighted_bins(weights, codes, int(np.prod(shape))), shape)
@@ -494,7 +511,7 @@ def _histogramdd(
 def _histogram2d(
     x: Any, y: Any, bins: Any = 10, range: Any = None, density: Any = None, weights: Any = None
 ) -> Any:
-    sample = np.stack([np.asarray(primal(x)), np.asarray(primal(y))], axis=1)
+    sample = np.stack([as_array(x), as_array(y)], axis=1)  # traced: its edges move with it
     hist, edges = _histogramdd(sample, bins, range, density, weights)
     return hist, edges[0], edges[1]
 
