@@ -275,6 +275,32 @@ def test_results_handed_out_are_never_reused_across_calls():
     np.testing.assert_allclose(jg(W2, X), fg.grad(loss)(W2, X), rtol=1e-12)
 
 
+@pytest.mark.parametrize("n", [20, 1 << 17])
+def test_equal_results_are_separate_arrays(n):
+    # d/dx and d/dy of sum(tanh(x + y)) are one expression, hash-consed into one node: each
+    # gradient must still be an array of its own (g *= lr on one changed the other), and so
+    # must two equal results of a function, as NumPy gives them
+    def f(x, y):
+        return np.sum(np.tanh(x + y))
+
+    def two(x):
+        return np.tanh(x), np.tanh(x)
+
+    x, y = np.linspace(0, 1, n), np.linspace(1, 0, n) ** 2
+    want = 1 - np.tanh(x + y) ** 2
+    plain, jitted = fg.grad(f, argnums=(0, 1)), fg.jit(fg.grad(f, argnums=(0, 1)))
+    both, pair = fg.jit(fg.value_and_grad(f, argnums=(0, 1))), fg.jit(two)
+    for _ in range(replay.HOT_REPLAYS + 3):
+        for gx, gy in (plain(x, y), jitted(x, y), both(x, y)[1]):
+            assert not np.shares_memory(gx, gy)
+            gx *= 0.0
+            np.testing.assert_allclose(gy, want, rtol=1e-13)
+        a, b = pair(x)
+        assert not np.shares_memory(a, b)
+        a += 1.0
+        np.testing.assert_allclose(b, np.tanh(x), rtol=1e-14)
+
+
 def test_hot_programs_move_kernels_to_numba_and_stay_right(monkeypatch):
     if not numba_engine.available():
         pytest.skip("numba unavailable")

@@ -279,7 +279,9 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
             # never hand out a view or a value the tape shares
             post = functools.partial(_copy_project, projector, new)
             r = post(v)
-            out.append(replay.note_derived(r, v, post) if r is not v else r)
+            r = replay.note_derived(r, v, post) if r is not v else r
+            # two arguments' equal cotangents are one node, one array: each gets its own
+            out.append(_handed_out(r, out, seeds))
         else:
             out.append(_handed_out(unthunk(v), out, seeds))
     return out

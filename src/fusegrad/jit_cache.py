@@ -523,6 +523,10 @@ def _record(
             else v
             for n, v in zip(out_leaves, values)
         ]
+        # equal expressions are one node, one array: each result gets its own, as from NumPy
+        for k, (n, v) in enumerate(zip(out_leaves, values)):
+            if isinstance(n, LazyArray) and any(v is w for w in values[:k]):
+                values[k] = replay.note_derived(v.copy(), v, np.ndarray.copy)
     if rec.foreign and not copy:
         # an array in an argument's memory reached a kernel by another way (a closure, a global):
         # only copies of the arguments tell the two apart
