@@ -87,6 +87,32 @@ def test_derivatives(name):
 
 
 @pytest.mark.parametrize("method", METHODS)
+def test_quantile_derivative_in_q_every_method(method):
+    # the interpolated position moves with q (slope n + 1 - alpha - beta for NumPy's continuous
+    # methods, 0 for the stepping ones and where the position is clipped): it was 0 for all
+    x = RNG.standard_normal((4, 7))
+    xn = x.copy()
+    xn[1, 2], xn[3, :3] = np.nan, np.nan
+    w = np.arange(1.0, 5.0)
+    for f, q in [
+        (lambda q: np.sum(np.quantile(x, q, axis=1, method=method) * w), np.array(0.37)),
+        (lambda q: np.sum(np.quantile(x, q, method=method)), np.array([0.21, 0.6, 0.99])),
+        (lambda q: np.sum(np.nanquantile(xn, q, axis=1, method=method) * w), np.array(0.37)),
+        (lambda q: np.sum(np.percentile(x, q, axis=0, method=method)), np.array(42.0)),
+    ]:
+        # central differences with a small step: the quantile is piecewise linear in q, and
+        # check_grads' step may cross a breakpoint
+        h, eye = 1e-7 * max(1.0, float(np.max(q))), np.eye(q.size).reshape((q.size, *q.shape))
+        fd = np.array([(f(q + h * e) - f(q - h * e)) / (2 * h) for e in eye]).reshape(q.shape)
+        np.testing.assert_allclose(fg.grad(f)(q), fd, rtol=1e-6, atol=1e-8)
+        _, t = fg.jvp(f, (q,), (np.ones_like(q),))
+        np.testing.assert_allclose(t, fd.sum(), rtol=1e-6, atol=1e-8)
+    if method == "linear":  # by hand: d/dq of s[lo] + (q (n - 1) - lo) (s[hi] - s[lo])
+        s = np.sort(x[0])
+        assert fg.grad(lambda q: np.quantile(x[0], q))(0.3) == pytest.approx(6 * (s[2] - s[1]))
+
+
+@pytest.mark.parametrize("method", METHODS)
 def test_quantile_every_method(method):
     x = RNG.standard_normal(9)
     q = np.array([0.0, 0.13, 0.5, 0.77, 1.0])

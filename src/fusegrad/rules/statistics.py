@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .common import as_array, value
+from .registry import _traced
 
 
 def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
@@ -140,6 +141,19 @@ def _positions(n: int, q: np.ndarray, method: Any) -> tuple[np.ndarray, np.ndarr
     return lo, hi, pos - lo
 
 
+# d(position)/dq of NumPy's continuous quantile methods (Hyndman and Fan's: position
+# n q + alpha + q (1 - alpha - beta) - 1, so a slope n + 1 - alpha - beta), for n values; the
+# other methods step (lower, higher, nearest, midpoint, the inverted-cdf ones): slope 0
+_POSITION_SLOPE = {
+    "linear": -1.0,
+    "weibull": 1.0,
+    "hazen": 0.0,
+    "interpolated_inverted_cdf": 0.0,
+    "median_unbiased": 1.0 / 3.0,
+    "normal_unbiased": 1.0 / 4.0,
+}
+
+
 def _quantile_core(a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: bool) -> Any:
     a = as_array(a)
     qv = np.asarray(value(q), dtype=np.float64)
@@ -168,7 +182,15 @@ def _quantile_core(a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: 
         lo[sel], hi[sel], g[sel] = lo_c, hi_c, g_c
     s_lo = np.take_along_axis(s, lo, axis=-1)
     s_hi = np.take_along_axis(s, hi, axis=-1)
-    res = s_lo + g * (s_hi - s_lo)
+    weight: Any = g
+    if _traced(q) and method in _POSITION_SLOPE:
+        # g moves with q where the position is inside the values (not clipped at an end): add
+        # (q - value(q)) * slope, zero in value, so that the derivative in q flows
+        n = np.asarray(counts, np.float64)[..., None]
+        inside = ((lo + g) > 0) & ((lo + g) < n - 1)
+        slope = np.where(inside, n + _POSITION_SLOPE[method], 0.0)
+        weight = g + (np.ravel(as_array(q)) - qflat) * slope
+    res = s_lo + weight * (s_hi - s_lo)
     if nan and np.any(counts == 0):
         res = np.where((counts == 0)[..., None], np.nan, res)
     # NumPy puts q's axes first.
@@ -193,7 +215,7 @@ def _quantile_fn(name: str, scale: float, nan: bool) -> Callable:
             )
         if interpolation is not None:
             method = interpolation
-        return _quantile_core(a, np.asarray(value(q)) / scale, axis, method, keepdims, nan)
+        return _quantile_core(a, as_array(q) / scale, axis, method, keepdims, nan)
 
     rule.__name__ = name
     return rule
