@@ -12,7 +12,8 @@ primal (they carry no derivative).
   values are sorted (``np.sort`` has a rule) and the result is ``s[lo] + g·(s[hi] − s[lo])``. The
   position ``lo + g`` is NumPy's own quantile of ``arange(n)`` with the same method, so every
   method's rounding and interpolation rule is NumPy's exactly (for the nan versions, ``n`` is
-  each slice's count of non-nan values).
+  each slice's count of non-nan values). A traced ``q`` moves ``g`` by the method's slope of
+  the position (``_POSITION_SLOPE``; 0 for the methods that step).
 - ``ptp`` = ``max − min``; ``average`` = ``Σ w·a / Σ w``; ``cov`` and ``corrcoef`` as NumPy
   defines them (``fweights``, ``aweights``, ``ddof``, ``bias``, ``rowvar``, ``y``).
 
