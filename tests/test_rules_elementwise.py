@@ -270,6 +270,16 @@ def test_xlogy_slopes_where_a_is_zero(engine, path, f, log, edge):
     np.testing.assert_allclose(t, np.where([1, 0, 0, 1, 1], want_a, 0.0), rtol=1e-15)
 
 
+def test_heaviside_slope_in_h0_is_one_where_x_is_zero(engine, path):
+    # heaviside(x, h0) is h0 where x = 0: its derivative in h0 there is 1 (it was 0)
+    x = np.array([-1.0, 0.0, 2.0, -0.0, np.inf])
+    np.testing.assert_array_equal(
+        fg.grad(lambda h: np.sum(np.heaviside(x, h)))(np.full(5, 0.5)), [0, 1, 0, 1, 0]
+    )
+    assert fg.grad(lambda h: np.sum(np.heaviside(x, h)))(0.5) == 2.0
+    np.testing.assert_array_equal(fg.grad(lambda x: np.sum(np.heaviside(x, 0.5)))(x), np.zeros(5))
+
+
 def test_gamma_and_beta_densities_at_shape_one():
     # d/da gamma.logpdf(x, a) = log x - digamma(a), smooth through a = 1 (xlogy(a - 1, x))
     st = pytest.importorskip("scipy.stats")

@@ -217,7 +217,8 @@ elementwise_op(np.deg2rad,      lambda x, y: float(np.pi / 180),
                numba=_angle_scale(True), float_only=True)
 elementwise_op(np.rad2deg,      lambda x, y: float(180 / np.pi),
                numba=_angle_scale(False), float_only=True)
-elementwise_op(np.heaviside,    None, None, numba=_HEAVISIDE, float_only=True)
+elementwise_op(np.heaviside,    None, lambda x, h0, y: np.equal(x, 0).astype(y.dtype),
+               numba=_HEAVISIDE, float_only=True)  # h0 is the value at x = 0
 # transcendental
 elementwise_op(np.power,       lambda a, b, y: _pow_base_partial(a, b),
                                lambda a, b, y: _pow_exponent_partial(a, y),
