@@ -257,8 +257,11 @@ SURFACE: dict[str, tuple] = {
     "bartlett": O(WINDOW), "blackman": O(WINDOW), "hamming": O(WINDOW), "hanning": O(WINDOW),
     "kaiser": O(WINDOW + " (its shape parameter beta is a constant)"),
     "indices": O(INDEX), "ix_": O(INDEX), "diag_indices": O(INDEX),
-    "diag_indices_from": O(INDEX), "mask_indices": O(INDEX), "tril_indices": O(INDEX),
-    "tril_indices_from": O(INDEX), "triu_indices": O(INDEX), "triu_indices_from": O(INDEX),
+    "mask_indices": O(INDEX), "tril_indices": O(INDEX), "triu_indices": O(INDEX),
+    # index builders reading a traced array's shape (they raised NoRuleError on one)
+    "diag_indices_from": G(lambda x: np.outer(x, x)[np.diag_indices_from(np.outer(x, x))]),
+    "tril_indices_from": G(lambda x: np.outer(x, x)[np.tril_indices_from(np.outer(x, x), -1)]),
+    "triu_indices_from": G(lambda x: np.outer(x, x ** 2)[np.triu_indices_from(np.outer(x, x))]),
     "ravel_multi_index": O(INDEX), "unravel_index": O(INDEX),
     "einsum_path": O("plans a contraction order: no array values"),
     "nested_iters": O("iterator objects"), "packbits": O(INT), "unpackbits": O(INT),

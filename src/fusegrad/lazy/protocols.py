@@ -304,6 +304,10 @@ FUNCTIONS: dict[Callable, Callable] = {
     np.ndim: lambda a: a.ndim,
     np.iscomplexobj: lambda x: x.dtype.kind == "c",  # the type alone: nothing to compute
     np.isrealobj: lambda x: x.dtype.kind != "c",
+    # the shape alone
+    np.triu_indices_from: lambda a, k=0: np.triu_indices_from(np.broadcast_to(False, a.shape), k),
+    np.tril_indices_from: lambda a, k=0: np.tril_indices_from(np.broadcast_to(False, a.shape), k),
+    np.diag_indices_from: lambda a: np.diag_indices_from(np.broadcast_to(False, a.shape)),
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.zeros_like: _like(np.zeros),
     np.ones_like: _like(np.ones),

@@ -45,8 +45,17 @@ STRUCTURAL: dict[Any, Callable] = {
         np.shape(primal(a)), v, dtype or a.dtype
     ),
     np.broadcast_shapes: np.broadcast_shapes,
+    np.triu_indices_from: lambda arr, k=0: np.triu_indices_from(_shaped(arr), k),
+    np.tril_indices_from: lambda arr, k=0: np.tril_indices_from(_shaped(arr), k),
+    np.diag_indices_from: lambda arr: np.diag_indices_from(_shaped(arr)),
 }
 # fmt: on
+
+
+def _shaped(a: Any) -> np.ndarray:
+    """An array of ``a``'s shape that holds nothing (for functions that read only the shape)."""
+    return np.broadcast_to(False, np.shape(primal(a)))
+
 
 NONDIFF: set[Any] = {
     np.argmax,
