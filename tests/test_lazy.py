@@ -118,6 +118,21 @@ def test_nan_constants_are_found_by_the_kernel_that_reads_them(engine, nan):
         np.testing.assert_array_equal(got.imag, want.imag)
 
 
+@pytest.mark.parametrize("dtype", [bool, np.int8, np.int64, np.uint8, np.float32, np.float64])
+@pytest.mark.parametrize("exponent", [2, 2.0, 3, 1, 0.5, -1, -1.0])
+def test_powers_have_numpys_dtype_and_values(engine, dtype, exponent):
+    # ndarray.__pow__ squares for an int 2 whatever the dtype (a bool array's square is int8,
+    # not np.power's int64)
+    a = np.arange(1, 7).astype(dtype)
+    try:
+        want = a**exponent
+    except (ValueError, OverflowError):  # integers to negative powers: NumPy refuses
+        return
+    got = fl.materialize(fl.asarray(a) ** exponent)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 def test_common_subexpression_computed_once(engine):
     x, y = fl.asarray(rng.random(64)), fl.asarray(rng.random(32))
 

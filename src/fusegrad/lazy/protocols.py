@@ -423,7 +423,8 @@ def _power(self: Any, other: Any) -> Any:  # self: a LazyArray, typed Any as in 
     # As ndarray.__pow__: small constant exponents use the cheaper exact ufunc.
     if isinstance(other, int | float) and not isinstance(other, bool):
         fast = _FAST_POWERS.get(other)
-        if fast is not None and self.dtype.kind == "f":
+        # (an int 2 squares every dtype, as in NumPy: a bool array's square is int8)
+        if fast is not None and (self.dtype.kind == "f" or (other == 2 and type(other) is int)):
             return fast(self)
     return np.power(self, other)
 
