@@ -126,7 +126,9 @@ def test_powers_have_numpys_dtype_and_values(engine, dtype, exponent):
     a = np.arange(1, 7).astype(dtype)
     try:
         want = a**exponent
-    except (ValueError, OverflowError):  # integers to negative powers: NumPy refuses
+    except (ValueError, OverflowError) as e:  # integers to negative powers: NumPy refuses
+        with pytest.raises(type(e)):
+            fl.materialize(fl.asarray(a) ** exponent)
         return
     got = fl.materialize(fl.asarray(a) ** exponent)
     assert got.dtype == want.dtype
