@@ -83,6 +83,28 @@ def test_argnums_forms():
     np.testing.assert_allclose(fg.grad(lambda x, k=1.0: np.sum(k * x))(a, k=5.0), [5.0, 5.0])
 
 
+@pytest.mark.parametrize("n", [40, 1 << 18])
+def test_scalar_aux_values_are_numpy_scalars(path, n):
+    # np.sum and np.mean of traced values in aux come back as NumPy gives them (np.float64), on
+    # the small-array path, lazily and under jit (0-d arrays there before)
+    from fusegrad.lazy import replay
+
+    def f(x):
+        v = np.sum(np.tanh(x))
+        return v, {"loss": v, "mean": np.mean(x), "head": x[:2] * 2}
+
+    x = np.linspace(0, 1, n)
+    plain = fg.grad(f, has_aux=True)
+    jitted = fg.jit(fg.value_and_grad(f, has_aux=True))
+    for k in range(replay.HOT_REPLAYS + 2):
+        xk = x + 0.01 * k
+        for aux in (plain(xk)[1], jitted(xk)[0][1]):
+            assert type(aux["loss"]) is np.float64 and type(aux["mean"]) is np.float64
+            assert aux["loss"] == pytest.approx(np.sum(np.tanh(xk)), rel=1e-13)
+            assert aux["mean"] == pytest.approx(np.mean(xk), rel=1e-13)
+            assert type(aux["head"]) is np.ndarray and aux["head"].shape == (2,)
+
+
 def test_has_aux():
     def f(x):
         y = np.sin(x)

@@ -212,9 +212,12 @@ def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list, Callable, list[bool]]
     return rebuild(boxed), tracers, rebuild, mask
 
 
-def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, list]:
+def _unbox_output(
+    out: Any, trace: Trace, evaluate: bool = True, scalars: bool = False
+) -> tuple[Any, list]:
     """The output's value (lazy parts materialised together, when ``evaluate``) and its tracers
-    of ``trace``."""
+    of ``trace``; with ``scalars`` (an aux value, never seeded), each lazy 0-d value a NumPy
+    scalar, as NumPy's ``np.sum`` gives it (and as the small-array path did)."""
     if type(out) is Tracer and out._trace is trace and replay.active() is None:
         value = out.value  # the common case: the traced output itself
         if evaluate and isinstance(value, LazyArray):
@@ -233,7 +236,13 @@ def _unbox_output(out: Any, trace: Trace, evaluate: bool = True) -> tuple[Any, l
             values.append(leaf)
     if evaluate and (replay.active() is not None or any(isinstance(v, LazyArray) for v in values)):
         with replay.sanctioned():
-            values = materialize_many(values)
+            done = materialize_many(values)
+        values = [
+            replay.note_derived(v[()], v, replay.item)
+            if scalars and isinstance(lazy, LazyArray) and type(v) is np.ndarray and v.ndim == 0
+            else v
+            for lazy, v in zip(values, done)
+        ]
     return rebuild(values), list(zip(tracers, values))
 
 
@@ -430,7 +439,7 @@ def _traced_vjp(
         if not (isinstance(result, tuple) and len(result) == 2):
             raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
         result, aux = result
-        aux, _ = _unbox_output(aux, trace)
+        aux, _ = _unbox_output(aux, trace, scalars=True)
     out, pairs = _unbox_output(result, trace, evaluate)
     if snapshot:
         out = _own(out)
