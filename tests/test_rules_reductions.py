@@ -79,6 +79,27 @@ def test_prod_with_zeros(shape, axis, dtype):
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float64 else 1e-3)
 
 
+def test_prod_replays_under_jit_whatever_zeros_a_later_call_has():
+    # the pullback of np.prod looked at the values (any zero?): jit ran it uncompiled. It is
+    # branch-free now, so a program recorded without zeros replays right with one and two
+    from fusegrad.lazy import replay
+
+    def f(x):
+        return np.sum(np.prod(x, axis=1) * np.array([1.0, 2.0, 3.0]))
+
+    jg = fg.jit(fg.grad(f))
+    x = np.array([[2.0, 3.0, 4.0], [1.0, 5.0, 2.0], [0.5, 2.0, 3.0]])
+    for k in range(replay.HOT_REPLAYS + 3):
+        xk = x.copy()
+        if k % 3 == 1:
+            xk[0, 1] = 0.0  # one zero in row 0
+        if k % 3 == 2:
+            xk[1, :2] = 0.0  # two zeros in row 1
+        np.testing.assert_allclose(jg(xk), fg.grad(f)(xk), rtol=1e-14)
+    (info,) = jg.cache_info().entries
+    assert info.replayable
+
+
 def test_prod_single_zero_exact():
     x = np.array([2.0, 0.0, 3.0, 4.0])
     np.testing.assert_array_equal(fg.grad(np.prod)(x), [0.0, 24.0, 0.0, 0.0])

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize, small
+from ..lazy import LazyArray, small
 from ..lazy.plan import value
 from ..lazy.reductions import normalize_axes
 from ..tangents import NoTangent, ZeroTangent
@@ -44,7 +44,6 @@ from .common import (
     real_for,
     shape_of,
 )
-from .common import materialize as materialize_value
 from .lazy_values import as_cotangent as _wrap
 from .lazy_values import as_lazy, is_concrete, operand
 from .registry import register_rrule
@@ -199,28 +198,23 @@ def _prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -
 
     def pullback(dy: Any) -> tuple:
         d = expand_back(dy, shape, axes, keepdims, held)
-        x = materialize(la) if isinstance(la, LazyArray) else la
-        if isinstance(x, np.ndarray) and not np.any(x == 0):
-            yk = y if keepdims or not axes else np.expand_dims(y, axes)
-            return (_wrap(d * yk / la),)
-        return (_wrap(d * _prod_of_others(x, axes)),)
+        return (_wrap(d * _prod_of_others(la, axes)),)
 
     return y, pullback
 
 
 def _prod_of_others(x: Any, axes: tuple) -> Any:
-    """``∏_{j≠i} x_j`` over ``axes`` for every ``i``, by exclusive cumulative products."""
-    nd = np.ndim(x)
-    rest = [a for a in range(nd) if a not in axes]
-    moved = np.transpose(x, rest + list(axes))
-    flat = np.reshape(moved, moved.shape[: len(rest)] + (-1,))
-    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
-    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
-    right = np.flip(
-        np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1
-    )
-    others = np.reshape(left * right, moved.shape)
-    return np.transpose(others, np.argsort(rest + list(axes)))
+    """``∏_{j≠i} x_j`` over ``axes`` for every ``i``, without looking at the values (lazy, and
+    replayable by ``jit``): with ``p`` the product of the nonzero ``x_j`` and ``z`` their count
+    of zeros, ``p / x_i`` where there is no zero, ``p`` at a lone zero, 0 elsewhere.
+
+    >>> _prod_of_others(np.array([2.0, 0.0, 3.0]), (0,)).tolist()
+    [0.0, 6.0, 0.0]
+    """
+    zero = np.equal(x, 0)
+    zeros = np.sum(zero, axis=axes, keepdims=True)
+    p = np.prod(np.where(zero, 1, x), axis=axes, keepdims=True)
+    return np.where(zeros == 0, p / np.where(zero, 1, x), np.where(zero & (zeros == 1), p, 0))
 
 
 def moment(fn: Callable, la: Any, **kwargs: Any) -> Any:
@@ -321,7 +315,7 @@ for _extreme in (np.max, np.min, np.amax, np.amin):
 
 @lazy_frule(np.prod)
 def _prod_jvp(tangents, a, *args, **kwargs):
-    """np.prod: ẏ = sum(ẋ · ∏_{j≠i} x_j) (y/x without zeros; exclusive products with zeros)."""
+    """np.prod: ẏ = sum(ẋ · ∏_{j≠i} x_j) (``_prod_of_others``: exact where x has zeros)."""
     p = _reduce_params(args, kwargs, np.prod)
     la = as_lazy(a)
     axes = normalize_axes(p["axis"], len(shape_of(a)))
@@ -329,11 +323,7 @@ def _prod_jvp(tangents, a, *args, **kwargs):
     t = tangents[0]
     if is_zero(t):
         return y, ZeroTangent()
-    x = materialize_value(la)
-    if not np.any(np.equal(x, 0)):
-        others = _keep(y, axes, p["keepdims"]) / la
-    else:
-        others = _prod_of_others(x, axes)
+    others = _prod_of_others(la, axes)
     return y, np.sum(lazy_tangent(t) * others, axis=axes, keepdims=p["keepdims"])
 
 
