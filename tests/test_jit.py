@@ -844,6 +844,47 @@ def test_a_number_argument_in_where_and_in_a_sequence_of_numbers():
     assert logpmf(1.7) == -1.0 and logpmf(2.5) == -1.0
 
 
+_XP, _FP = np.array([0.0, 0.5, 1.0]), np.array([0.0, 2.0, 1.0])
+
+
+def _softmax(a, axis):
+    return pytest.importorskip("scipy.special").softmax(a, axis=axis)
+
+
+REPLAYED = {
+    "prod": lambda a: np.sum(np.prod(a, axis=0) * np.arange(5.0)),
+    "average": lambda a: np.average(a, axis=1)[1] + np.average(a),
+    "nansum": lambda a: np.nansum(a * a),
+    "nanmax": lambda a: np.sum(np.nanmax(a, axis=1)),
+    "nanmean": lambda a: np.sum(np.nanmean(a, axis=0) ** 2),
+    "nan_to_num": lambda a: np.sum(np.nan_to_num(a * a, nan=3.0)),
+    "softmax": lambda a: np.sum(_softmax(a, axis=1) * np.arange(5.0)),
+    "interp": lambda a: np.sum(np.interp(a, _XP, _FP) * a),
+    "partition": lambda a: np.sum(np.partition(a, 2, axis=1)[:, :2] ** 2),
+}
+
+
+@pytest.mark.parametrize("name", list(REPLAYED))
+def test_functions_that_read_no_value_replay(name):
+    # these rules looked at values they did not need (np.prod's zeros, the NaN masks, the
+    # softmax's max, np.average's sizes, interp's and partition's indices): jit ran them
+    # uncompiled; each call now replays, NaNs and zeros moving between calls
+    f = REPLAYED[name]
+    jitted, plain = fg.jit(fg.grad(f)), fg.grad(f)
+    rng = np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "will run uncompiled"
+        for k in range(replay.HOT_REPLAYS + 3):
+            a = rng.uniform(-0.2, 1.2, (4, 5))
+            if name.startswith("nan"):
+                a[k % 4, (2 * k) % 5] = np.nan
+            if name == "prod" and k % 2:
+                a[k % 4, 1] = 0.0
+            np.testing.assert_allclose(jitted(a), plain(a), rtol=1e-13, atol=1e-15)
+    (info,) = jitted.cache_info().entries
+    assert info.replayable
+
+
 def test_each_number_is_checked_by_a_change_of_its_own():
     import math
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from .ad.conversions import holds_tracer, stacked
 from .ad.core import Tracer
-from .lazy import LazyArray, materialize
+from .lazy import LazyArray, materialize, replay
 
 
 def array(values: Any, dtype: Any = None) -> Any:
@@ -61,7 +61,11 @@ def stop_gradient(x: Any) -> Any:
         return x
     while isinstance(x, Tracer):
         x = x.value
-    return materialize(x) if isinstance(x, LazyArray) else x
+    if isinstance(x, LazyArray) and replay.active() is None:
+        return materialize(x)
+    # (while jit records, a lazy value stays one: computed here, it would be a constant of the
+    # recording, and the program could not be replayed)
+    return x
 
 
 __all__ = ["array", "stop_gradient"]

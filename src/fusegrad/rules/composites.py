@@ -43,8 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import lazy
 from . import registry
-from .common import as_array, dispatch, is_complex_value, scalar_rule, value
+from .common import as_array, dispatch, is_complex_value, primal, scalar_rule, value
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -244,7 +245,8 @@ def _partition(a: Any, kth: Any, axis: int | None = -1, kind: Any = "introselect
         raise TypeError("np.partition(order=...) sorts structured arrays, which have no gradient")
     if axis is None:
         a, axis = np.ravel(a), -1
-    idx = np.argpartition(value(a), value(kth), axis=axis, kind=kind)
+    # the order of the primal (lazily: a jit recording records the argpartition as a step)
+    idx = np.argpartition(primal(a), value(kth), axis=axis, kind=kind)
     return np.take_along_axis(a, idx, axis=axis)
 
 
@@ -561,7 +563,10 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, perio
         fp = np.concatenate([fp[-1:], fp, fp[0:1]])
         x = np.mod(x, period)
         left = right = None
-    xpv, xv = np.asarray(value(xp)), np.asarray(value(x))
+    xpv, xv = primal(xp), primal(x)  # (lazily: a jit recording records the search as a step)
+    # a plain xp or fp indexed by the computed i: as lazy arrays, whose gathers a jit recording
+    # records (NumPy would convert the index itself, a read of the values)
+    xp, fp = (lazy.asarray(v) if type(v) is np.ndarray else v for v in (xp, fp))
     if xpv.ndim != 1 or np.ndim(fp) != 1 or xpv.shape != np.shape(fp):
         raise ValueError("np.interp: xp and fp must be 1-d sequences of the same length")
     if xpv.size == 1:
@@ -724,19 +729,21 @@ def _round(a: Any, decimals: int = 0, out: Any = None) -> Any:
 
 
 def _nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf=None, neginf=None) -> Any:
-    xv = value(x)
-    if np.iscomplexobj(xv):
+    x = as_array(x)
+    if is_complex_value(x):
         re = _nan_to_num(np.real(x), nan=nan, posinf=posinf, neginf=neginf)
         im = _nan_to_num(np.imag(x), nan=nan, posinf=posinf, neginf=neginf)
         return re + 1j * im
-    if not np.issubdtype(np.result_type(xv), np.inexact):
+    if not np.issubdtype(x.dtype, np.inexact):
         return x
-    info = np.finfo(np.result_type(xv))
+    info = np.finfo(x.dtype)
     hi = info.max if posinf is None else posinf
     lo = info.min if neginf is None else neginf
+    xv = primal(x)  # masks of the primal, lazily: no value read (jit replays it)
+    inf = np.isinf(xv)
     out = np.where(np.isnan(xv), nan, x)
-    out = np.where(np.isposinf(xv), hi, out)
-    return np.where(np.isneginf(xv), lo, out)
+    out = np.where(inf & (xv > 0), hi, out)
+    return np.where(inf & (xv < 0), lo, out)
 
 
 def _real_if_close(a: Any, tol: float = 100) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import as_array, value
+from .common import as_array, is_complex_value, primal, value
 from .registry import _traced
 
 
@@ -50,8 +50,9 @@ def _no_out(name: str, out: Any) -> None:
         raise TypeError(f"np.{name}(..., out=...) writes in place: drop out= and use the result")
 
 
-def _mask(a: Any) -> np.ndarray:
-    return np.isnan(np.asarray(value(a)))
+def _mask(a: Any) -> Any:
+    """Where ``a`` is NaN: of its primal, lazily (no value read: ``jit`` replays it)."""
+    return np.isnan(primal(a))
 
 
 def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
@@ -87,7 +88,7 @@ def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where
     a = as_array(a)
     m = _nanmean(a, axis=axis, keepdims=True) if mean is None else mean
     d = np.where(_mask(a), 0.0, a - m)
-    sq = np.real(d * np.conj(d)) if np.iscomplexobj(value(a)) else d * d
+    sq = np.real(d * np.conj(d)) if is_complex_value(a) else d * d
     n = _count(a, axis, keepdims) - ddof
     return np.sum(sq, axis=axis, keepdims=keepdims) / np.where(n <= 0, np.nan, n)
 
@@ -104,7 +105,7 @@ def _nanextremum(fn: Callable, fill: float, name: str) -> Callable:
         mask = _mask(a)
         y = fn(np.where(mask, fill, a), axis=axis, keepdims=keepdims)
         empty = np.all(mask, axis=axis, keepdims=keepdims)
-        return np.where(empty, np.nan, y) if np.any(empty) else y
+        return np.where(empty, np.nan, y)  # (branch-free: a jit recording reads no value)
 
     rule.__name__ = name
     return rule
@@ -240,7 +241,7 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     a = as_array(a)
     if weights is None:
         avg = np.mean(a, axis=axis, keepdims=keepdims)
-        n = np.size(value(a)) / np.size(value(avg))
+        n = np.size(a) / np.size(avg)
         scl = np.zeros(np.shape(avg)) + n
     else:
         w = as_array(weights)
