@@ -556,9 +556,10 @@ def transpose_axes(axes: tuple) -> Any:
     >>> transpose_axes((1, 0)), transpose_axes(((1, 0),)), transpose_axes(())
     ((1, 0), (1, 0), None)
     """
+    given: Any = axes
     if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], tuple | list)):
-        axes = axes[0]
-    return tuple(axes) if axes else None
+        given = axes[0]
+    return tuple(given) if given else None
 
 
 def _transpose(self: LazyArray, *axes: Any) -> Any:
