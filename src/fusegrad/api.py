@@ -289,8 +289,11 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
             post = functools.partial(_copy_project, projector, new)
             r = post(v)
             r = replay.note_derived(r, v, post) if r is not v else r
-            # two arguments' equal cotangents are one node, one array: each gets its own
-            out.append(_handed_out(r, out, seeds))
+            if type(r) is _NDARRAY and any(
+                type(w) is _NDARRAY and np.may_share_memory(r, w) for w in out
+            ):  # two arguments' equal cotangents are one node, one array: each gets its own
+                r = replay.note_derived(r.copy(), r, _NDARRAY.copy)
+            out.append(r)
         else:
             out.append(_handed_out(unthunk(v), out, seeds))
     return out
