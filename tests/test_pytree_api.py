@@ -99,3 +99,38 @@ def test_scipy_minimize_on_structured_parameters():
     np.testing.assert_allclose(best["w"], target["w"], atol=1e-6)
     assert best["b"] == pytest.approx(3.0, abs=1e-6)
     assert flatten(best)[0]  # still a tree
+
+
+def test_tangents_and_cotangents_must_have_their_primals_structure():
+    # leaves are paired by position: a list of tangents for a dict of primals paired them in
+    # the dict's sorted-key order (w's tangent went to b): a silently wrong product
+    p = {"w": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])}
+    tw, tb = np.array([1.0, 0.0]), np.zeros(2)
+
+    def f(p):
+        return p["w"] * 2.0 + p["b"] * 100.0
+
+    np.testing.assert_array_equal(fg.jvp(f, (p,), ({"b": tb, "w": tw},))[1], [2.0, 0.0])
+    for bad in ([tw, tb], {"x": tw, "y": tb}, (tw, tb)):
+        with pytest.raises(ValueError, match=r"tangent's structure .* is not its primal's"):
+            fg.jvp(f, (p,), (bad,))
+    out, pullback = fg.vjp(lambda x: {"w": x * 2.0, "b": x * 100.0}, np.ones(2))
+    np.testing.assert_array_equal(pullback({"w": np.ones(2), "b": np.zeros(2)})[0], [2.0, 2.0])
+    with pytest.raises(ValueError, match=r"cotangent's structure \(tuple of 2\) is not the"):
+        pullback((np.ones(2), np.zeros(2)))
+    # a tuple and a list of the same length pair alike
+    out, pullback = fg.vjp(lambda x: (x * 2.0, x * 3.0), np.ones(2))
+    np.testing.assert_array_equal(pullback([np.ones(2), np.ones(2)])[0], [5.0, 5.0])
+
+
+def test_ordered_and_default_dicts_keep_their_kind_and_order():
+    import collections
+
+    od = collections.OrderedDict([("z", np.ones(2)), ("a", np.full(2, 2.0))])
+    g = fg.grad(lambda d: np.sum(d["z"] * d["a"]))(od)
+    assert type(g) is collections.OrderedDict and list(g) == ["z", "a"]
+    np.testing.assert_array_equal(g["z"], [2.0, 2.0])
+    dd = collections.defaultdict(list, {"x": np.ones(2)})
+    g = fg.grad(lambda d: np.sum(d["x"] ** 2))(dd)  # (a crash in the pytree code before)
+    assert type(g) is collections.defaultdict and g.default_factory is list
+    np.testing.assert_array_equal(g["x"], [2.0, 2.0])

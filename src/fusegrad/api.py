@@ -24,7 +24,7 @@ from .ad import conversions
 from .ad.core import Trace, Tracer, backward, constants_copied
 from .ad.forward import cast_like
 from .ad.forward import jvp as forward_jvp
-from .ad.pytree import flatten
+from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
 from .lazy.nodes import current_scope, interning_scope
 from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
@@ -407,6 +407,15 @@ def _vjp(
         return _traced_vjp(fun, primals, has_aux, evaluate, snapshot)
 
 
+def _tree_name(tree: Any) -> str:
+    """A short description of a tree's top: its type, and a dict's keys."""
+    if isinstance(tree, dict):
+        return f"{type(tree).__name__} with keys {sorted(map(str, tree))}"
+    if isinstance(tree, tuple | list):
+        return f"{type(tree).__name__} of {len(tree)}"
+    return type(tree).__name__
+
+
 def _own(tree: Any) -> Any:
     """``tree`` with private copies of its NumPy arrays."""
     leaves, rebuild = flatten(tree)
@@ -453,6 +462,13 @@ def _traced_vjp(
 
     def _pull(ct: Any) -> tuple:
         ct_leaves, _ = flatten(ct)
+        if len(ct_leaves) == len(pairs) > 1 and not same_structure(ct, out):
+            # leaves paired in another order (a list for a dict output) would be silently wrong
+            raise ValueError(
+                f"the cotangent's structure ({_tree_name(ct)}) is not the output's "
+                f"({_tree_name(out)}): give the cotangent as the output is, the same dict keys "
+                "and nesting"
+            )
         if len(ct_leaves) != len(pairs):
             raise ValueError(
                 f"the cotangent has {len(ct_leaves)} leaves but the output has {len(pairs)}: "

@@ -40,7 +40,7 @@ from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from . import core
 from . import tracer as _tracer
 from .core import NoRuleError, Tracer, _concrete, _levels, _name, _unbox
-from .pytree import flatten
+from .pytree import flatten, same_structure
 
 
 class NoForwardRuleError(NoRuleError):
@@ -281,6 +281,13 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
             raise ValueError(
                 f"a tangent has {len(t_leaves)} leaves but its primal has {len(p_leaves)}: give "
                 "tangents with the primals' structure"
+            )
+        if len(p_leaves) > 1 and not same_structure(p, t):
+            # leaves paired in another order (a list for a dict) would be silently wrong
+            raise ValueError(
+                f"a tangent's structure ({type(t).__name__}) is not its primal's "
+                f"({type(p).__name__}): give tangents as the primals are, the same dict keys "
+                "and nesting"
             )
         boxed = []
         for pl, tl in zip(p_leaves, t_leaves):

@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import operator
 from collections.abc import Callable
@@ -97,6 +98,37 @@ def structure(tree: Any) -> tuple[list[Any], Callable[[list[Any]], Any], tuple]:
     return leaves, rebuild, _key(spec)
 
 
+def same_structure(a: Any, b: Any) -> bool:
+    """Whether trees ``a`` and ``b`` nest alike: the same dict keys, fields and node types,
+    leaf for leaf (a tuple and a list of one length alike, and any two kinds of dict).
+
+    >>> same_structure({"w": 1.0, "b": 2.0}, {"b": 0.0, "w": 0.0}), same_structure((1.0,), [2.0])
+    (True, True)
+    >>> same_structure({"w": 1.0, "b": 2.0}, [1.0, 2.0])
+    False
+    """
+    return _loose(_flatten(a, [])) == _loose(_flatten(b, []))
+
+
+def _loose(spec: Any) -> Any:
+    tag = spec[0]
+    if tag in ("none", "leaf"):
+        return tag
+    if tag == "namedtuple":
+        return (tag, spec[1], [_loose(s) for s in spec[2]])
+    if tag == "dict":
+        return (
+            tag,
+            sorted(spec[2], key=repr),
+            [_loose(s) for _, s in sorted(zip(spec[2], spec[3]), key=lambda ks: repr(ks[0]))],
+        )
+    if tag == "dataclass":
+        return (tag, type(spec[1]), spec[2], [_loose(s) for s in spec[3]])
+    if tag == "custom":
+        return (tag, spec[1], [_loose(s) for s in spec[3]])
+    return ("sequence", [_loose(s) for s in spec[1]])
+
+
 def _key(spec: Any) -> tuple:
     tag = spec[0]
     if tag in ("none", "leaf"):
@@ -124,8 +156,13 @@ def _flatten(x: Any, leaves: list) -> Any:
     if isinstance(x, tuple | list):
         return (type(x), [_flatten(v, leaves) for v in x])
     if isinstance(x, dict):
-        keys = sorted(x, key=repr)
-        return ("dict", type(x), keys, [_flatten(x[k], leaves) for k in keys])
+        # a plain dict's keys in sorted order (as JAX); an OrderedDict's as it orders them; a
+        # defaultdict keeps its default factory
+        keys = list(x) if isinstance(x, collections.OrderedDict) else sorted(x, key=repr)
+        kind: Any = type(x)
+        if isinstance(x, collections.defaultdict):
+            kind = (type(x), x.default_factory)
+        return ("dict", kind, keys, [_flatten(x[k], leaves) for k in keys])
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         names = [f.name for f in dataclasses.fields(x) if f.init]
         return ("dataclass", x, names, [_flatten(getattr(x, n), leaves) for n in names])
@@ -142,7 +179,8 @@ def _rebuild(spec: Any, it: Any) -> Any:
     if tag == "namedtuple":
         return spec[1](*[_rebuild(s, it) for s in spec[2]])
     if tag == "dict":
-        return spec[1]((k, _rebuild(s, it)) for k, s in zip(spec[2], spec[3]))
+        pairs = [(k, _rebuild(s, it)) for k, s in zip(spec[2], spec[3])]
+        return spec[1][0](spec[1][1], pairs) if type(spec[1]) is tuple else spec[1](pairs)
     if tag == "dataclass":
         values = {n: _rebuild(s, it) for n, s in zip(spec[2], spec[3])}
         return dataclasses.replace(spec[1], **values)
