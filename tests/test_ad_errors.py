@@ -222,6 +222,11 @@ def test_bad_cotangents_and_has_aux():
     _, f_vjp = fg.vjp(np.sin, X)
     with pytest.raises(ValueError, match=r"cotangent has shape \(4,\) but the output has shape"):
         f_vjp(np.ones(4))
+    # a complex cotangent of a real output: its imaginary part was dropped without a word
+    with pytest.raises(TypeError, match=r"cotangent is complex \(complex128\) but the output"):
+        f_vjp(1j * np.ones(3))
+    _, c_vjp = fg.vjp(lambda x: x * (1 + 1j), X)
+    np.testing.assert_allclose(c_vjp(np.ones(3, complex))[0], np.ones(3))  # complex: fine
     with pytest.raises(TypeError, match=r"has_aux=True needs .* pair"):
         fg.grad(lambda x: np.sum(x), has_aux=True)(X)
 

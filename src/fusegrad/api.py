@@ -483,6 +483,13 @@ def _traced_vjp(
                     f"the cotangent has shape {_shape(c)} but the output has shape "
                     f"{_shape(v)}: they must match"
                 )
+            if np.iscomplexobj(c) and not np.iscomplexobj(v):
+                # its imaginary part would be dropped: a real output's cotangent is real
+                raise TypeError(
+                    f"the cotangent is complex ({np.result_type(c)}) but the output is real "
+                    f"({np.result_type(v)}): give a real cotangent (np.real of it, if that is "
+                    "what you meant)"
+                )
             seeds.append((t, c))
         all_inputs = [t for ins in inputs_per_arg for t in ins]
         with ownership_scope():
