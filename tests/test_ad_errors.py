@@ -234,3 +234,25 @@ def test_bad_cotangents_and_has_aux():
 def test_reduction_where_is_a_clear_error():
     with pytest.raises(TypeError, match=r"where= in a reduction of a traced value"):
         fg.grad(lambda x: np.sum(x, where=x > 0))(X)
+
+
+def test_masked_matrix_and_object_operands_are_refused_not_silently_wrong():
+    # a masked array, a matrix or an object array beside a traced value: the mask was ignored
+    # (value 50 where NumPy gives 10, and a gradient matching neither), the object array gave
+    # a zero gradient
+    x = np.array([1.0, 2.0])
+    masked = np.ma.array([10.0, 20.0], mask=[0, 1])
+    with pytest.raises(TypeError, match=r"np.multiply got a traced value and a numpy.ma.Masked"):
+        fg.value_and_grad(lambda x, w: np.sum(x * w))(x, masked)
+    with pytest.raises(TypeError, match=r"and a numpy.matrix, whose \* is a matrix product"):
+        fg.grad(lambda x: np.sum(x * np.matrix([[1.0, 2.0]])))(x)
+    with pytest.raises(TypeError, match=r"dtype object .* \.astype\(float\)"):
+        fg.grad(lambda x: np.sum(x * np.array([1.0, 2.0], dtype=object)))(x)
+    with pytest.raises(TypeError, match=r"np.multiply got a traced value and a numpy.ma.Masked"):
+        fg.jvp(lambda x: x * masked, (x,), (np.ones(2),))
+    with pytest.raises(TypeError, match=r"a tangent is a numpy.ma.MaskedArray"):
+        fg.jvp(lambda x: x * 2.0, (x,), (masked,))
+    with pytest.raises(TypeError, match=r"the cotangent is a numpy.ma.MaskedArray"):
+        fg.vjp(lambda x: x * 2.0, x)[1](masked)
+    # plain arrays and the filled masked array are fine
+    assert fg.grad(lambda x: np.sum(x * masked.filled(0.0)))(x).tolist() == [10.0, 0.0]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .ad import conversions
-from .ad.core import Trace, Tracer, backward, constants_copied
+from .ad.core import Trace, Tracer, backward, check_array_type, constants_copied
 from .ad.forward import cast_like
 from .ad.forward import jvp as forward_jvp
 from .ad.pytree import flatten, same_structure
@@ -91,7 +91,7 @@ def _normalize_argnums(argnums: Any, nargs: int) -> tuple[int, ...]:
 def _check_differentiable(leaves: list, where: str, holomorphic: bool = False) -> None:
     for leaf in leaves:
         v = leaf.value if isinstance(leaf, Tracer) else leaf
-        _check_array_type(v, where)
+        check_array_type(v, where)
         if not is_differentiable(v) and not isinstance(v, Tracer):
             dtype = getattr(v, "dtype", type(v).__name__)
             raise TypeError(
@@ -108,24 +108,6 @@ def _check_differentiable(leaves: list, where: str, holomorphic: bool = False) -
 
 def _dtype_name(v: Any) -> str:
     return str(np.result_type(_concrete_primal(v)))
-
-
-def _check_array_type(v: Any, where: str) -> None:
-    """Masked arrays and ``np.matrix`` would silently lose their mask or semantics in traced
-    NumPy operations (as in JAX, they are refused)."""
-    if type(v) is _NDARRAY:
-        return  # neither (both are subclasses); np.ma is a module __getattr__ away (0.2 us)
-    if isinstance(v, np.ma.MaskedArray):
-        raise TypeError(
-            f"{where} is a numpy.ma.MaskedArray: fusegrad differentiates plain arrays, and its "
-            "mask would be ignored. Pass x.filled(fill_value) (or np.where(x.mask, 0, x.data)) "
-            "and apply the mask inside the function"
-        )
-    if isinstance(v, np.matrix):
-        raise TypeError(
-            f"{where} is a numpy.matrix, whose * means matrix product: fusegrad differentiates "
-            "plain arrays. Pass np.asarray(x) and use @ for matrix products"
-        )
 
 
 _REAL_SCALARS = frozenset({np.float64, np.float32, float})
@@ -200,7 +182,7 @@ def _box_tree(tree: Any, trace: Trace) -> tuple[Any, list, Callable, list[bool]]
     tracers = []
     mask = []
     for leaf in leaves:
-        _check_array_type(leaf, "an input")
+        check_array_type(leaf, "an input")
         if isinstance(leaf, Tracer) or is_differentiable(leaf):
             t = trace.input(leaf)
             boxed.append(t)
@@ -420,7 +402,7 @@ def _own(tree: Any) -> Any:
     """``tree`` with private copies of its NumPy arrays."""
     leaves, rebuild = flatten(tree)
     for v in leaves:
-        _check_array_type(v, "an input")  # np.array would drop a mask silently
+        check_array_type(v, "an input")  # np.array would drop a mask silently
     return rebuild([np.array(v) if isinstance(v, np.ndarray) else v for v in leaves])
 
 
@@ -476,6 +458,7 @@ def _traced_vjp(
             )
         seeds = []
         for (t, v), c in zip(pairs, ct_leaves):
+            check_array_type(c, "the cotangent")
             if t is None:
                 continue
             if _shape(c) != _shape(v):
@@ -747,7 +730,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
     (array([0., 0.]), array([1., 1.]))
     """
     for leaf in flatten(tuple(primals))[0]:
-        _check_array_type(leaf, "a primal")
+        check_array_type(leaf, "a primal")
         if dask_leaves.is_dask_array(leaf):
             raise TypeError(
                 "jvp got a dask.array primal: Dask inputs are leaves of the reverse mode only "

@@ -282,6 +282,8 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
             parents.append(p)
             traced = traced or p is not None
         else:
+            if isinstance(a, np.ndarray):
+                check_operand(a, f)
             values.append(a)
             parents.append(None)
     uargs = tuple(values)
@@ -317,6 +319,41 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
 
 # A trace's apply records ``f(*args, **kwargs)`` on its tape (the dispatcher calls it).
 Trace.apply = record  # type: ignore[attr-defined]
+
+
+def check_array_type(v: Any, where: str) -> None:
+    """Masked arrays and ``np.matrix`` would silently lose their mask or semantics in traced
+    NumPy operations (as in JAX, they are refused)."""
+    if type(v) is _NDARRAY:
+        return  # neither (both are subclasses); np.ma is a module __getattr__ away (0.2 us)
+    if isinstance(v, np.ma.MaskedArray):
+        raise TypeError(
+            f"{where} is a numpy.ma.MaskedArray: fusegrad differentiates plain arrays, and its "
+            "mask would be ignored. Pass x.filled(fill_value) (or np.where(x.mask, 0, x.data)) "
+            "and apply the mask inside the function"
+        )
+    if isinstance(v, np.matrix):
+        raise TypeError(
+            f"{where} is a numpy.matrix, whose * means matrix product: fusegrad differentiates "
+            "plain arrays. Pass np.asarray(x) and use @ for matrix products"
+        )
+
+
+def check_operand(a: np.ndarray, f: Any) -> None:
+    """A masked array or a matrix beside a traced value would lose its mask or its semantics
+    in the rule's NumPy calls (the mask ignored: a value and a gradient that match neither
+    NumPy's nor each other): refused, as an input of ``grad`` is."""
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(
+            f"{_name(f)} got a traced value and a numpy.ma.MaskedArray: fusegrad computes on "
+            "plain arrays, and the mask would be ignored. Use m.filled(fill_value), or "
+            "np.where(m.mask, fill, m.data), before it meets traced values"
+        )
+    if isinstance(a, np.matrix):
+        raise TypeError(
+            f"{_name(f)} got a traced value and a numpy.matrix, whose * is a matrix product: "
+            "use np.asarray(m) (and @ for matrix products)"
+        )
 
 
 def _no_rule(f: Any) -> NoRuleError:
@@ -383,6 +420,13 @@ def _box(v: Any, trace: Trace, node: TapeNode, index: int | None) -> Any:
         return Tracer(v, trace, node, index)
     if isinstance(v, Tracer):
         return Tracer(v, trace, node, index)
+    if isinstance(v, np.ndarray) and v.dtype.kind == "O":
+        # a traced value met an object array: the result holds Python numbers, which carry no
+        # derivative (the gradient would silently be zero)
+        raise TypeError(
+            f"{node.name} of a traced value gave an array of dtype object (an operand has dtype "
+            "object): convert that operand with .astype(float) first"
+        )
     return v
 
 

@@ -39,7 +39,16 @@ from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from . import core
 from . import tracer as _tracer
-from .core import NoRuleError, Tracer, _concrete, _levels, _name, _unbox
+from .core import (
+    NoRuleError,
+    Tracer,
+    _concrete,
+    _levels,
+    _name,
+    _unbox,
+    check_array_type,
+    check_operand,
+)
 from .pytree import flatten, same_structure
 
 
@@ -143,6 +152,9 @@ def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:
     tangents = tuple(_tangent_of(a, level) for a in args)
     if _all_zero(tangents):
         return f(*primals, **kwargs)
+    for p in primals:
+        if type(p) is not np.ndarray and isinstance(p, np.ndarray):
+            check_operand(p, f)  # a masked array or a matrix: refused, as in reverse mode
     rule = _find_rule(f)
     if rule is None:
         raise NoForwardRuleError(
@@ -291,6 +303,8 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
             )
         boxed = []
         for pl, tl in zip(p_leaves, t_leaves):
+            if type(tl) is not np.ndarray and isinstance(tl, np.ndarray):
+                check_array_type(tl, "a tangent")  # a masked one: its mask would be ignored
             if isinstance(pl, Tracer) or is_differentiable(pl):
                 tl = _as_tangent(tl, pl)
                 boxed.append(pl if tl is None else JVPTracer(pl, tl, trace))
