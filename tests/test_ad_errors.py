@@ -236,6 +236,7 @@ def test_reduction_where_is_a_clear_error():
         fg.grad(lambda x: np.sum(x, where=x > 0))(X)
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix, on purpose
 def test_masked_matrix_and_object_operands_are_refused_not_silently_wrong():
     # a masked array, a matrix or an object array beside a traced value: the mask was ignored
     # (value 50 where NumPy gives 10, and a gradient matching neither), the object array gave

@@ -420,7 +420,7 @@ def _box(v: Any, trace: Trace, node: TapeNode, index: int | None) -> Any:
         return Tracer(v, trace, node, index)
     if isinstance(v, Tracer):
         return Tracer(v, trace, node, index)
-    if isinstance(v, np.ndarray) and v.dtype.kind == "O":
+    if getattr(getattr(v, "dtype", None), "kind", None) == "O":  # (an ndarray or a lazy one)
         # a traced value met an object array: the result holds Python numbers, which carry no
         # derivative (the gradient would silently be zero)
         raise TypeError(
