@@ -279,3 +279,30 @@ def test_jvp_through_checkpoint():
     np.testing.assert_allclose(out, ref_out, rtol=1e-14)
     np.testing.assert_allclose(tangent, ref_tangent, rtol=1e-14)
     np.testing.assert_allclose(tangent, np.dot(np.exp(x) * (1 + x), v), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "inner, pick",
+    [
+        (lambda x: {"a": np.sum(x**2)}, lambda o: o["a"]),
+        (lambda x: [np.sum(x**2), x], lambda o: o[0] + np.sum(o[1])),
+        (lambda x: {"a": x**2, "b": (np.sin(x), None)}, lambda o: np.sum(o["a"] * o["b"][0])),
+    ],
+    ids=["dict", "list", "nested"],
+)
+def test_checkpoint_of_a_pytree_output(inner, pick):
+    # a dict output came back untraced: a zero gradient and a zero jvp
+    x = np.array([1.0, 2.0, 3.0])
+    want = fg.grad(lambda x: pick(inner(x)))(x)
+    np.testing.assert_allclose(fg.grad(lambda x: pick(fg.checkpoint(inner)(x)))(x), want)
+    _, t = fg.jvp(lambda x: pick(fg.checkpoint(inner)(x)), (x,), (np.ones(3),))
+    np.testing.assert_allclose(t, want.sum())
+    assert fg.checkpoint(inner)(x).__class__ is inner(x).__class__
+
+
+def test_checkpoint_passes_keyword_arguments_as_constants():
+    x = np.array([1.0, 2.0])
+    f = fg.checkpoint(lambda x, k=1.0: np.sum(x**2 * k))
+    np.testing.assert_allclose(fg.grad(lambda x: f(x, k=3.0))(x), 6 * x)
+    with pytest.raises(TypeError, match=r"keyword argument 'k' is traced"):
+        fg.grad(lambda x: f(x, k=x[0]))(x)

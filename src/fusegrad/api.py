@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -780,26 +781,52 @@ def deriv(fun: Callable) -> Callable:
 def checkpoint(fun: Callable) -> Callable:
     """``fun`` whose forward values are recomputed in the backward pass instead of stored.
 
-    The tape keeps only ``fun``'s inputs; its pullback re-runs ``fun`` under ``vjp``.
+    The tape keeps only ``fun``'s inputs; its pullback re-runs ``fun`` under ``vjp``. ``fun``
+    may return any pytree; keyword arguments are passed through as constants.
 
     >>> f = checkpoint(lambda x: np.sum(np.exp(x)))
     >>> grad(f)(np.zeros(2))
     array([1., 1.])
+    >>> grad(lambda x: checkpoint(lambda x, k: {"y": np.sum(x * k)})(x, k=3.0)["y"])(np.zeros(2))
+    array([3., 3.])
     """
-    checkpointed = primitive(functools.wraps(fun)(lambda *args: fun(*args)))
+    built = threading.local()  # how the last call's output is rebuilt from its leaves
 
-    @register_rrule(checkpointed)
-    def _rule(*args: Any) -> tuple:
-        y = fun(*args)
+    def run(args: tuple, kwargs: dict) -> tuple:
+        leaves, built.rebuild = flatten(fun(*args, **kwargs))
+        return tuple(leaves)
+
+    # the primitive the tape records returns the output's leaves (a tuple is boxed leaf by
+    # leaf; a dict would not be, and its gradient would be lost)
+    leaves_of = primitive(functools.wraps(fun)(lambda *args, **kwargs: run(args, kwargs)))
+
+    @register_rrule(leaves_of)
+    def _rule(*args: Any, **kwargs: Any) -> tuple:
+        y = run(args, kwargs)
 
         def pullback(dy: Any) -> tuple:
-            _, f_vjp = vjp(fun, *args)
-            return f_vjp(unthunk(dy))
+            _, f_vjp = vjp(lambda *a: run(a, kwargs), *args)
+            cts = tuple(
+                np.zeros_like(v) if isinstance(d, AbstractZero) else unthunk(d)
+                for d, v in zip(dy, y)
+            )
+            return f_vjp(cts)
 
         return y, pullback
 
-    @register_frule(checkpointed)
-    def _forward(tangents: tuple, *args: Any) -> tuple:
-        return jvp(fun, args, tangents)
+    @register_frule(leaves_of)
+    def _forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
+        return jvp(lambda *a: run(a, kwargs), args, tangents)
+
+    @functools.wraps(fun)
+    def checkpointed(*args: Any, **kwargs: Any) -> Any:
+        for k, v in kwargs.items():
+            if any(isinstance(leaf, Tracer) for leaf in flatten(v)[0]):
+                raise TypeError(
+                    f"checkpoint: keyword argument {k!r} is traced; keyword arguments are "
+                    "constants of a checkpointed function: pass it positionally"
+                )
+        out = leaves_of(*args, **kwargs)
+        return built.rebuild(list(out))
 
     return checkpointed
