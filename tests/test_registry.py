@@ -7,6 +7,7 @@ from fusegrad.rules.registry import (
     frule,
     has_rrule,
     opt_out,
+    primitive,
     register_frule,
     register_rrule,
     rrule,
@@ -14,6 +15,7 @@ from fusegrad.rules.registry import (
 from fusegrad.tangents import NoTangent, Thunk, ZeroTangent
 
 
+@primitive  # (a plain function's rule would never be called by grad)
 def square(x):
     return x * x
 
@@ -71,6 +73,7 @@ def test_thunks_are_unthunked_for_eager_rules():
     assert isinstance(CALLS[0], np.ndarray) and np.array_equal(dx, [2.0, 2.0])
 
 
+@primitive
 def lazy_identity(x):
     return x
 
@@ -86,6 +89,7 @@ def test_lazy_rules_receive_thunks_as_they_are():
     assert pb(t)[0] is t
 
 
+@primitive
 def takes_int(x, n):
     return x * n
 
@@ -105,6 +109,7 @@ def test_integer_arguments_get_notangent():
     assert pb(ZeroTangent()) == (ZeroTangent(), NoTangent())
 
 
+@primitive
 def bad_count(x, y):
     return x + y
 
@@ -120,6 +125,7 @@ def test_wrong_cotangent_count_is_an_error():
         pb(1.0)
 
 
+@primitive
 def composite(x):
     return x + 1.0
 
@@ -327,6 +333,7 @@ def test_linear_declares_both_directions_from_its_transpose():
 def test_linear_without_transpose_needs_a_reverse_rule():
     from fusegrad.rules.common import linear
 
+    @primitive
     def undeclared(x):
         return 2 * x
 
@@ -373,3 +380,18 @@ def test_nondiff_is_zero_in_both_directions():
     np.testing.assert_array_equal(t, np.ones(3))
     _, pb = rrule(bucket, x, 0.5)
     assert pb(np.ones(3)) == (ZeroTangent(), ZeroTangent())
+
+
+def test_a_rule_for_a_plain_function_warns_that_grad_will_not_use_it():
+    # grad traces a plain Python function's body: its registered rule was silently unused
+    def cube(x):
+        return x**3
+
+    with pytest.warns(UserWarning, match=r"register_rrule\(cube\): cube is a plain Python .* "):
+        register_rrule(cube)(lambda x: (x**3, lambda dy: (3 * x**2 * dy,)))
+    with pytest.warns(UserWarning, match=r"register_frule\(cube\)"):
+        register_frule(cube)(lambda t, x: (x**3, 3 * x**2 * t[0]))
+    with pytest.raises(TypeError, match=r"register_rrule needs the function the rule is for"):
+        register_rrule(None)
+    with pytest.raises(TypeError, match=r"register_frule needs the function the rule is for"):
+        register_frule(3)

@@ -15,6 +15,7 @@ from fusegrad.testing import check_frule, check_grads, check_rrule
 X = np.array([0.5, -1.2, 2.0])
 
 
+@registry.primitive
 def my_cube(x):
     return x**3
 
@@ -29,6 +30,7 @@ def _cube_frule(tangents, x):
     return x**3, 3 * x**2 * tangents[0]
 
 
+@registry.primitive
 def wrong_cube(x):
     return x**3
 
@@ -68,6 +70,7 @@ def test_wrong_rule_fails_naming_argument_values_and_worst_element():
         check_frule(wrong_cube, X)
 
 
+@registry.primitive
 def scaled_sum(x, axis, label):
     return np.sum(x, axis=axis) * 2.0
 
@@ -103,6 +106,7 @@ def test_wrong_number_of_cotangents_fails(monkeypatch):
         check_rrule(my_cube, X)
 
 
+@registry.primitive
 def mutating(x):
     return x * 2.0
 
@@ -121,6 +125,7 @@ def test_mutating_rule_fails():
         check_rrule(mutating, X.copy())
 
 
+@registry.primitive
 def twice(x):
     return 2.0 * x
 
@@ -278,6 +283,7 @@ def test_check_grads_rejects_bad_options():
 Z = np.array([0.5 + 1j, -1.2 - 0.3j, 2.0 + 0.5j])
 
 
+@registry.primitive
 def conj_cube(x):
     return x**3
 
@@ -287,6 +293,7 @@ def _conj_cube_rrule(x):  # the other convention: ȳ·conj(f'(z))
     return x**3, lambda dy: (3 * np.conj(x) ** 2 * dy,)
 
 
+@registry.primitive
 def abs_squared(x):
     return np.abs(x) ** 2
 
@@ -296,6 +303,7 @@ def _abs_squared_rrule(x):  # JAX: 2·ȳ·conj(z)
     return abs_squared(x), lambda dy: (2 * dy * np.conj(x),)
 
 
+@registry.primitive
 def abs_squared_wrong(x):
     return np.abs(x) ** 2
 

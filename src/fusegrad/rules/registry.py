@@ -22,6 +22,8 @@ Rules are registered with decorators::
 from __future__ import annotations
 
 import functools
+import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -36,15 +38,37 @@ FRULES: dict[Any, Callable] = {}
 OPTED_OUT: set[Any] = set()
 
 
-def register_rrule(f: Any, *, lazy: bool = False) -> Callable[[Callable], Callable]:
-    """Register ``rule`` as the reverse rule of ``f`` (a NumPy function, ufunc, or your own).
+def _check_target(f: Any, who: str) -> None:
+    """``f`` must be a function; one of your own must be a ``primitive`` for its rule to be used
+    (grad traces a plain Python function's body and never looks its rule up)."""
+    if not callable(f):
+        raise TypeError(f"{who} needs the function the rule is for, got {f!r}")
+    module = (getattr(f, "__module__", None) or "").split(".")[0]
+    if (
+        isinstance(f, types.FunctionType)
+        and not hasattr(f, "__fusegrad_body__")
+        and module not in ("numpy", "scipy", "fusegrad")
+    ):
+        warnings.warn(
+            f"{who}({f.__name__}): {f.__name__} is a plain Python function, so grad and jvp "
+            "trace its body and never call this rule; decorate it with @fusegrad.primitive "
+            "(above the registration: the rule is registered for the primitive)",
+            stacklevel=3,
+        )
 
-    >>> def my_square(x):
+
+def register_rrule(f: Any, *, lazy: bool = False) -> Callable[[Callable], Callable]:
+    """Register ``rule`` as the reverse rule of ``f`` (a NumPy function, ufunc, or your own
+    function made a ``primitive``: grad traces a plain function's body instead).
+
+    >>> @primitive
+    ... def my_square(x):
     ...     return x * x
     >>> @register_rrule(my_square)
     ... def _(x):
     ...     return x * x, lambda dy: (2 * x * dy,)
     """
+    _check_target(f, "register_rrule")
 
     def decorate(rule: Callable) -> Callable:
         RRULES[f] = (rule, lazy)
@@ -78,6 +102,7 @@ def register_lazy_case(f: Any) -> Callable[[Callable], Callable]:
 
 def register_frule(f: Any) -> Callable[[Callable], Callable]:
     """Register ``rule(tangents, *args, **kwargs) -> (y, ẏ)`` as the forward rule of ``f``."""
+    _check_target(f, "register_frule")
 
     def decorate(rule: Callable) -> Callable:
         FRULES[f] = rule
