@@ -885,6 +885,16 @@ def test_functions_that_read_no_value_replay(name):
     assert info.replayable
 
 
+def test_integer_bit_operations_in_a_recording():
+    # a recording is lazy at every size: k & 1 was a logical and there (a wrong gradient), and
+    # k << 1 raised
+    x, k = np.array([1.0, 2.0, 3.0]), np.array([1, 2, 3])
+    for f in (lambda x, k: np.sum(x * (k & 1)), lambda x, k: np.sum(x * (k << 1))):
+        jitted = fg.jit(fg.grad(f))
+        for _ in range(3):
+            np.testing.assert_array_equal(jitted(x, k), fg.grad(f)(x, k))
+
+
 def test_each_number_is_checked_by_a_change_of_its_own():
     import math
 

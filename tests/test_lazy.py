@@ -135,6 +135,29 @@ def test_powers_have_numpys_dtype_and_values(engine, dtype, exponent):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda a: a & 6,
+        lambda a: 3 | a,
+        lambda a: a ^ a[::-1],
+        lambda a: a << 1,
+        lambda a: 64 >> a,
+        lambda a: divmod(a, 5)[1],
+        lambda a: (a > 5) & (a < 12),
+        lambda a: (a > 5) | True,
+    ],
+    ids=["and", "ror", "xor", "lshift", "rrshift", "divmod", "mask and", "mask or"],
+)
+def test_bitwise_operators_of_integers_and_of_masks(engine, f):
+    # & | ^ on integer lazy arrays are bitwise, as ndarray's (they were logical: [5, 6, 12] & 6
+    # gave [True, True, True]); << >> and divmod() raised TypeError
+    a = np.array([5, 6, 12, 1])
+    got = fl.materialize(f(fl.asarray(a)))
+    assert got.dtype == f(a).dtype
+    np.testing.assert_array_equal(got, f(a))
+
+
 def test_common_subexpression_computed_once(engine):
     x, y = fl.asarray(rng.random(64)), fl.asarray(rng.random(32))
 

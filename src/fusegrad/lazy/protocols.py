@@ -436,7 +436,6 @@ OPERATOR_UFUNCS = {
     "floordiv": np.floor_divide, "mod": np.remainder, "matmul": np.matmul,
     "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "eq": np.equal, "ne": np.not_equal,
-    "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
 }  # fmt: skip
 
 
@@ -448,6 +447,22 @@ def _apply(uf: np.ufunc, *args: Any) -> Any:
     if vals is not None:
         return small.wrap(uf(*vals))
     return uf(*args)
+
+
+# &, |, ^: logical (fused) on booleans, bitwise on integers, as ndarray's operators are
+_BITWISE = (
+    ("and", np.logical_and, np.bitwise_and),
+    ("or", np.logical_or, np.bitwise_or),
+    ("xor", np.logical_xor, np.bitwise_xor),
+)
+
+
+def _bits(logical: np.ufunc, bitwise: np.ufunc, a: Any, b: Any) -> Any:
+    both_bool = all(
+        isinstance(v, bool | np.bool_) or getattr(getattr(v, "dtype", None), "kind", None) == "b"
+        for v in (a, b)
+    )
+    return _apply(logical if both_bool else bitwise, a, b)
 
 
 def forward_methods(cls: type, names: str) -> None:
@@ -484,8 +499,14 @@ def _install() -> None:
     cls.__array__ = array
     cls.__getitem__ = getitem
     cls.astype = astype
-    _lazy_operators(ARITHMETIC + " and or xor")  # matmul: not fusable, runs eagerly
+    _lazy_operators(ARITHMETIC)  # matmul: not fusable, runs eagerly
     _lazy_operators(COMPARISONS, reflected=False)
+    for name, logical, bitwise in _BITWISE:
+        setattr(cls, f"__{name}__", lambda self, o, _l=logical, _b=bitwise: _bits(_l, _b, self, o))
+        setattr(cls, f"__r{name}__", lambda self, o, _l=logical, _b=bitwise: _bits(_l, _b, o, self))
+    for name, uf in (("lshift", np.left_shift), ("rshift", np.right_shift), ("divmod", np.divmod)):
+        setattr(cls, f"__{name}__", lambda self, o, _u=uf: _apply(_u, self, o))
+        setattr(cls, f"__r{name}__", lambda self, o, _u=uf: _apply(_u, o, self))
     cls.__pow__ = _power
     cls.__rpow__ = lambda self, other: _apply(np.power, other, self)
     cls.__hash__ = lambda self: id(self)
