@@ -109,6 +109,43 @@ def test_prod_single_zero_exact():
     )
 
 
+def test_an_extremum_found_by_another_engine_still_has_its_elements():
+    # under auto, the backward pass may compute a max's argument again on another engine, whose
+    # tanh differs by an ulp: no element then equaled the max, and the gradient was 0/0. Here
+    # the max is off by a few ulps, as another engine's would be
+    import fusegrad.lazy as fl
+    from fusegrad.rules import reductions
+
+    x = np.random.default_rng(2).normal(size=(6, 5))
+    la = np.tanh(fl.asarray(x))
+    y = np.max(np.tanh(x), axis=1, keepdims=True) * (1 + 3 * np.finfo(float).eps)
+    with fg.use_engine("auto"):
+        mask = fl.materialize(reductions._at_extremum(la, y, False, (1,)))
+    np.testing.assert_array_equal(mask, np.tanh(x) == np.tanh(x).max(axis=1, keepdims=True))
+    with fg.use_engine("numpy"):  # one engine computes the same values again: exact equality
+        assert not fl.materialize(reductions._at_extremum(la, y, False, (1,))).any()
+
+
+@pytest.mark.parametrize("engine_name", ["auto", "numpy", "numba"])
+def test_a_pairwise_min_beside_a_kernel_numba_does_not_take(engine_name):
+    # the program sweep C found: its min's mask kernel went to NumPy (a cosh beside it), its
+    # forward min to numba, and 699 of 700 gradient entries were NaN on auto
+    pytest.importorskip("numba")
+
+    def f(x, y):
+        d = x[:, None] - y[None, :]
+        return np.sum(np.min(np.tanh(d), axis=0) ** 2) + np.sum(np.sinh(0.1 * d))
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(700), rng.standard_normal(600)
+    with fg.use_engine("numpy"):
+        want = fg.grad(f, (0, 1))(x, y)
+    with fg.use_engine(engine_name):
+        got = fg.grad(f, (0, 1))(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("f, pick", [(np.max, np.argmax), (np.min, np.argmin)])
 def test_extremum_ties_split_evenly(f, pick, dtype):

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, small
+from ..lazy import LazyArray, engines, small
 from ..lazy.plan import value
 from ..lazy.reductions import normalize_axes
 from ..tangents import NoTangent, ZeroTangent
@@ -160,6 +160,26 @@ def _mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -
     return y, pullback
 
 
+# Relative distance from a max or min within which an element recomputed by the backward pass
+# counts as one of its ties, under the auto engine (see _at_extremum)
+EXTREMUM_TIES_EPS = 4
+
+
+def _at_extremum(la: Any, yk: Any, held: bool, axes: tuple) -> Any:
+    """Where ``la`` reaches its max or min ``yk`` over ``axes``. An expression not in memory is
+    computed again by the backward pass; under ``auto`` the kernel doing so may run on another
+    engine than the one that found ``yk`` (a kernel with ``cosh`` goes to NumPy, one with
+    ``tanh`` alone to numba), whose ``tanh`` may differ by an ulp: then no element equals
+    ``yk``, its count is 0, and the gradient was 0/0 (NaN, on most of a 700×600 pairwise min).
+    There, elements within ``EXTREMUM_TIES_EPS`` ulps of the largest magnitude along ``axes``
+    count as reaching it (a difference of rounding, not of value; one more pass over ``la``)."""
+    dtype = np.dtype(getattr(la, "dtype", np.float64))
+    if held or dtype.kind != "f" or engines.current() != "auto":
+        return np.equal(la, yk)
+    scale = np.max(np.abs(la), axis=axes, keepdims=True)
+    return np.abs(la - yk) <= (EXTREMUM_TIES_EPS * np.finfo(dtype).eps) * scale
+
+
 def _extremum(fn: Callable) -> Callable:
     def rule(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
         """Ties share ``ȳ`` evenly."""
@@ -171,7 +191,7 @@ def _extremum(fn: Callable) -> Callable:
 
         def pullback(dy: Any) -> tuple:
             yk = y if keepdims or not axes else np.expand_dims(y, axes)
-            mask = np.equal(la, yk)
+            mask = _at_extremum(la, yk, held, axes)
             count = np.sum(mask, axis=axes, keepdims=True)
             return (_wrap(expand_back(dy, shape, axes, keepdims, held) * mask / count),)
 
