@@ -176,8 +176,10 @@ def _at_extremum(la: Any, yk: Any, held: bool, axes: tuple) -> Any:
     dtype = np.dtype(getattr(la, "dtype", np.float64))
     if held or dtype.kind != "f" or engines.current() != "auto":
         return np.equal(la, yk)
-    scale = np.max(np.abs(la), axis=axes, keepdims=True)
-    return np.abs(la - yk) <= (EXTREMUM_TIES_EPS * np.finfo(dtype).eps) * scale
+    finite = np.where(np.isfinite(la), np.abs(la), 0.0)  # (nanmax's -inf fill: no scale)
+    scale = np.max(finite, axis=axes, keepdims=True)
+    near = np.abs(la - yk) <= (EXTREMUM_TIES_EPS * np.finfo(dtype).eps) * scale
+    return np.equal(la, yk) | near
 
 
 def _extremum(fn: Callable) -> Callable:
