@@ -306,3 +306,22 @@ def test_checkpoint_passes_keyword_arguments_as_constants():
     np.testing.assert_allclose(fg.grad(lambda x: f(x, k=3.0))(x), 6 * x)
     with pytest.raises(TypeError, match=r"keyword argument 'k' is traced"):
         fg.grad(lambda x: f(x, k=x[0]))(x)
+
+
+def test_second_order_through_a_0d_array_constant():
+    # an inner gradient's first cotangent a broadcast of a 0-d array (a * c): the outer trace
+    # boxed the BroadcastThunk itself, and grad(grad) refused it as an output (gamma.logpdf's
+    # Hessian in its shape)
+    c = np.array(0.7)
+
+    def f(a):
+        return a * c + a * a
+
+    assert fg.grad(fg.grad(f))(3.0) == pytest.approx(2.0)
+    assert fg.hessian(f)(3.0) == pytest.approx(2.0)
+    g = fg.grad(lambda x: np.sum(fg.grad(lambda a: np.sum(a * c + a * a))(x) ** 2))
+    np.testing.assert_allclose(g(np.array([3.0, 1.0])), [26.8, 10.8])
+    st = pytest.importorskip("scipy.stats")
+    sp = pytest.importorskip("scipy.special")
+    h = fg.hessian(lambda a: st.gamma.logpdf(0.7, a))(1.5)
+    assert h == pytest.approx(-sp.polygamma(1, 1.5), rel=1e-10)

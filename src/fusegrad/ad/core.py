@@ -310,6 +310,10 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     differentiable = tuple(map(is_differentiable, uargs))
     if type(y) is _NDARRAY and y.dtype.kind in "fc":  # _box's common case, without the call
         return Tracer(y, trace, TapeNode(pullback, parents, None, f, differentiable, lazy), None)
+    if isinstance(y, AbstractThunk):
+        # a lazy rule's value under an outer trace (a cotangent of an inner grad): a traced
+        # value's primal is never a thunk (the outer grad saw a BroadcastThunk as its output)
+        y = y.unthunk()
     if isinstance(y, tuple | list):
         node = TapeNode(pullback, parents, len(y), f, differentiable, lazy)
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
