@@ -389,3 +389,20 @@ def test_every_fused_ufunc_is_declared_with_its_derivatives():
     assert not {u.__name__ for u in fused - set(registry.FRULES)}
     assert {u.__name__ for u in fused - set(PARTIALS)} == {"conjugate"}
     assert fused - {np.conjugate} <= NUMPY_PARTIALS  # declared in rules/elementwise.py
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+def test_a_pole_at_a_python_float_is_numpys_infinity_not_zero_division():
+    # the partials ran on Python floats: 1 / 0.0 raised ZeroDivisionError where a float64
+    # argument gave inf, as NumPy does
+    for f, x, want in [
+        (np.log, 0.0, np.inf),
+        (lambda x: 1 / x, 0.0, -np.inf),
+        (np.arctanh, 1.0, np.inf),
+        (sp.logit, 0.0, np.inf),
+        (sp.logit, 1.0, np.inf),
+    ]:
+        assert fg.grad(f)(x) == want
+        assert fg.grad(f)(np.float64(x)) == want
+        jitted = fg.jit(fg.grad(f))
+        assert jitted(x) == want and jitted(x) == want

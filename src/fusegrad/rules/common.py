@@ -463,7 +463,7 @@ def scalar_rule(ufunc: np.ufunc, *partials: Callable | None) -> None:
             if is_zero(t) or partial is None or not is_differentiable(a):
                 continue
             t = lazy_tangent(t)
-            p = partial(*largs, y)
+            p = _partial_at(partial, largs, y)
             if is_const(p, 1):
                 term = t
             elif is_const(p, -1):
@@ -631,7 +631,7 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
         elif partial is None:
             grads.append(_ZERO)
         else:
-            p = partial(*vals, y)
+            p = _partial_at(partial, vals, y)
             if type(p) in _PYTHON_REALS and (p == 1 or p == -1):
                 g = dy if p == 1 else -dy  # a negation: a third cheaper in NumPy than * -1
             else:
@@ -642,6 +642,20 @@ def _scalar_pullback(partials: tuple, args: tuple, vals: Sequence, y: Any, dy: A
             g = in_space_of(g, a)
             grads.append(as_cotangent(unbroadcast_to(g, shape_of(v))))
     return tuple(grads)
+
+
+def _partial_at(partial: Callable, vals: Sequence, y: Any) -> Any:
+    """``partial(*vals, y)``; at a pole of Python floats (``1 / x`` at 0.0: ZeroDivisionError)
+    in NumPy floats, which give inf as NumPy does (and as a float64 argument did)."""
+    try:
+        return partial(*vals, y)
+    except ZeroDivisionError:
+        # (a jit recording's number too: its value is read, so its signature compiles it in)
+        as_numpy = [
+            np.float64(v) if isinstance(v, float) and not isinstance(v, np.floating) else v
+            for v in (*vals, y)
+        ]
+        return partial(*as_numpy)
 
 
 _NO_TANGENT, _ZERO = NoTangent(), ZeroTangent()  # singletons, bound once
