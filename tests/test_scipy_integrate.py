@@ -28,6 +28,17 @@ def test_plain_odeint_differentiates_in_y0_and_args():
     check_grads(loss, ("rev", "fwd"), order=1, rtol=1e-5)(Y0, A, B)
 
 
+def test_odeint_in_its_times_is_refused_not_zero():
+    # the gradient in t was silently [0, 0, 0] (exact: [0.974, -0.607, -0.368])
+    from fusegrad.rules.special import NoDerivativeError
+
+    def loss(t):
+        return np.sum(si.odeint(lambda y, t: -y, np.array([1.0]), t, **TOL))
+
+    with pytest.raises(NoDerivativeError, match=r"odeint in its times t: .*solve_ivp"):
+        fg.grad(loss)(np.array([0.0, 0.5, 1.0]))
+
+
 def test_hand_derived_decay():
     def end(k, y0):
         return fsi.odeint(lambda y, t, k: -k * y, y0, [0.0, 2.0], args=(k,), **TOL)[-1, 0]

@@ -2,9 +2,10 @@
 (reverse), forward sensitivities (forward).
 
 ``odeint(func, y0, t, args)`` is differentiable in ``y0`` and in the ``args`` (the parameters
-must be passed there, as SciPy allows, not read from a closure); ``t`` gets no derivative. The
-reverse rule does not differentiate through SciPy's solver: it solves the adjoint equations
-``ȧ = -aᵀ ∂f/∂y``, ``ṗ̄ = -aᵀ ∂f/∂p`` backwards from each output time to the one before (with
+must be passed there, as SciPy allows, not read from a closure); a traced ``t`` raises
+``NoDerivativeError`` (``solve_ivp`` differentiates its times). The reverse rule does not
+differentiate through SciPy's solver: it solves the adjoint equations ``ȧ = -aᵀ ∂f/∂y``,
+``ṗ̄ = -aᵀ ∂f/∂p`` backwards from each output time to the one before (with
 ``y`` integrated backwards beside them and reset to the stored solution at each output time),
 calling ``odeint`` again with the same tolerances; ``aᵀ ∂f/∂y`` comes from ``fusegrad.vjp`` of
 ``func``. The forward rule integrates ``v̇ = ∂f/∂y v + ∂f/∂p ṗ`` beside ``y`` (``fusegrad.jvp``).
@@ -42,6 +43,7 @@ from .. import api
 from ..rules import registry
 from ..rules.common import value
 from ..rules.registry import register_frule, register_rrule
+from ..rules.special import NoDerivativeError
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from . import _dispatch
 
@@ -158,6 +160,12 @@ def odeint(func: Any, y0: Any, t: Any, args: tuple = (), **kwargs: Any) -> Any:
         raise TypeError(
             "scipy.integrate.odeint(full_output=True) on traced values: fusegrad differentiates "
             "the solution only; drop full_output"
+        )
+    if _dispatch.traced((t,), {}):  # (its gradient was silently zero)
+        raise NoDerivativeError(
+            "fusegrad has no derivative of scipy.integrate.odeint in its times t: differentiate "
+            "in y0 and args, pass t as a constant (fusegrad.numpy.stop_gradient(t)), or use "
+            "scipy.integrate.solve_ivp with t_eval, which is differentiable in the times"
         )
     if _solve not in registry.RRULES:  # a test restored saved rule tables
         register_rrule(_solve)(_solve_rule)
