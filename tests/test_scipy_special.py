@@ -110,6 +110,14 @@ def test_hand_derived_values():
     np.testing.assert_allclose(fg.grad(lambda v: np.sum(sp.j0(v)))(x), -sp.j1(x))
     assert fg.grad(lambda v: np.sum(sp.gammasgn(v)))(x).tolist() == [0.0, 0.0, 0.0]
     assert fg.grad(lambda v: np.sinc(v))(0.0) == 0.0
+    # near and at 0, by its series: (cos(pi x) - sinc x) / x cancels (30% off at 1e-8), and a
+    # constant 0 at 0 gave sinc''(0) = 0 (it is -pi^2/3)
+    assert fg.grad(np.sinc)(1e-8) == pytest.approx(-(np.pi**2) * 1e-8 / 3, rel=1e-12)
+    assert fg.grad(fg.grad(np.sinc))(0.0) == pytest.approx(-(np.pi**2) / 3, rel=1e-14)
+    for x0 in (0.9e-3, 1.1e-3, 0.3):  # the two branches meet without a step
+        h = 1e-7 * x0
+        fd = (np.sinc(x0 + h) - np.sinc(x0 - h)) / (2 * h)
+        assert fg.grad(np.sinc)(x0) == pytest.approx(fd, rel=1e-6)
 
 
 @pytest.mark.parametrize("f", [sp.jv, sp.iv, sp.kv])
