@@ -325,3 +325,18 @@ def test_second_order_through_a_0d_array_constant():
     sp = pytest.importorskip("scipy.special")
     h = fg.hessian(lambda a: st.gamma.logpdf(0.7, a))(1.5)
     assert h == pytest.approx(-sp.polygamma(1, 1.5), rel=1e-10)
+
+
+def test_hessian_with_a_tuple_of_argnums_gives_its_blocks():
+    # H[i][j] = d2 f / d arg_i d arg_j, as JAX (argnums=(0, 1) raised, (0,) gave a wrong shape)
+    def f(x, y):
+        return np.sum(x**3 * y)
+
+    x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    (h00, h01), (h10, h11) = fg.hessian(f, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(h00, np.diag(6 * x * y))
+    np.testing.assert_allclose(h01, np.diag(3 * x**2))
+    np.testing.assert_allclose(h10, np.diag(3 * x**2))
+    np.testing.assert_allclose(h11, np.zeros((2, 2)))
+    ((only,),) = fg.hessian(f, argnums=(0,))(x, y)
+    np.testing.assert_allclose(only, fg.hessian(f, argnums=0)(x, y))

@@ -760,13 +760,28 @@ def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """The Hessian of a scalar function: ``jacobian(grad(fun))``.
+    """The Hessian of a scalar function: ``jacobian(grad(fun))``. With a sequence of
+    ``argnums``, the blocks ``H[i][j] = ∂²fun / ∂argᵢ ∂argⱼ`` as a tuple of tuples (as JAX).
 
     >>> hessian(lambda x: np.sum(x ** 3))(np.ones(2))
     array([[6., 0.],
            [0., 6.]])
+    >>> hessian(lambda x, y: np.sum(x * y ** 2), argnums=(0, 1))(np.ones(1), np.ones(1))[0][1]
+    array([[2.]])
     """
-    return jacobian(grad(fun, argnums), argnums)
+    if isinstance(argnums, int | np.integer):
+        return jacobian(grad(fun, argnums), argnums)
+    nums = tuple(argnums)
+    gradient = grad(fun, nums)
+
+    def blocks(*args: Any, **kwargs: Any) -> tuple:
+        # row i: the jacobian of the i-th gradient in every argument of argnums
+        return tuple(
+            tuple(jacobian(lambda *a, _i=i: gradient(*a, **kwargs)[_i], nums)(*args))
+            for i in range(len(nums))
+        )
+
+    return blocks
 
 
 def deriv(fun: Callable) -> Callable:
