@@ -158,6 +158,14 @@ def test_bitwise_operators_of_integers_and_of_masks(engine, f):
     np.testing.assert_array_equal(got, f(a))
 
 
+def test_mean_and_var_of_integers_sum_in_float64(engine):
+    # as NumPy: the int64 sum of [2**62, 2**62, 3] wrapped, and the mean came out negative
+    a = np.array([2**62, 2**62, 3], dtype=np.int64)
+    for f in (np.mean, np.var, np.std):
+        got = fl.materialize(f(fl.asarray(a) * 1))
+        np.testing.assert_allclose(got, f(a * 1), rtol=1e-15)
+
+
 def test_common_subexpression_computed_once(engine):
     x, y = fl.asarray(rng.random(64)), fl.asarray(rng.random(32))
 

@@ -121,9 +121,9 @@ def mean(x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
     """``np.mean``: the sum divided by the count (integers give float64, float32 stays)."""
     axes = normalize_axes(axis, x.ndim)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    if x.dtype.kind in "biu":  # summed in float64, as NumPy (an int64 sum may wrap)
+        x = make_map("cast", (x,), np.dtype(np.float64))
     total = reduce("sum", x, axes, keepdims)
-    if x.dtype.kind in "biu":
-        total = make_map("cast", (total,), np.dtype(np.float64))
     return make_map("divide", (total, count))
 
 
