@@ -39,6 +39,21 @@ def test_odeint_in_its_times_is_refused_not_zero():
         fg.grad(loss)(np.array([0.0, 0.5, 1.0]))
 
 
+def test_solve_ivp_with_an_integer_among_its_args():
+    # the integer's cotangent (None) went into the adjoint state as NaN: the backward solve
+    # stepped forever
+    def loss(a):
+        def rhs(t, y, a, n):
+            return -a * y**n
+
+        y0, t_eval = np.array([1.0, 2.0]), np.array([0.5, 1.0])
+        sol = si.solve_ivp(rhs, (0.0, 1.0), y0, t_eval=t_eval, args=(a, 2), rtol=1e-10, atol=1e-10)
+        return np.sum(sol.y)
+
+    fd = (loss(0.7 + 1e-6) - loss(0.7 - 1e-6)) / 2e-6
+    assert fg.grad(loss)(0.7) == pytest.approx(fd, rel=1e-5)
+
+
 def test_hand_derived_decay():
     def end(k, y0):
         return fsi.odeint(lambda y, t, k: -k * y, y0, [0.0, 2.0], args=(k,), **TOL)[-1, 0]

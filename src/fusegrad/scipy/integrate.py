@@ -62,7 +62,8 @@ def _adjoint_rhs(f: Any, s: np.ndarray, n: int, params: tuple) -> np.ndarray:
     y, a = s[:n], s[n : 2 * n]
     fy, f_vjp = api.vjp(f, y, *params)
     cts = f_vjp(a)
-    dp = [np.zeros(np.shape(p)) if isinstance(c, AbstractZero) else c for p, c in
+    # (an integer parameter's cotangent is None: as NaN it made the adjoint solver step forever)
+    dp = [np.zeros(np.shape(p)) if c is None or isinstance(c, AbstractZero) else c for p, c in
           zip(params, cts[1:])]  # fmt: skip
     dy = np.zeros(n) if isinstance(cts[0], AbstractZero) else cts[0]
     return np.concatenate([np.ravel(fy), -np.ravel(dy), -_flat(dp)])
