@@ -257,3 +257,24 @@ def test_masked_matrix_and_object_operands_are_refused_not_silently_wrong():
         fg.vjp(lambda x: x * 2.0, x)[1](masked)
     # plain arrays and the filled masked array are fine
     assert fg.grad(lambda x: np.sum(x * masked.filled(0.0)))(x).tolist() == [10.0, 0.0]
+
+
+def test_a_leaked_tracer_is_an_error():
+    # a tracer kept from inside grad went on computing, and a later grad returned it as a
+    # "gradient" (JAX: UnexpectedTracerError)
+    leak = []
+
+    def f(x):
+        leak.append(x)
+        return np.sum(x)
+
+    fg.grad(f)(np.ones(2))
+    with pytest.raises(TypeError, match=r"np.multiply got a traced value of a differentiation"):
+        np.sum(leak[0] * 2)
+    with pytest.raises(TypeError, match=r"a leaked tracer"):
+        fg.grad(lambda y: np.sum(leak[0] * y))(np.ones(2))
+    fg.value_and_grad(lambda x, y: (leak.append(y), np.sum(x * y))[1], argnums=(0, 1))(
+        np.ones(2), np.ones(2)
+    )
+    with pytest.raises(TypeError, match=r"a leaked tracer"):
+        leak[-1] + 1.0

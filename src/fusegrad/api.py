@@ -436,6 +436,7 @@ def _traced_vjp(
         result, aux = result
         aux, _ = _unbox_output(aux, trace, scalars=True)
     out, pairs = _unbox_output(result, trace, evaluate)
+    trace.done = True  # (its tracers are not to be used again: see core._leaked)
     if snapshot:
         out = _own(out)
 
@@ -575,6 +576,7 @@ def _grad_of_array(
             full[n] = x
             result = fun(*full, **kwargs)
         out, pairs = _unbox_output(result, trace, with_value)
+        trace.done = True
         _check_scalar_output(out, False, who)
         # one scalar output: its tracer (None for a constant, whose gradient is zero)
         seeds = [(t, 1.0) for t, _ in pairs if t is not None]

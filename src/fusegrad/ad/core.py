@@ -54,12 +54,14 @@ _ZERO = ZeroTangent()  # a singleton: bound once, not constructed per node
 
 
 class Trace:
-    """One differentiation: a level above every trace alive when it starts."""
+    """One differentiation: a level above every trace alive when it starts. ``done`` once its
+    function has returned: a tracer of it met later has leaked (kept in a global, a closure)."""
 
-    __slots__ = ("level",)
+    __slots__ = ("level", "done")
 
     def __init__(self) -> None:
         self.level = next(_levels)
+        self.done = False
 
     def input(self, value: Any) -> Tracer:
         """Box an input of this trace."""
@@ -266,6 +268,8 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     for a in args:
         if type(a) is Tracer:
             mine = a._trace.level == level
+            if a._trace.done:
+                raise _leaked(f)
             values.append(a.value if mine else a)
             # _ref(a), inlined on the per-op path
             parents.append((a.node if a.index is None else (a.node, a.index)) if mine else None)
@@ -358,6 +362,15 @@ def check_operand(a: np.ndarray, f: Any) -> None:
             f"{_name(f)} got a traced value and a numpy.matrix, whose * is a matrix product: "
             "use np.asarray(m) (and @ for matrix products)"
         )
+
+
+def _leaked(f: Any) -> TypeError:
+    return TypeError(
+        f"{_name(f)} got a traced value of a differentiation that has returned (a leaked "
+        "tracer: one kept from inside grad, vjp or jacobian, in a global, a closure or a "
+        "list, and used after). Return what you need from the function (has_aux=True for "
+        "extra values) instead of keeping its traced values"
+    )
 
 
 def _no_rule(f: Any) -> NoRuleError:
