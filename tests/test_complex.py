@@ -426,11 +426,11 @@ def programs(draw):
     return steps
 
 
-def run(steps, z):
+def run(steps, z, unary=UNARY):
     stack = [z]
     for kind, name in steps:
         if kind == "u":
-            stack[-1] = UNARY[name](stack[-1])
+            stack[-1] = unary[name](stack[-1])
         elif kind == "b" and len(stack) >= 2:
             b, a = stack.pop(), stack.pop()
             stack.append(BINARY[name](a, b))
@@ -445,18 +445,14 @@ def run(steps, z):
 def _angle_of_an_exact_zero(steps, z):
     """Whether the program takes ``angle`` of an exact 0 (``angle(z - z)``): its derivative
     there is 0 * inf in any AD system, where finite differences see a constant."""
-    stack = [z]
-    for kind, name in steps:
-        if kind == "u":
-            if name == "angle" and np.any(stack[-1] == 0):
-                return True
-            stack[-1] = UNARY[name](stack[-1])
-        elif kind == "b" and len(stack) >= 2:
-            b, a = stack.pop(), stack.pop()
-            stack.append(BINARY[name](a, b))
-        elif kind == "z":
-            stack.append(z)
-    return False
+    zeros = []
+
+    def angle(w):
+        zeros.append(np.any(w == 0))
+        return np.angle(w)
+
+    run(steps, z, {**UNARY, "angle": angle})
+    return any(zeros)
 
 
 def _loss(steps):

@@ -351,17 +351,7 @@ def check_operand(a: np.ndarray, f: Any) -> None:
     """A masked array or a matrix beside a traced value would lose its mask or its semantics
     in the rule's NumPy calls (the mask ignored: a value and a gradient that match neither
     NumPy's nor each other): refused, as an input of ``grad`` is."""
-    if isinstance(a, np.ma.MaskedArray):
-        raise TypeError(
-            f"{_name(f)} got a traced value and a numpy.ma.MaskedArray: fusegrad computes on "
-            "plain arrays, and the mask would be ignored. Use m.filled(fill_value), or "
-            "np.where(m.mask, fill, m.data), before it meets traced values"
-        )
-    if isinstance(a, np.matrix):
-        raise TypeError(
-            f"{_name(f)} got a traced value and a numpy.matrix, whose * is a matrix product: "
-            "use np.asarray(m) (and @ for matrix products)"
-        )
+    check_array_type(a, f"an operand of {_name(f)} beside a traced value")
 
 
 def _leaked(f: Any) -> TypeError:
