@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -281,3 +283,25 @@ def test_a_leaked_tracer_is_an_error():
     )
     with pytest.raises(TypeError, match=r"a leaked tracer"):
         leak[-1] + 1.0
+
+
+def test_elementwise_grad_refuses_what_has_no_real_derivative():
+    # a complex or a string output gave zeros, an int input None
+    with pytest.raises(TypeError, match=r"real array output, but the function returned dtype c"):
+        fg.elementwise_grad(lambda x: x * 1j)(np.ones(2))
+    with pytest.raises(TypeError, match=r"returned str"):
+        fg.elementwise_grad(lambda x: "oops")(np.ones(2))
+    with pytest.raises(TypeError, match=r"argument 0 of elementwise_grad has dtype int64"):
+        fg.elementwise_grad(np.sin)(np.arange(3))
+    np.testing.assert_array_equal(fg.elementwise_grad(np.sin)(np.zeros(2)), [1.0, 1.0])
+
+
+def test_polygamma_order_has_no_derivative():
+    sp = pytest.importorskip("scipy.special")
+    from fusegrad.rules.special import NoDerivativeError
+
+    with pytest.raises(NoDerivativeError, match=r"polygamma in its order n"):
+        fg.grad(lambda n: sp.polygamma(n, 2.0))(1.0)  # (it was silently 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # n = 0's unused branch was zeta(1, x) = inf: a warning
+        assert fg.grad(lambda x: sp.polygamma(0, x))(2.0) == pytest.approx(sp.polygamma(1, 2.0))

@@ -635,13 +635,31 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
         if nums is None:
             nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
 
+        for n in nums:
+            _check_differentiable(flatten(args[n])[0], f"argument {n} of elementwise_grad")
         partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
+        kind = getattr(np.asarray(out).dtype, "kind", None) if _numeric(out) else None
+        if kind not in ("f", "i", "u", "b"):
+            # (a complex output's imaginary part, a string: their gradient came back as zeros)
+            raise TypeError(
+                f"elementwise_grad needs a real array output, but the function returned "
+                f"{_dtype_or_type(out)}: for a complex output use vjp or "
+                "jacobian(holomorphic=True)"
+            )
         ones = np.broadcast_to(np.ones((), dtype=_float_dtype(out)), np.shape(out))
         grads = f_vjp(ones)
         return grads[0] if _is_int(argnums) else grads
 
     return wrapped
+
+
+def _numeric(x: Any) -> bool:
+    return isinstance(x, np.ndarray | np.generic | int | float | complex)
+
+
+def _dtype_or_type(x: Any) -> str:
+    return f"dtype {x.dtype}" if isinstance(x, np.ndarray | np.generic) else type(x).__name__
 
 
 def jacobian(

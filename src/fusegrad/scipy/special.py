@@ -26,6 +26,7 @@ from scipy.special import _ufuncs
 
 from ..numpy import stop_gradient
 from ..rules import registry
+from ..rules.special import NoDerivativeError
 from . import _dispatch
 
 _orig_logsumexp = _dispatch.original(_sp.logsumexp)
@@ -90,9 +91,17 @@ def polygamma(n: Any, x: Any) -> Any:
     """
     if not _dispatch.traced((n, x), {}):
         return _orig_polygamma(n, x)
-    n = stop_gradient(n)
-    fac = (-1.0) ** (np.asarray(n) + 1) * _sp.gamma(np.asarray(n) + 1.0)
-    return np.where(np.equal(n, 0), _sp.digamma(x), fac * _ufuncs._zeta(np.asarray(n) + 1.0, x))
+    if _dispatch.traced((n,), {}):  # (its gradient was silently 0)
+        raise NoDerivativeError(
+            "fusegrad has no derivative of scipy.special.polygamma in its order n (an integer): "
+            "pass n as a constant (fusegrad.numpy.stop_gradient(n))"
+        )
+    n = np.asarray(n)
+    fac = (-1.0) ** (n + 1) * _sp.gamma(n + 1.0)
+    # ζ(n + 1, x) of the unused branch at n = 0 is ζ(1, x) = inf, whose 0 cotangent was NaN (and
+    # a RuntimeWarning): it takes ζ(2, x) there instead
+    s = np.where(np.equal(n, 0), 2.0, n + 1.0)
+    return np.where(np.equal(n, 0), _sp.digamma(x), fac * _ufuncs._zeta(s, x))
 
 
 def zeta(x: Any, q: Any = None, out: Any = None) -> Any:
