@@ -639,8 +639,7 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
             _check_differentiable(flatten(args[n])[0], f"argument {n} of elementwise_grad")
         partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
-        kind = getattr(np.asarray(out).dtype, "kind", None) if _numeric(out) else None
-        if kind not in ("f", "i", "u", "b"):
+        if _kind(out) not in ("f", "i", "u", "b"):
             # (a complex output's imaginary part, a string: their gradient came back as zeros)
             raise TypeError(
                 f"elementwise_grad needs a real array output, but the function returned "
@@ -654,12 +653,17 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
     return wrapped
 
 
-def _numeric(x: Any) -> bool:
-    return isinstance(x, np.ndarray | np.generic | int | float | complex)
+def _kind(x: Any) -> str | None:
+    """The dtype kind of an array, a traced or lazy value, or a number; None for anything else."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None:
+        return np.dtype(dtype).kind
+    return np.result_type(x).kind if isinstance(x, int | float | complex) else None
 
 
 def _dtype_or_type(x: Any) -> str:
-    return f"dtype {x.dtype}" if isinstance(x, np.ndarray | np.generic) else type(x).__name__
+    dtype = getattr(x, "dtype", None)
+    return f"dtype {np.dtype(dtype)}" if dtype is not None else type(x).__name__
 
 
 def jacobian(
