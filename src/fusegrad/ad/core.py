@@ -265,10 +265,12 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     values: list = []
     parents: list = []
     traced = False  # whether an argument is of this trace (else the result is a constant)
+    if trace.done:  # (once per call: another trace's tracers are checked in the loop)
+        raise _leaked(f)
     for a in args:
         if type(a) is Tracer:
             mine = a._trace.level == level
-            if a._trace.done:
+            if not mine and a._trace.done:
                 raise _leaked(f)
             values.append(a.value if mine else a)
             # _ref(a), inlined on the per-op path

@@ -27,6 +27,7 @@ from ..lazy.protocols import (
     IN_PLACE_METHODS,
     OPERATOR_UFUNCS,
     forward_methods,
+    in_place_method,
     transpose_axes,
 )
 from ..rules.common import primal_tree
@@ -145,16 +146,6 @@ def _no_setitem(self: Tracer, index: Any, value: Any) -> None:
     )
 
 
-def _in_place(name: str) -> Any:
-    def method(self: Tracer, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(
-            f"x.{name}() changes x in place, which a traced array cannot (its old value is part "
-            f"of the gradient): write {IN_PLACE_METHODS[name]} instead"
-        )
-
-    return method
-
-
 def _view(self: Tracer, *args: Any, **kwargs: Any) -> Any:
     if args or kwargs:
         raise TypeError(
@@ -254,10 +245,11 @@ def _install() -> None:
     cls.flatten = lambda self, order="C": np.ravel(self, order)  # values are immutable here
     cls.flat = property(lambda self: np.ravel(self))  # (for reading: x.flat[i])
     cls.view = _view
-    cls.itemsize = property(lambda self: _dtype(_primal(self)).itemsize)
+    cls.itemsize = property(lambda self: self.dtype.itemsize)
     cls.nbytes = property(lambda self: self.size * self.itemsize)
     for name in IN_PLACE_METHODS:
-        setattr(cls, name, _in_place(name))
+        why = "which a traced array cannot (its old value is part of the gradient)"
+        setattr(cls, name, in_place_method(name, why))
     cls.reshape = lambda self, *shape, **k: np.reshape(
         self, shape[0] if len(shape) == 1 else shape, **k
     )

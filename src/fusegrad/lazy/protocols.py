@@ -535,8 +535,8 @@ def _install() -> None:
     cls.flat = property(lambda self: np.ravel(self))  # (for reading: x.flat[i])
     cls.itemsize = property(lambda self: self.dtype.itemsize)
     cls.nbytes = property(lambda self: self.size * self.dtype.itemsize)
-    for name, instead in IN_PLACE_METHODS.items():
-        setattr(cls, name, _in_place(name, instead))
+    for name in IN_PLACE_METHODS:
+        setattr(cls, name, in_place_method(name, "and lazy arrays are immutable"))
     cls.reshape = lambda self, *shape, **k: _call(
         np.reshape, (self, shape[0] if len(shape) == 1 else shape), k
     )
@@ -561,10 +561,13 @@ IN_PLACE_METHODS = {
 }
 
 
-def _in_place(name: str, instead: str) -> Callable:
-    def method(self: LazyArray, *args: Any, **kwargs: Any) -> None:
+def in_place_method(name: str, why: str) -> Callable:
+    """The ndarray method ``name`` (of ``IN_PLACE_METHODS``) for an immutable array type: it
+    raises, saying ``why`` it cannot and what to write instead."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
-            f"x.{name}() changes x in place, and lazy arrays are immutable: write {instead} instead"
+            f"x.{name}() changes x in place, {why}: write {IN_PLACE_METHODS[name]} instead"
         )
 
     return method
