@@ -98,6 +98,36 @@ def test_values_match_scipy_on_traced_inputs():
     np.testing.assert_allclose(seen["chol"], sl.cholesky(A @ A.T))
 
 
+ASSUME = [None, "gen", "sym", "her", "pos", "positive definite", "diagonal", "tridiagonal",
+          "banded", "upper triangular", "lower triangular"]  # fmt: skip
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_a_non_symmetric_matrix_reads_the_triangle_scipy_reads(lower):
+    """SciPy's cholesky and structured solves ignore some entries; a traced call ignores the
+    same ones, so its value is SciPy's even where the ignored entries disagree."""
+    spd = A @ A.T + np.eye(3)
+    skew = spd + np.triu(RNG.standard_normal((3, 3)), 1)  # the triangles disagree
+    w = RNG.standard_normal((3, 3))
+    value = fg.value_and_grad(lambda a: np.sum(w * sl.cholesky(a, lower=lower)))(skew)[0]
+    np.testing.assert_allclose(value, np.sum(w * sl.cholesky(skew, lower=lower)), rtol=1e-12)
+    for assume_a in ASSUME:
+
+        def f(a, assume_a=assume_a):
+            return sl.solve(a, V, assume_a=assume_a, lower=lower) @ V
+
+        value, g = fg.value_and_grad(f)(skew)
+        np.testing.assert_allclose(value, f(skew), rtol=1e-12, err_msg=str(assume_a))
+        check_grads(f, ("rev",), order=1)(skew)
+
+
+def test_solve_with_assume_a_pos_refuses_a_matrix_that_is_not_positive_definite():
+    with pytest.raises(np.linalg.LinAlgError):
+        fg.grad(lambda a: np.sum(sl.solve(a, V, assume_a="pos")))(-np.eye(3))
+    with pytest.raises(ValueError, match="assume_a"):
+        fg.grad(lambda a: np.sum(sl.solve(a, V, assume_a="orthogonal")))(A)
+
+
 def test_plain_inputs_get_scipys_own_results():
     for name in ("inv", "det", "expm", "cholesky"):
         ours, theirs = getattr(sl, name), _dispatch.scipy_code(getattr(sl, name))

@@ -4,8 +4,8 @@ det, solve, expm, sqrtm, lu_factor, lu_solve.
 ``solve_triangular``, ``lu_factor``, ``expm`` and ``sqrtm`` have rules of their own
 (``fusegrad.rules.scipy_linalg``); the others are written here with ``np.linalg`` operations and
 those, so every one has reverse and forward derivatives of any order. Without a traced argument
-each calls SciPy's own function. Differences on traced values: ``solve`` ignores ``assume_a``
-(the general solve gives the same value for the structured matrices it names), and
+each calls SciPy's own function. On traced values ``cholesky`` and ``solve`` read the same
+entries as SciPy (the triangle ``lower`` names, the band ``assume_a`` names), and
 ``cho_factor`` returns a clean triangle (SciPy leaves the other triangle of its workspace).
 
 Example::
@@ -64,8 +64,14 @@ def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
     """
     if not _dispatch.traced((a,), {}):
         return _orig("cholesky")(a, lower=lower, check_finite=check_finite)
-    low = np.linalg.cholesky(a)
-    return low if lower else np.conj(np.swapaxes(low, -1, -2))
+    if lower:
+        return np.linalg.cholesky(a)
+    # SciPy reads only the upper triangle; that is the lower triangle of aᴴ.
+    return _ct(np.linalg.cholesky(_ct(a)))
+
+
+def _ct(a: Any) -> Any:
+    return np.conj(np.swapaxes(a, -1, -2))
 
 
 def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
@@ -130,7 +136,40 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
         if assume_a is not None:
             kw["assume_a"] = assume_a
         return _orig("solve")(a, b, **kw)
-    return np.linalg.solve(np.swapaxes(a, -1, -2) if transposed else a, b)
+    kind = _ASSUME.get(assume_a or "gen")
+    if kind is None:
+        raise ValueError(f"scipy.linalg.solve: {assume_a!r} is not a valid assume_a value")
+    a = _as_assumed(a, kind, lower)
+    if transposed:
+        a = np.swapaxes(a, -1, -2)
+    if kind == "pos":  # Cholesky, so a matrix that is not positive definite raises as in SciPy
+        return cho_solve((cholesky(a, lower=True), True), b)
+    return np.linalg.solve(a, b)
+
+
+_ASSUME = {"gen": "gen", "general": "gen", "sym": "sym", "symmetric": "sym", "her": "her",
+           "hermitian": "her", "pos": "pos", "positive definite": "pos", "diagonal": "diagonal",
+           "tridiagonal": "tridiagonal", "banded": "gen", "upper triangular": "upper",
+           "lower triangular": "lower"}  # fmt: skip
+
+
+def _as_assumed(a: Any, kind: str, lower: bool) -> Any:
+    """The matrix SciPy's solver for ``assume_a`` sees: only the entries that solver reads."""
+    if kind in ("sym", "her", "pos"):
+        tri = np.tril(a) if lower else np.triu(a)
+        strict = np.tril(a, -1) if lower else np.triu(a, 1)
+        other = np.swapaxes(strict, -1, -2)
+        return tri + (other if kind == "sym" else np.conj(other))
+    if kind == "diagonal":
+        return a * np.eye(np.shape(a)[-1])
+    if kind == "tridiagonal":
+        n = np.shape(a)[-1]
+        return a * (np.abs(np.subtract.outer(np.arange(n), np.arange(n))) <= 1)
+    if kind == "upper":
+        return np.triu(a)
+    if kind == "lower":
+        return np.tril(a)
+    return a
 
 
 def expm(a: Any) -> Any:
