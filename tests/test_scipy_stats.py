@@ -135,6 +135,62 @@ def test_dirichlet():
     check_grads(lambda a: st.dirichlet(a).logpdf(x[:, 1]), ("rev",), order=1)(alpha)
 
 
+INVALID = {  # SciPy gives nan for each of these; a traced call must too (it gave numbers)
+    "norm.cdf scale<0": lambda p: st.norm.cdf(1.0, 0.0, p),
+    "norm.logpdf x=nan": lambda p: st.norm.logpdf(p * np.nan),
+    "norm.sf x=nan": lambda p: st.norm.sf(p * np.nan),
+    "t.logpdf df<0": lambda p: st.t.logpdf(1.0, p),
+    "gamma.logpdf a<0": lambda p: st.gamma.logpdf(1.0, p),
+    "gamma.logpdf scale<0": lambda p: st.gamma.logpdf(1.0, 2.0, scale=p),
+    "beta.logpdf a<0": lambda p: st.beta.logpdf(0.3, p, 2.0),
+    "expon.cdf scale<0": lambda p: st.expon.cdf(1.0, scale=p),
+    "laplace.cdf scale<0": lambda p: st.laplace.cdf(1.0, scale=p),
+    "cauchy.sf scale<0": lambda p: st.cauchy.sf(1.0, scale=p),
+    "logistic.logcdf scale<0": lambda p: st.logistic.logcdf(1.0, scale=p),
+    "poisson.logpmf mu<0": lambda p: st.poisson.logpmf(1, p),
+    "binom.logpmf p>1": lambda p: st.binom.logpmf(1, 3, p + 3.5),
+    "binom.logpmf n<0": lambda p: st.binom.logpmf(1, -3, p + 2.5),
+    "binom.pmf n not whole": lambda p: st.binom.pmf(1, 2.5, p + 2.5),
+}
+
+
+@pytest.mark.parametrize("name", list(INVALID))
+def test_invalid_parameters_give_nan_as_scipy(name):
+    f = INVALID[name]
+    assert np.isnan(f(-2.0))  # SciPy's own answer
+    value = fg.value_and_grad(f)(-2.0)[0]
+    assert np.isnan(value)
+    grads = fg.grad(lambda p: np.sum(f(p) * np.ones(3)))(np.array([-2.0]))
+    assert grads.shape == (1,)
+
+
+def test_invalid_parameters_leave_valid_elements_alone():
+    s = np.array([1.0, -1.0, 2.0])
+    value = fst.norm.logpdf(1.0, 0.0, s)  # the mirror's code on plain values
+    np.testing.assert_array_equal(np.isnan(value), [False, True, False])
+    np.testing.assert_allclose(value[[0, 2]], st.norm.logpdf(1.0, 0.0, s[[0, 2]]))
+    g = fg.grad(lambda s: np.sum(st.norm.logpdf(1.0, 0.0, s) * np.array([1.0, 0.0, 1.0])))(s)
+    np.testing.assert_allclose(g[[0, 2]], (1 - s[[0, 2]] ** 2) / s[[0, 2]] ** 3)
+
+
+def test_dirichlet_checks_and_the_left_out_last_component():
+    alpha = np.array([1.5, 2.0, 3.0])
+    for x in (np.array([0.2, 0.3]), np.array([[0.2, 0.1], [0.3, 0.5]])):  # K-1 components
+        value = fg.value_and_grad(lambda a, x=x: np.sum(st.dirichlet.logpdf(x, a)))(alpha)[0]
+        np.testing.assert_allclose(value, np.sum(st.dirichlet.logpdf(x, alpha)))
+        check_grads(lambda x, a: np.sum(st.dirichlet.logpdf(x, a)), ("rev", "fwd"), 1)(x, alpha)
+    for bad_x in (np.array([0.3, 0.3, 0.3]), np.array([-0.1, 0.5, 0.6]), np.ones(4) / 4):
+        with pytest.raises(ValueError):  # SciPy's own checks, on a plain x
+            fg.grad(lambda a, x=bad_x: st.dirichlet.logpdf(x, a))(alpha)
+    with pytest.raises(ValueError, match="greater than 0"):
+        fg.grad(lambda x: st.dirichlet.logpdf(x, -alpha))(np.array([0.2, 0.3, 0.5]))
+    # traced values that fail a check: nan (raising would read the traced value)
+    off_simplex = fg.value_and_grad(lambda x: st.dirichlet.logpdf(x, alpha))(np.full(3, 0.3))
+    assert np.isnan(off_simplex[0])
+    bad_alpha = fg.value_and_grad(lambda a: st.dirichlet.logpdf(np.full(3, 1 / 3), a))(-alpha)
+    assert np.isnan(bad_alpha[0])
+
+
 def test_a_distribution_without_a_mirror_is_named():
     with pytest.raises(TypeError, match=r"scipy\.stats\.lognorm\.logpdf .*fusegrad\.scipy\.stats"):
         fg.grad(lambda s: st.lognorm.logpdf(1.0, s))(0.5)

@@ -9,10 +9,13 @@ forward derivatives of any order in ``x`` and the parameters (the shape of ``t``
 ``binom``'s ``cdf`` goes through ``betainc``, whose derivative is in ``x`` only; ``gamma``'s and
 ``poisson``'s ``cdf`` likewise through ``gammainc``).
 
-Outside the support the log-density is ``-inf`` (the density 0), as SciPy; invalid parameters
-(``scale <= 0``) give ``nan``. The unselected branch of each ``where`` sees a safe value, so a
-gradient there is 0, never ``nan``. After ``import fusegrad`` the plain SciPy methods
-(``scipy.stats.norm.logpdf``) call these on traced values.
+Outside the support the log-density is ``-inf`` (the density 0), as SciPy. Where SciPy gives
+``nan`` (invalid parameters: ``scale <= 0``, a shape outside its range, as SciPy's
+``_argcheck``; or ``x`` itself ``nan``) the value is ``nan`` too (so is the gradient, unless the
+invalid value sits in an unselected branch, where it is 0 as in JAX). The unselected branch of
+each ``where`` sees a safe value, so a gradient there is 0, never ``nan``. After
+``import fusegrad`` the plain SciPy methods (``scipy.stats.norm.logpdf``) call these on traced
+values.
 
 Example::
 
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 import scipy.stats as _st
+from scipy.stats import _multivariate as _mv
 
 from ..numpy import stop_gradient
 from . import _dispatch
@@ -43,6 +47,13 @@ LOGPI = float(np.log(np.pi))
 def _safe(cond: Any, x: Any, fill: float) -> Any:
     """``x`` where ``cond``, else ``fill``: what an unselected ``where`` branch computes on."""
     return np.where(cond, x, fill)
+
+
+def _nan_unless(valid: Any, out: Any) -> Any:
+    """``out`` where ``valid``, else ``nan`` (a plain True costs nothing)."""
+    if isinstance(valid, (bool, np.bool_)) and valid:
+        return out
+    return out * np.where(valid, 1.0, np.nan)
 
 
 def _log(x: Any) -> Any:
@@ -83,6 +94,20 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         z = (x - loc) / scale
         return z, shapes, scale, self._inside(z, *shapes)
 
+    def _argcheck(self, *shapes: Any) -> Any:
+        """Where the shape parameters are valid (SciPy's default: every one positive)."""
+        ok: Any = True
+        for s in shapes:
+            ok = np.logical_and(ok, np.greater(s, 0))
+        return ok
+
+    def _valid(self, z: Any, shapes: tuple, scale: Any) -> Any:
+        """Where SciPy computes a value rather than ``nan``."""
+        ok = np.logical_and(self._argcheck(*shapes), np.greater(scale, 0))
+        if isinstance(z, (float, int)) and z == z:
+            return ok
+        return np.logical_and(ok, np.logical_not(np.isnan(z)))
+
     def _inside(self, z: Any, *shapes: Any) -> Any:
         return np.logical_and(np.greater_equal(z, self.lo), np.less_equal(z, self.hi))
 
@@ -97,7 +122,8 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         """Log of the density at ``x``."""
         z, shapes, scale, ok = self._z(x, args, kwds)
         zs = _safe(ok, z, self._mid(*shapes))
-        return np.where(ok, self._logpdf(zs, *shapes), -np.inf) - _log(scale)
+        out = np.where(ok, self._logpdf(zs, *shapes), -np.inf) - _log(scale)
+        return _nan_unless(self._valid(z, shapes, scale), out)
 
     def pdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """The density at ``x``."""
@@ -108,25 +134,27 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
 
     def cdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """The cumulative distribution function at ``x``."""
-        z, shapes, _, ok = self._z(x, args, kwds)
-        return self._edge(z, ok, self._cdf(_safe(ok, z, self._mid(*shapes)), *shapes), 0.0, 1.0)
+        z, shapes, scale, ok = self._z(x, args, kwds)
+        out = self._edge(z, ok, self._cdf(_safe(ok, z, self._mid(*shapes)), *shapes), 0.0, 1.0)
+        return _nan_unless(self._valid(z, shapes, scale), out)
 
     def sf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """The survival function ``1 - cdf`` at ``x``."""
-        z, shapes, _, ok = self._z(x, args, kwds)
-        return self._edge(z, ok, self._sf(_safe(ok, z, self._mid(*shapes)), *shapes), 1.0, 0.0)
+        z, shapes, scale, ok = self._z(x, args, kwds)
+        out = self._edge(z, ok, self._sf(_safe(ok, z, self._mid(*shapes)), *shapes), 1.0, 0.0)
+        return _nan_unless(self._valid(z, shapes, scale), out)
 
     def logcdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """Log of the cdf at ``x``."""
-        z, shapes, _, ok = self._z(x, args, kwds)
+        z, shapes, scale, ok = self._z(x, args, kwds)
         inner = self._logcdf(_safe(ok, z, self._mid(*shapes)), *shapes)
-        return self._edge(z, ok, inner, -np.inf, 0.0)
+        return _nan_unless(self._valid(z, shapes, scale), self._edge(z, ok, inner, -np.inf, 0.0))
 
     def logsf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """Log of the survival function at ``x``."""
-        z, shapes, _, ok = self._z(x, args, kwds)
+        z, shapes, scale, ok = self._z(x, args, kwds)
         inner = self._logsf(_safe(ok, z, self._mid(*shapes)), *shapes)
-        return self._edge(z, ok, inner, 0.0, -np.inf)
+        return _nan_unless(self._valid(z, shapes, scale), self._edge(z, ok, inner, 0.0, -np.inf))
 
     # Each distribution defines these on the standardised variable z (SciPy's own split).
     def _logpdf(self, z: Any, *shapes: Any) -> Any:
@@ -356,7 +384,8 @@ class rv_discrete(rv_continuous):  # noqa: N801
         shapes, loc, _ = self._parse(args, kwds)
         kk = stop_gradient(k) - stop_gradient(loc)
         ok = np.logical_and(self._inside(kk, *shapes), np.equal(kk, np.floor(kk)))
-        return np.where(ok, self._logpmf(_safe(ok, kk, 0.0), *shapes), -np.inf)
+        out = np.where(ok, self._logpmf(_safe(ok, kk, 0.0), *shapes), -np.inf)
+        return _nan_unless(self._valid(kk, shapes, 1.0), out)
 
     def pmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """The probability mass at ``k``."""
@@ -373,6 +402,9 @@ class poisson_gen(rv_discrete):  # noqa: N801
     """
 
     name = "poisson"
+
+    def _argcheck(self, mu):
+        return np.greater_equal(mu, 0)
 
     def _logpmf(self, k, mu):
         return sp.xlogy(k, mu) - sp.gammaln(k + 1) - mu
@@ -392,6 +424,11 @@ class binom_gen(rv_discrete):  # noqa: N801
     """
 
     name = "binom"
+
+    def _argcheck(self, n, p):
+        n = stop_gradient(n)
+        whole = np.logical_and(np.greater_equal(n, 0), np.equal(n, np.floor(n)))
+        return np.logical_and(whole, np.logical_and(np.greater_equal(p, 0), np.less_equal(p, 1)))
 
     def _inside(self, k, n, p):
         return np.logical_and(np.greater_equal(k, 0), np.less_equal(k, stop_gradient(n)))
@@ -425,17 +462,39 @@ class dirichlet_gen:  # noqa: N801
         return _Frozen(self, (alpha,), {})
 
     def logpdf(self, x: Any, alpha: Any) -> Any:
-        """Log of the density at ``x`` (components along the first axis)."""
-        x = _as_value(x)
-        a = _as_value(alpha)
+        """Log of the density at ``x`` (components along the first axis; the last one may be
+        left out, as in SciPy). SciPy's argument checks raise on plain values; where a traced
+        value fails one, the result is ``nan`` (reading it would stop ``jit`` replaying)."""
+        x, a = _as_value(x), _as_value(alpha)
+        k = np.shape(a)[0] if np.ndim(a) == 1 else -1
+        if not _dispatch.traced((a,), {}) or k < 0:
+            _mv._dirichlet_check_parameters(a)
+        if np.shape(x)[0] == k - 1:
+            x = np.concatenate([x, np.expand_dims(1 - np.sum(x, axis=0), 0)])
+        elif np.shape(x)[0] != k:
+            _mv._dirichlet_check_input(np.ones(k), np.zeros(np.shape(x)))  # SciPy's shape error
+        if not _dispatch.traced((x,), {}):
+            _mv._dirichlet_check_input(np.full(k, 2.0), x)  # its checks of x alone
         if np.ndim(x) > 1:
             a = np.reshape(a, (-1,) + (1,) * (np.ndim(x) - 1))
         norm_const = np.sum(sp.gammaln(alpha)) - sp.gammaln(np.sum(alpha))
-        return np.sum(sp.xlogy(a - 1, x), axis=0) - norm_const
+        out = np.sum(sp.xlogy(a - 1, x), axis=0) - norm_const
+        return _nan_unless(_dirichlet_valid(x, a), out)
 
     def pdf(self, x: Any, alpha: Any) -> Any:
         """The density at ``x``."""
         return np.exp(self.logpdf(x, alpha))
+
+
+def _dirichlet_valid(x: Any, a: Any) -> Any:
+    """Where SciPy's dirichlet checks pass: ``a > 0``, ``x`` on the simplex, ``x > 0`` where
+    ``a < 1``."""
+    x, a = stop_gradient(x), stop_gradient(a)
+    ok = np.logical_and(np.all(np.greater(a, 0)), np.all(np.greater_equal(x, 0), axis=0))
+    ok = np.logical_and(ok, np.all(np.less_equal(x, 1), axis=0))
+    ok = np.logical_and(ok, np.less_equal(np.abs(np.sum(x, axis=0) - 1.0), 10e-10))
+    zero_at_pole = np.logical_and(np.equal(x, 0), np.less(a, 1))
+    return np.logical_and(ok, np.logical_not(np.any(zero_at_pole, axis=0)))
 
 
 def _as_value(x: Any) -> Any:
