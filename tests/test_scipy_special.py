@@ -120,6 +120,24 @@ def test_hand_derived_values():
         assert fg.grad(np.sinc)(x0) == pytest.approx(fd, rel=1e-6)
 
 
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_slopes_that_cancel_far_out_keep_their_digits(engine):
+    """erfcx'(x) = 2x erfcx(x) - 2/√π and log_expit'(x) = 1 - e^y cancel for large x: 0 at
+    x = 1e8 and 40, and 1e-11 relative at 1e3. Hand-derived tails: -1/(√π x²) (1 - 3/(2x²))
+    and expit(-x)."""
+    x = np.array([30.0, 1e3, 1e8])
+    tail = -1 / (np.sqrt(np.pi) * x**2) * (1 - 1.5 / x**2 + 3.75 / x**4)
+    tail[0] = -6.258354105074841e-04  # at 30 the three terms are not enough: mpmath, 40 digits
+    with fg.use_engine(engine):
+        g = fg.grad(lambda v: np.sum(sp.erfcx(v)))(np.repeat(x, 1000))[::1000]
+        np.testing.assert_allclose(g, tail, rtol=2e-13)
+        np.testing.assert_allclose(fg.grad(sp.erfcx)(1e8), tail[2], rtol=1e-15)
+        v = np.array([10.0, 40.0, 100.0, -40.0])
+        g = fg.grad(lambda v: np.sum(sp.log_expit(v)))(np.repeat(v, 1000))[::1000]
+        np.testing.assert_allclose(g, sp.expit(-v), rtol=1e-14)
+    check_grads(sp.erfcx, ("rev", "fwd"), order=2)(np.array([24.0, 26.0, 40.0]))
+
+
 @pytest.mark.parametrize("f", [sp.jv, sp.iv, sp.kv])
 def test_a_traced_order_raises_naming_the_function(f):
     with pytest.raises(NoDerivativeError, match=rf"scipy\.special\.{f.__name__} with respect to"):

@@ -325,7 +325,7 @@ try:  # SciPy's ufuncs, when SciPy is installed.
                                  lambda a, b, y: _xlog_db(a, b, -1.0),
                    numba="({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log1p{f32}({1}))",
                    expensive=True, float_only=True)
-    elementwise_op(sp.log_expit, lambda x, y: 1 - np.exp(y),
+    elementwise_op(sp.log_expit, lambda x, y: -np.expm1(y),  # 1 - e^y loses e^-x
                    numba="_log_expit({0})", expensive=True, float_only=True)
     # fmt: on
 except ImportError:  # pragma: no cover - depends on the environment
