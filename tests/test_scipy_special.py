@@ -305,6 +305,24 @@ def test_gammainc_derivative_in_a_against_richardson(a, x):
     np.testing.assert_allclose(gammainc_da(a, x), want, rtol=1e-8)
 
 
+@pytest.mark.slow  # the series takes 20 000 terms at a = 1e7
+def test_gammainc_derivative_in_a_for_large_a():
+    """5000 terms cut the series short: 1.2% too little at a = 1e7, 32% at 1e8."""
+    a = 1e7
+    x = a - 2 * np.sqrt(a)
+    want = _richardson(lambda u: sp.gammainc(u, x), a, 0.2 * np.sqrt(a))
+    np.testing.assert_allclose(gammainc_da(a, x), want, rtol=1e-7)
+
+
+def test_gammainc_da_is_nan_rather_than_a_sum_cut_short(monkeypatch):
+    import fusegrad.rules.special as special
+
+    a = 1e4
+    monkeypatch.setattr(special, "_MAX_TERMS", 50 - int(20 * np.sqrt(a)))
+    assert np.isnan(gammainc_da(a, a - 1.0))  # needs ~900 terms
+    assert np.isfinite(gammainc_da(a, a / 10))  # converges within 50
+
+
 def test_gammainc_da_vectorised_edges_and_domain():
     a = np.array([[0.5], [3.0]])
     x = np.array([0.0, 0.2, 3.9, 50.0, np.inf])
