@@ -118,6 +118,21 @@ def test_nan_constants_are_found_by_the_kernel_that_reads_them(engine, nan):
         np.testing.assert_array_equal(got.imag, want.imag)
 
 
+@pytest.mark.parametrize("dtype", [bool, np.int8, np.uint8, np.int16, np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["sum", "prod"])
+def test_a_reductions_dtype_is_the_result_and_wraps_as_numpy(engine, dtype, kind):
+    """np.sum(..., dtype=np.int8) accumulates in int8 and wraps; the lazy sum gave int64."""
+    a = np.arange(1, 3001).reshape(60, 50) % 7 + 1
+    for axis in (None, 0, 1):
+        want = getattr(np, kind)(a, axis=axis, dtype=dtype)
+        got = fl.materialize(getattr(np, kind)(fl.asarray(a) + 0, axis=axis, dtype=dtype))
+        assert got.dtype == want.dtype, axis
+        if np.dtype(dtype).kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+        else:
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("dtype", [bool, np.int8, np.int64, np.uint8, np.float32, np.float64])
 @pytest.mark.parametrize("exponent", [2, 2.0, 3, 1, 0.5, -1, -1.0])
 def test_powers_have_numpys_dtype_and_values(engine, dtype, exponent):

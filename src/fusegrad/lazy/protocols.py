@@ -152,7 +152,12 @@ def _reduction(kind: str) -> Callable:
             uf = reductions.REDUCE_UFUNC[kind]
             return small.wrap(uf.reduce(v, axis=axis, dtype=dtype, keepdims=keepdims))
         x = _with_dtype(a, dtype)
-        return reductions.reduce(kind, x, axis, keepdims)
+        r = reductions.reduce(kind, x, axis, keepdims)
+        if dtype is not None and r.dtype != np.dtype(dtype):
+            # NumPy accumulates in ``dtype`` (an int8 sum wraps): the same as summing wider and
+            # casting, sums and products being exact modulo 2^bits.
+            r = make_map("cast", (r,), np.dtype(dtype))
+        return r
 
     return fn
 
