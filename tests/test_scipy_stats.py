@@ -191,6 +191,32 @@ def test_dirichlet_checks_and_the_left_out_last_component():
     assert np.isnan(bad_alpha[0])
 
 
+SUMMARIES = {  # SciPy's own code, run on traced values (it reads .device, then uses np.*)
+    "skew": st.skew,
+    "kurtosis": st.kurtosis,
+    "moment": lambda x: st.moment(x, 3),
+    "gmean": lambda x: st.gmean(np.exp(x)),
+    "hmean": lambda x: st.hmean(np.exp(x)),
+    "sem": st.sem,
+    "entropy": lambda x: st.entropy(np.exp(x)),
+    "trim_mean": lambda x: st.trim_mean(x, 0.1),
+    "describe.variance": lambda x: st.describe(x).variance,
+}
+
+
+@pytest.mark.parametrize("name", list(SUMMARIES))
+def test_scipy_stats_summaries_differentiate_through_scipys_code(name):
+    x = np.random.default_rng(3).normal(size=12)
+    check_grads(SUMMARIES[name], ("rev",), order=1)(x)
+
+
+def test_a_traced_value_has_no_buffer_and_says_so():
+    for attr in ("flags", "strides", "ctypes", "data"):
+        with pytest.raises(AttributeError, match=rf"no \.{attr}: it is not an ndarray"):
+            fg.grad(lambda x, a=attr: np.sum(getattr(x, a)))(np.ones(3))
+    assert fg.grad(lambda x: np.sum(x) if x.device == "cpu" else 0.0)(np.ones(2)).tolist() == [1, 1]
+
+
 def test_a_distribution_without_a_mirror_is_named():
     with pytest.raises(TypeError, match=r"scipy\.stats\.lognorm\.logpdf .*fusegrad\.scipy\.stats"):
         fg.grad(lambda s: st.lognorm.logpdf(1.0, s))(0.5)

@@ -112,6 +112,18 @@ def _no_array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
     )
 
 
+def _no_layout(name: str) -> property:
+    def missing(self: Tracer) -> Any:
+        # An AttributeError, so hasattr() stays False as before; the message says why.
+        raise AttributeError(
+            f"a traced value has no .{name}: it is not an ndarray in memory but a value being "
+            "differentiated, so code that reads its buffer cannot run on it. Use NumPy "
+            "operations on it." + scipy_hint(sys._getframe(1))
+        )
+
+    return property(missing)
+
+
 def _no_scalar(kind: str):
     def convert(self: Tracer) -> Any:
         raise TypeError(
@@ -246,6 +258,9 @@ def _install() -> None:
     cls.flat = property(lambda self: np.ravel(self))  # (for reading: x.flat[i])
     cls.view = _view
     cls.itemsize = property(lambda self: self.dtype.itemsize)
+    cls.device = property(lambda self: "cpu")  # the array API's attribute (SciPy reads it)
+    for name in ("flags", "strides", "ctypes", "data"):
+        setattr(cls, name, _no_layout(name))
     cls.nbytes = property(lambda self: self.size * self.itemsize)
     for name in IN_PLACE_METHODS:
         why = "which a traced array cannot (its old value is part of the gradient)"
