@@ -305,3 +305,26 @@ def test_polygamma_order_has_no_derivative():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # n = 0's unused branch was zeta(1, x) = inf: a warning
         assert fg.grad(lambda x: sp.polygamma(0, x))(2.0) == pytest.approx(sp.polygamma(1, 2.0))
+
+
+@pytest.mark.parametrize("size", [3, 3000])  # eager small path and lazy path
+def test_a_malformed_rule_says_what_a_rule_returns(size):
+    def rule_with(ret):
+        @fg.primitive
+        def f(x):
+            return np.sin(x)
+
+        fg.register_rrule(f)(lambda x: ret(x))
+        return f
+
+    forgot_pullback = rule_with(lambda x: np.sin(x))
+    none_cotangents = rule_with(lambda x: (np.sin(x), lambda dy: None))
+    bare_cotangent = rule_with(lambda x: (np.sin(x), lambda dy: dy * np.cos(x)))
+    x = np.ones(size)
+    with pytest.raises(TypeError, match=r"returns a pair \(y, pullback\)"):
+        fg.grad(lambda x: np.sum(forgot_pullback(x)))(x)
+    with pytest.raises(TypeError, match=r"returns a pair \(y, pullback\)"):  # 2 values unpack
+        fg.grad(lambda x: np.sum(forgot_pullback(x)))(np.ones(2))
+    for f in (none_cotangents, bare_cotangent):
+        with pytest.raises(TypeError, match="one cotangent per positional argument"):
+            fg.grad(lambda x, f=f: np.sum(f(x)))(x)

@@ -41,6 +41,7 @@ from ..rules.registry import (
     is_differentiable,
     is_static,
     pull,
+    unpack_rule_result,
 )
 from ..tangents import AbstractZero, BroadcastThunk, NoTangent, ZeroTangent, add, iadd
 from ..tangents.thunks import AbstractThunk
@@ -310,7 +311,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
             out = rule(*uargs, **ukwargs)
         if out is None:
             raise _declined(f, uargs, ukwargs)
-        y, pullback = out
+        y, pullback = unpack_rule_result(f, out)
     if not traced:  # no argument of this trace: a constant
         return y
     differentiable = tuple(map(is_differentiable, uargs))

@@ -272,9 +272,34 @@ def rrule(f: Any, *args: Any, **kwargs: Any) -> tuple[Any, Callable] | None:
     out = rule(*args, **kwargs)
     if out is None:
         return None
-    y, pullback = out
+    y, pullback = unpack_rule_result(f, out)
     differentiable = tuple(map(is_differentiable, args))
     return y, lambda dy: pull(f, pullback, differentiable, lazy, dy)
+
+
+def unpack_rule_result(f: Any, out: Any) -> tuple[Any, Callable]:
+    """``(y, pullback)`` from what ``f``'s rrule returned, or a TypeError saying what a rule
+    must return (free when it is right: the checks run only if unpacking fails).
+
+    >>> unpack_rule_result(np.sin, (1.0, print))[0]
+    1.0
+    """
+    try:
+        y, pullback = out
+        if not callable(pullback):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"the rrule of {getattr(f, '__name__', f)!r} returned {type(out).__name__} "
+            f"{_short(out)}; an rrule returns a pair (y, pullback): the value and a function "
+            "from the output's cotangent to one cotangent per positional argument"
+        ) from None
+    return y, pullback
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def pull(f: Any, pullback: Callable, differentiable: tuple, lazy: bool, dy: Any) -> tuple:
@@ -294,6 +319,12 @@ def pull(f: Any, pullback: Callable, differentiable: tuple, lazy: bool, dy: Any)
         dy = unthunk(dy)
     grads = pullback(dy)
     if type(grads) is not tuple:
+        if grads is None or isinstance(grads, np.ndarray) or not hasattr(grads, "__iter__"):
+            raise TypeError(
+                f"the pullback of {getattr(f, '__name__', f)!r}'s rrule returned "
+                f"{type(grads).__name__} {_short(grads)}; it returns a tuple with one cotangent "
+                f"per positional argument ({len(differentiable)} here), e.g. (dy * cos(x),)"
+            )
         grads = tuple(grads)
     if len(grads) != len(differentiable):
         raise TypeError(
