@@ -133,8 +133,27 @@ def test_gradient_of_an_integer_or_bool_input(value, dtype):
 
 
 def test_integer_leaf_inside_a_pytree():
-    with pytest.raises(TypeError, match=r"has dtype int"):
+    with pytest.raises(TypeError, match=r"holds a leaf 3 of dtype int.*Make it a float"):
         fg.grad(lambda p: p["w"] * 2.0)({"w": 1.0, "n": 3})
+
+
+def test_an_unregistered_class_is_named_with_the_fix():
+    class Params:
+        w = np.ones(2)
+
+    with pytest.raises(TypeError, match=r"is a Params.*register_pytree_node\(Params"):
+        fg.grad(lambda p: np.sum(p.w))(Params())
+    with pytest.raises(TypeError, match=r"holds a Params"):
+        fg.grad(lambda p: np.sum(p["a"].w))({"a": Params()})
+
+
+@pytest.mark.parametrize("who", ["jvp", "hvp"])
+def test_bare_arrays_for_primals_and_tangents_are_refused(who):
+    f = getattr(fg, who)
+    with pytest.raises(TypeError, match=rf"{who} takes its primals as a tuple or list"):
+        f(lambda x: np.sum(x**3), np.ones(3), np.ones(3))
+    with pytest.raises(TypeError, match=rf"{who} takes its tangents as a tuple or list"):
+        f(lambda x: np.sum(x**3), (np.ones(3),), np.ones(3))
 
 
 @pytest.mark.parametrize("argnums", [1, -2, (0, 1), (3,)])

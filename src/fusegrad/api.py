@@ -23,7 +23,7 @@ import numpy as np
 
 from .ad import conversions
 from .ad.core import Trace, Tracer, backward, check_array_type, constants_copied
-from .ad.forward import cast_like
+from .ad.forward import argument_tuples, cast_like
 from .ad.forward import jvp as forward_jvp
 from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
@@ -89,22 +89,42 @@ def _normalize_argnums(argnums: Any, nargs: int) -> tuple[int, ...]:
     return nums
 
 
-def _check_differentiable(leaves: list, where: str, holomorphic: bool = False) -> None:
+def _check_differentiable(arg: Any, where: str, holomorphic: bool = False) -> None:
+    leaves = flatten(arg)[0]
     for leaf in leaves:
         v = leaf.value if isinstance(leaf, Tracer) else leaf
         check_array_type(v, where)
         if not is_differentiable(v) and not isinstance(v, Tracer):
-            dtype = getattr(v, "dtype", type(v).__name__)
-            raise TypeError(
-                f"{where} has dtype {dtype}, which has no derivative: gradients are only defined "
-                "for float or complex inputs. Convert it (x.astype(float)), or leave it out of "
-                "argnums"
-            )
+            raise TypeError(_not_differentiable(v, arg, where))
         if holomorphic and not np.iscomplexobj(_concrete_primal(v)):
             raise TypeError(
                 f"holomorphic=True needs complex inputs, but {where} has dtype "
                 f"{_dtype_name(v)}: convert it (x.astype(complex)), or drop holomorphic=True"
             )
+
+
+def _not_differentiable(v: Any, arg: Any, where: str) -> str:
+    """Why a leaf ``v`` of the argument ``arg`` has no gradient, and what to do instead."""
+    dtype = getattr(v, "dtype", None)
+    if dtype is None and not isinstance(v, int | float | complex | bool | str | bytes):
+        cls = type(v).__name__
+        return (
+            f"{where} {'holds' if v is not arg else 'is'} a {cls}, which fusegrad cannot look "
+            "inside: a differentiated argument is an array, a number or a container of them "
+            "(tuple, list, dict, namedtuple). Register the class as a container with "
+            f"fusegrad.register_pytree_node({cls}, flatten, unflatten), or pass its arrays"
+        )
+    dtype = dtype if dtype is not None else type(v).__name__
+    if v is not arg:
+        return (
+            f"{where} holds a leaf {v!r} of dtype {dtype}, which has no derivative: every leaf "
+            "of a differentiated argument must be float or complex. Make it a float "
+            "(x.astype(float), or 2.0 for 2), or pass it as another argument left out of argnums"
+        )
+    return (
+        f"{where} has dtype {dtype}, which has no derivative: gradients are only defined for "
+        "float or complex inputs. Convert it (x.astype(float)), or leave it out of argnums"
+    )
 
 
 def _dtype_name(v: Any) -> str:
@@ -527,9 +547,8 @@ def _value_and_grad(
             a = args[n]
             if type(a) is _NDARRAY and a.dtype.kind == "f" and not holomorphic:
                 continue  # the common case, differentiable as it is
-            leaves, _ = flatten(a)
             _check_differentiable(
-                leaves, f"argument {n} of {getattr(fun, '__name__', 'fun')}", holomorphic
+                a, f"argument {n} of {getattr(fun, '__name__', 'fun')}", holomorphic
             )
 
         if one_array_ok and type(args[nums[0]]) is _NDARRAY:
@@ -636,7 +655,7 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
             nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
 
         for n in nums:
-            _check_differentiable(flatten(args[n])[0], f"argument {n} of elementwise_grad")
+            _check_differentiable(args[n], f"argument {n} of elementwise_grad")
         partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
         if _kind(out) not in ("f", "i", "u", "b"):
@@ -693,7 +712,7 @@ def jacobian(
             nums = checked[len(args)] = _normalize_argnums(argnums, len(args))
         name = getattr(fun, "__name__", "fun")
         for n in nums:
-            _check_differentiable(flatten(args[n])[0], f"argument {n} of {name}", holomorphic)
+            _check_differentiable(args[n], f"argument {n} of {name}", holomorphic)
 
         partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
@@ -775,7 +794,7 @@ def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
     >>> hvp(lambda x: np.sum(x ** 3), (np.ones(2),), (np.ones(2),))
     array([6., 6.])
     """
-    primals, tangents = tuple(primals), tuple(tangents)
+    primals, tangents = argument_tuples("hvp", primals, tangents)
     nums = tuple(range(len(primals)))
     with conversions.tracing():
         _, out = forward_jvp(grad(fun, argnums=nums), primals, tangents, primal_out=False)

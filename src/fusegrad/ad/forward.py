@@ -277,8 +277,20 @@ def jvp(
         return _jvp(fun, primals, tangents, primal_out)
 
 
+def argument_tuples(who: str, primals: Any, tangents: Any) -> tuple[tuple, tuple]:
+    """``(primals, tangents)`` as tuples, or a TypeError when either is not a tuple or list (an
+    array would be iterated: its rows taken as the arguments)."""
+    for name, v in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(v, tuple | list):
+            raise TypeError(
+                f"{who} takes its {name} as a tuple or list, one per argument of the function, "
+                f"but got {type(v).__name__}: write fusegrad.{who}(f, (x,), (t,))"
+            )
+    return tuple(primals), tuple(tangents)
+
+
 def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_out: bool) -> tuple:
-    primals, tangents = tuple(primals), tuple(tangents)
+    primals, tangents = argument_tuples("jvp", primals, tangents)
     if len(primals) != len(tangents):
         raise ValueError(
             f"jvp got {len(primals)} primals and {len(tangents)} tangents: give one tangent per "
