@@ -496,10 +496,14 @@ def test_weights_differentiable_data_not():
     h, e = np.histogram(data, 2)
     assert h.dtype.kind == "i" and e.shape == (3,)
     # traced ends of range= and traced edges move the edges (and the density's widths); NumPy
-    # dispatches on a, bins and weights only, so a traced range needs a traced a or weights
+    # dispatches on a, bins and weights only, so plain data with a traced range reaches NumPy's
+    # own code unless fusegrad's np.histogram wrapper catches it (it wrote into the traced ends)
     for f in (
         lambda r: np.sum(np.histogram(data + 0 * r[0], 3, (r[0], r[1]), density=True)[0] ** 2),
         lambda r: np.sum(np.histogram(data + 0 * r[0], 3, range=(r[0], r[1]))[1] ** 2),
+        lambda r: np.sum(np.histogram(data, 3, range=(r[0], r[1]), density=True)[0] ** 2),
+        lambda r: np.sum(np.histogram(data, 3, (r[0], r[1]))[1] ** 2),
+        lambda r: np.sum(np.histogram_bin_edges(data, 3, range=(r[0], r[1])) ** 2),
         lambda r: np.sum(np.histogram(data, np.concatenate([r[:1], [0.3, 0.5], r[1:]]))[1] ** 2),
         lambda r: np.sum(
             np.histogram(data, np.concatenate([r[:1], [0.3, 0.5], r[1:]]), density=True)[0] ** 2

@@ -4,11 +4,12 @@
 argument the function converts, ``np.asarray(x)`` at the top of a library function) could only
 become an ndarray and lose its derivative. So while a trace runs (``tracing()``: ``grad``,
 ``vjp``, ``jvp`` and the functions built on them enter it), the four conversion functions of
-the ``numpy`` module are wrapped (and ``np.full``/``np.full_like``, for a traced fill value): on
-anything without a traced value inside they are NumPy's own (one type check, and the original is
-called as is); on a traced value they return it (cast with ``astype`` if a ``dtype`` is asked
-for), a list or tuple holding traced values becomes ``np.stack`` of its parts
-(``fusegrad.numpy.array``), as ``jnp.asarray`` does, and a traced fill value is broadcast.
+the ``numpy`` module are wrapped (and ``np.full``/``np.full_like``, for a traced fill value, and
+``np.histogram``/``histogram_bin_edges``, for a traced ``range``): on anything without a traced
+value inside they are NumPy's own (one type check, and the original is called as is); on a
+traced value they return it (cast with ``astype`` if a ``dtype`` is asked for), a list or tuple
+holding traced values becomes ``np.stack`` of its parts (``fusegrad.numpy.array``), as
+``jnp.asarray`` does, and a traced fill value is broadcast.
 Outside traces NumPy's functions are in place, untouched. Code that imported them by name
 (``from numpy import asarray``) keeps NumPy's; ``FUSEGRAD_PATCH_NUMPY=0`` in the environment
 turns the wrapping off.
@@ -115,9 +116,29 @@ def _wrap_full(name: str) -> Callable:
     return full
 
 
+def _wrap_range(name: str) -> Callable:
+    """``np.histogram`` / ``histogram_bin_edges`` with a traced ``range=`` and plain data: NumPy
+    dispatches on ``a``, ``bins`` and ``weights`` only, so its own code would run on the traced
+    ends (and write into them); here fusegrad's rule runs, whose edges move with the ends."""
+    original = getattr(np, name)
+    ORIGINALS[name] = original
+
+    @functools.wraps(original)
+    def histogram(a: Any, bins: Any = 10, range: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if range is None or not holds_tracer(range):
+            return original(a, bins, range, *args, **kwargs)
+        from ..rules.surface import SURFACE  # the rule table imports this module
+
+        return SURFACE[original](a, bins, range, *args, **kwargs)
+
+    histogram.__module__ = "numpy"
+    return histogram
+
+
 _ENABLED = os.environ.get("FUSEGRAD_PATCH_NUMPY", "1").strip() != "0"
 _WRAPPERS = {name: _wrap(name) for name in ("asarray", "array", "asanyarray", "ascontiguousarray")}
 _WRAPPERS.update({name: _wrap_full(name) for name in ("full", "full_like")})
+_WRAPPERS.update({name: _wrap_range(name) for name in ("histogram", "histogram_bin_edges")})
 _depth = [0]
 _lock = threading.Lock()
 # The module's namespace, written with one dict update per switch: every grad call switches
