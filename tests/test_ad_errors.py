@@ -304,6 +304,23 @@ def test_a_leaked_tracer_is_an_error():
         leak[-1] + 1.0
 
 
+def test_a_leaked_forward_tracer_is_an_error():
+    # one kept from inside jvp: a later jvp returned tracers as its outputs, a later grad
+    # returned one as the gradient
+    leak = []
+    fg.jvp(lambda x: (leak.append(x), np.sin(x))[1], (np.ones(3),), (np.ones(3),))
+    with pytest.raises(TypeError, match=r"a leaked tracer"):
+        leak[0] * 2
+    with pytest.raises(TypeError, match=r"a leaked tracer"):
+        fg.jvp(lambda y: y * leak[0], (np.ones(3),), (np.ones(3),))
+    with pytest.raises(TypeError, match=r"a leaked tracer"):
+        fg.grad(lambda y: np.sum(y * leak[0]))(np.ones(3))
+    with pytest.raises(ZeroDivisionError):  # a call that raises leaks its tracers too
+        fg.jvp(lambda x: (leak.append(x), 1 / 0)[1], (np.ones(3),), (np.ones(3),))
+    with pytest.raises(TypeError, match=r"a leaked tracer"):
+        np.exp(leak[-1])
+
+
 def test_elementwise_grad_refuses_what_has_no_real_derivative():
     # a complex or a string output gave zeros, an int input None
     with pytest.raises(TypeError, match=r"real array output, but the function returned dtype c"):

@@ -360,7 +360,7 @@ def check_operand(a: np.ndarray, f: Any) -> None:
 def _leaked(f: Any) -> TypeError:
     return TypeError(
         f"{_name(f)} got a traced value of a differentiation that has returned (a leaked "
-        "tracer: one kept from inside grad, vjp or jacobian, in a global, a closure or a "
+        "tracer: one kept from inside grad, vjp, jvp or jacobian, in a global, a closure or a "
         "list, and used after). Return what you need from the function (has_aux=True for "
         "extra values) instead of keeping its traced values"
     )

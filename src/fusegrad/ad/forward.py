@@ -43,6 +43,7 @@ from .core import (
     NoRuleError,
     Tracer,
     _concrete,
+    _leaked,
     _levels,
     _name,
     _unbox,
@@ -57,12 +58,14 @@ class NoForwardRuleError(NoRuleError):
 
 
 class JVPTrace:
-    """One forward differentiation: a level above every trace alive when it starts."""
+    """One forward differentiation: a level above every trace alive when it starts. ``done``
+    once its function has returned: a tracer of it met later has leaked."""
 
-    __slots__ = ("level",)
+    __slots__ = ("level", "done")
 
     def __init__(self) -> None:
         self.level = next(_levels)
+        self.done = False
 
     def input(self, primal: Any, tangent: Any) -> JVPTracer:
         """Box an input of this trace with its tangent."""
@@ -141,6 +144,8 @@ def _find_rule(f: Any) -> Callable | None:
 
 
 def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:
+    if trace.done:  # the innermost trace of the call has returned: its tracer leaked
+        raise _leaked(f)
     level = trace.level
     for k, v in kwargs.items():
         if _top((v,), (0, None))[0] == level:
@@ -323,7 +328,10 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
             else:
                 boxed.append(pl)
         boxed_args.append(rebuild(boxed))
-    out = fun(*boxed_args)
+    try:
+        out = fun(*boxed_args)
+    finally:
+        trace.done = True  # (its tracers are not to be used again)
     leaves, rebuild = flatten(out)
     prims, tangs = [], []
     for leaf in leaves:
