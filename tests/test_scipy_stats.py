@@ -210,6 +210,54 @@ def test_scipy_stats_summaries_differentiate_through_scipys_code(name):
     check_grads(SUMMARIES[name], ("rev",), order=1)(x)
 
 
+WRITE_IN_PLACE = {  # SciPy's code writes into its result (xpx.at): mirrors run instead
+    "zscore": lambda x: st.zscore(x),
+    "zscore axis=1 ddof=1": lambda x: st.zscore(x, axis=1, ddof=1),
+    "zscore axis=None": lambda x: st.zscore(x, axis=None),
+    "zmap": lambda x: st.zmap(x[:2], x),
+    "variation": lambda x: st.variation(x + 3),
+    "variation axis=None keepdims": lambda x: st.variation(x + 3, axis=None, ddof=1, keepdims=True),
+    "iqr": st.iqr,
+    "iqr normal": lambda x: st.iqr(x, axis=0, scale="normal"),
+    "iqr rng midpoint": lambda x: st.iqr(x, 1, (10, 80), interpolation="midpoint", keepdims=True),
+}
+
+
+@pytest.mark.parametrize("name", list(WRITE_IN_PLACE))
+def test_summaries_scipy_writes_in_place(name):
+    f = WRITE_IN_PLACE[name]
+    x = np.random.default_rng(5).normal(size=(6, 5))
+    weights = np.arange(1.0, np.size(f(x)) + 1).reshape(np.shape(f(x)))
+    seen = {}
+
+    def loss(v):
+        seen["value"] = fg.numpy.stop_gradient(f(v))
+        return np.sum(f(v) * weights)
+
+    fg.grad(loss)(x)
+    np.testing.assert_allclose(seen["value"], f(x), rtol=1e-12)  # SciPy's own, on plain x
+    assert np.shape(seen["value"]) == np.shape(f(x))
+    check_grads(loss, ("rev", "fwd"), order=2)(x)
+
+
+def test_summaries_nan_policies_and_edges():
+    x = np.random.default_rng(6).normal(size=(6, 5))
+    x[2, 1] = np.nan
+    for f in (
+        lambda v: st.zscore(v, nan_policy="omit"),
+        lambda v: st.variation(v + 3, nan_policy="omit"),
+        lambda v: st.iqr(v, axis=0, nan_policy="omit"),
+        lambda v: st.zscore(v),  # propagate
+        lambda v: st.variation(v + 3, ddof=6),  # ddof == n: ±inf, or nan for a constant slice
+    ):
+        got = fg.value_and_grad(lambda v, f=f: np.nansum(f(v)))(x)[0]
+        np.testing.assert_allclose(got, np.nansum(f(x)), rtol=1e-12)
+    with pytest.raises(ValueError, match="contains nan"):
+        fg.grad(lambda v: np.sum(st.zscore(v, nan_policy="raise")))(x)
+    constant = fg.value_and_grad(lambda v: np.sum(st.zscore(v)))(np.ones(4))[0]
+    assert np.isnan(constant)  # SciPy: nan for a constant slice
+
+
 def test_a_traced_value_has_no_buffer_and_says_so():
     for attr in ("flags", "strides", "ctypes", "data"):
         with pytest.raises(AttributeError, match=rf"no \.{attr}: it is not an ndarray"):

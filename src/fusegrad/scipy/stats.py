@@ -543,6 +543,108 @@ class multivariate_normal_gen:  # noqa: N801
         return np.exp(self.logpdf(x, mean, cov, allow_singular))
 
 
+# --------------------------------------------------------------------------------------------------
+# Summaries whose SciPy code writes in place (xpx.at), so it cannot run on traced values
+# --------------------------------------------------------------------------------------------------
+
+
+def _nan_policy(a: Any, nan_policy: str) -> bool:
+    """Whether to omit nans; 'raise' reads the values (so ``jit`` runs such a call uncompiled)."""
+    if nan_policy not in ("propagate", "omit", "raise"):
+        raise ValueError("nan_policy must be one of {'propagate', 'omit', 'raise'}")
+    if nan_policy == "raise" and np.any(np.isnan(a)):
+        raise ValueError("The input contains nan values")
+    return nan_policy == "omit"
+
+
+def _as_float(a: Any) -> Any:
+    a = _as_value(a)
+    return a if np.result_type(a).kind in "fc" else np.astype(a, np.float64)
+
+
+def zmap(scores: Any, compare: Any, axis: Any = 0, ddof: int = 0,
+         nan_policy: str = "propagate") -> Any:  # fmt: skip
+    """``scipy.stats.zmap``: ``(scores - mean(compare)) / std(compare)`` along ``axis``.
+
+    >>> zmap(np.array([1.0, 3.0]), np.array([0.0, 2.0]))
+    array([0., 2.])
+    """
+    return _standardised(scores, compare, axis, ddof, nan_policy, like_zscore=False)
+
+
+def zscore(a: Any, axis: Any = 0, ddof: int = 0, nan_policy: str = "propagate") -> Any:
+    """``scipy.stats.zscore``: ``(a - mean) / std`` along ``axis`` (nan where the slice is
+    constant, as SciPy).
+
+    >>> zscore(np.array([1.0, 3.0]))
+    array([-1.,  1.])
+    """
+    return _standardised(a, a, axis, ddof, nan_policy, like_zscore=True)
+
+
+def _standardised(scores: Any, compare: Any, axis: Any, ddof: int, nan_policy: str,
+                  like_zscore: bool) -> Any:  # fmt: skip
+    scores, compare = _as_float(scores), _as_float(compare)
+    omit = _nan_policy(compare, nan_policy)
+    mean, var = (np.nanmean, np.nanvar) if omit else (np.mean, np.var)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mn = mean(compare, axis=axis, keepdims=True)
+        std = np.sqrt(var(compare, axis=axis, ddof=ddof, keepdims=True))
+        z = (scores - mn) / std
+    if like_zscore:  # a constant slice: nan, not ±inf or 0/0's rounding
+        eps = np.finfo(np.result_type(z)).eps
+        z = np.where(np.less_equal(std, np.abs(eps * mn)), np.nan, z)
+    return z
+
+
+def variation(a: Any, axis: Any = 0, nan_policy: str = "propagate", ddof: int = 0, *,
+              keepdims: bool = False) -> Any:  # fmt: skip
+    """``scipy.stats.variation``: ``std(a, ddof) / mean(a)`` along ``axis``.
+
+    >>> float(variation(np.array([1.0, 3.0])))
+    0.5
+    """
+    a = _as_float(a)
+    omit = _nan_policy(a, nan_policy)
+    kept = (1,) * np.ndim(a) if axis is None else None  # keepdims of axis=None: all ones
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    mean, std = (np.nanmean, np.nanstd) if omit else (np.mean, np.std)
+    n = np.sum(np.logical_not(np.isnan(a)), axis=axis) if omit else np.shape(a)[axis]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m, sd = mean(a, axis=axis), std(a, axis=axis)
+        out = sd * np.sqrt(np.divide(n, np.subtract(n, ddof, dtype=float))) / m
+        # n == ddof: SciPy's ±inf (the mean's sign) for a spread-out slice, nan for a constant one
+        out = np.where(np.equal(n, ddof), np.where(np.greater(sd, 0), np.copysign(np.inf, m),
+                                                   np.nan), out)  # fmt: skip
+    if keepdims:
+        return np.reshape(out, kept) if kept is not None else np.expand_dims(out, axis)
+    return out
+
+
+_NORMAL_IQR = 1.3489795003921634  # 2 √2 erfinv(1/2): the iqr of the standard normal
+
+
+def iqr(x: Any, axis: Any = None, rng: tuple = (25, 75), scale: Any = 1.0,
+        nan_policy: str = "propagate", interpolation: str = "linear",
+        keepdims: bool = False) -> Any:  # fmt: skip
+    """``scipy.stats.iqr``: the distance between the ``rng`` percentiles, over ``scale``
+    (``'normal'`` for the normal distribution's).
+
+    >>> float(iqr(np.array([1.0, 2.0, 3.0, 4.0, 5.0])))
+    2.0
+    """
+    x = _as_float(x)
+    omit = _nan_policy(x, nan_policy)
+    if isinstance(scale, str):
+        if scale.lower() != "normal":
+            raise ValueError(f"{scale} not a valid scale for `iqr`")
+        scale = _NORMAL_IQR
+    percentile = np.nanpercentile if omit else np.percentile
+    lo, hi = percentile(x, list(rng), axis=axis, method=interpolation, keepdims=keepdims)
+    return (hi - lo) / scale
+
+
 norm = norm_gen()
 t = t_gen()
 gamma = gamma_gen()
@@ -592,6 +694,8 @@ def _patch(module: Any) -> None:
         _dispatch.patch_attr(infra.rv_continuous, method, _method(method))
     for method in _DISCRETE:
         _dispatch.patch_attr(infra.rv_discrete, method, _method(method))
+    for name in ("zscore", "zmap", "variation", "iqr"):
+        _dispatch.patch_attr(module, name, globals()[name])
     for cls, dist in ((mv.multivariate_normal_gen, multivariate_normal),
                       (mv.dirichlet_gen, dirichlet)):  # fmt: skip
         _dispatch.patch_attr(cls, "__call__", _multi(dist, "__call__"))
