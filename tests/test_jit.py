@@ -175,11 +175,46 @@ def test_python_floats_are_inputs_and_do_not_trace_again(engine):
         out = g(x, c)
         assert out.dtype == np.float32  # the number stays weak-typed (NEP 50)
         np.testing.assert_array_equal(out, np.full(3, 2 * c, np.float32))
-    # recorded once, and once more with a second value to check the program is the same
-    assert len(traced) == 2
+    # recorded once, once more with a second value to check the program is the same, and twice
+    # with the number's double poisoned (±inf) to C code, to look for reads Python cannot see
+    assert len(traced) == 4
     info = g.cache_info()
     assert (info.hits, info.misses, info.currsize) == (3, 2, 1)
     assert info[0].numbers == "inputs" and info[0].replayable
+
+
+@pytest.mark.parametrize("read", ["math.sqrt", "np.float64", "format"])
+def test_a_number_read_by_c_code_is_compiled_in_even_when_two_values_agree(read):
+    # C code reads a float's own double without Python's number protocol: the first two values
+    # take the same side of the branch, so comparing their recordings alone trusted the program
+    # and replayed the 0.1 side for 1.0 and beyond (a silently wrong gradient)
+    import math
+
+    def side(s):
+        if read == "math.sqrt":
+            return math.sqrt(s) > 0.9
+        if read == "np.float64":
+            return bool(np.float64(s) > 0.9)
+        return f"{s:.3f}" > "0.900"
+
+    def loss(x, s):
+        return np.sum((2.0 if side(s) else 3.0) * x)
+
+    g = fg.jit(fg.grad(loss))
+    for s in (0.1, 0.2, 0.3, 1.0, 2.0, 4.0):
+        np.testing.assert_array_equal(g(np.arange(3.0), s), fg.grad(loss)(np.arange(3.0), s))
+    assert g.cache_info()[0].numbers == "compiled in"
+
+
+def test_a_recordings_number_type_called_gives_a_plain_number():
+    import statistics  # converts with type(s)(value); the recording's type had no value then
+
+    def f(x, s):
+        return np.sum(x * statistics.mean([s, 1.0]) * type(s)(2.0))
+
+    g = fg.jit(fg.grad(f))
+    for s in (0.1, 0.5, 3.0):
+        np.testing.assert_allclose(g(np.ones(3), s), fg.grad(f)(np.ones(3), s))
 
 
 def test_python_float_gradient_comes_back_as_a_float():

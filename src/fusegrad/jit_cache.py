@@ -13,7 +13,8 @@ Semantics, as ``jax.jit`` where it is defined:
   with a float32 array stays float32): a new value does not trace again. A function that reads
   one into Python (``if s > 0``, ``float(s)``, ``range``-like uses, NumPy on it alone) gets its
   numbers compiled in instead: one signature per value. Before a program with numbers is
-  trusted for a new value, the call is recorded once more and the two recordings compared.
+  trusted for a new value, the call is recorded once more, and twice with the numbers' own
+  doubles (what C code reads, ``math.sqrt(s)``) set to ±inf, and the recordings compared.
   The sign, zero, infinity and NaN of a number are part of the signature.
 - Python ints, bools, strings and other hashable values are compiled in (an int is a size, a
   count, an axis or an index far more often than data; JAX asks for ``static_argnums`` there).
@@ -195,13 +196,17 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
         while maxsize is not None and len(compiled_in) > maxsize:
             compiled_in.popitem(last=False)
 
-    def record(entry: _Entry, leaves, rebuild_args, positions, arrays, places, numbers) -> Any:
+    def record(
+        entry: _Entry, leaves, rebuild_args, positions, arrays, places, numbers, poison=None
+    ) -> Any:
         entry.calls += 1
         stats[1] += 1
         entry.failed, entry.program, entry.rebuild, entry.reason = False, None, None, ""
         entry.numbers, entry.values = "", ()
         try:
-            return _record(fun, entry, leaves, rebuild_args, positions, arrays, places, numbers)
+            return _record(
+                fun, entry, leaves, rebuild_args, positions, arrays, places, numbers, False, poison
+            )
         except BaseException as e:
             entry.failed = True
             entry.reason = f"the call raised {type(e).__name__}: {e}"
@@ -291,7 +296,7 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
         other = _Entry(entry.key)
         out = record(other, *how)  # if it raises, nothing changes
         if other.numbers == "inputs" and other.program is not None:
-            if entry.program is not None and entry.program.same_as(other.program):
+            if _same_program(entry, other) and all(_same_poisoned(entry, how, p) for p in POISONS):
                 entry.verified |= changed
                 entry.calls += 1
                 return out
@@ -311,6 +316,30 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
                 e.reason = why
             insert(e)
         return out
+
+    def _same_program(entry: _Entry, other: _Entry) -> bool:
+        return (
+            other.numbers == "inputs"
+            and other.program is not None
+            and entry.program is not None
+            and entry.program.same_as(other.program)
+        )
+
+    def _same_poisoned(entry: _Entry, how: tuple, poison: float) -> bool:
+        """Whether a recording whose numbers are ``poison`` to C code (the float's own double,
+        read by ``math.sqrt(s)`` or ``np.float64(s)`` without Python seeing it) and their
+        values to Python is the same program: two values on one side of a branch taken on
+        ``math.sqrt(s) > 0.9`` give the same program, ±inf take the other side."""
+        shadow = _Entry(entry.key)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                record(shadow, *how, poison=poison)
+        except Exception:  # (math.sqrt(-inf)): C code read it
+            return False
+        finally:
+            stats[1] -= 1  # not a call of the user's
+        return _same_program(entry, shadow)
 
     def cache_info() -> CacheInfo:
         """Hits, misses, the bound and size, and one ``SignatureInfo`` per signature kept."""
@@ -491,6 +520,11 @@ def _matmul_rule_backward(needed: tuple, pb: Any, ct: Any) -> list:
     return [g for g, k in zip(grads, needed) if k]
 
 
+# What C code reading a number argument's own double sees in the recordings that look for such
+# reads: a branch on a threshold takes the other side for one of them
+POISONS = (math.inf, -math.inf)
+
+
 def _record(
     fun: Callable,
     entry: _Entry,
@@ -501,6 +535,7 @@ def _record(
     places: list,
     numbers: list,
     copy: bool = False,
+    poison: Any = None,
 ) -> Any:
     inputs = _recording_inputs(arrays, copy)
     traced = list(leaves)
@@ -510,7 +545,7 @@ def _record(
         traced[i] = node = leaf(c)
         rec.originals[id(node)] = a
     for k, (i, v) in enumerate(zip(places, numbers)):
-        traced[i] = replay.number(v, rec, k)
+        traced[i] = replay.number(v, rec, k, None if poison is None else type(v)(poison))
     args, kwargs = rebuild_args(traced)
     with rec, small.fusing():
         result = fun(*args, **kwargs)
@@ -531,7 +566,7 @@ def _record(
         # an array in an argument's memory reached a kernel by another way (a closure, a global):
         # only copies of the arguments tell the two apart
         return _record(
-            fun, entry, leaves, rebuild_args, positions, arrays, places, numbers, copy=True
+            fun, entry, leaves, rebuild_args, positions, arrays, places, numbers, True, poison
         )
     program = rec.program(values)
     if numbers and program is not None:  # (not replayable: the numbers are simply passed on)

@@ -300,7 +300,8 @@ class Number:
     ``float(s)``, ``hash``, ``np.asarray(s)``, NumPy on it without a traced array) makes the
     recording's numbers compiled in (``Recorder.number_read``). A C function reading the value
     without Python's number protocol (``math.exp(s)``) is not seen: ``jit`` records a second time
-    with other values and compares before it trusts a program with numbers.
+    with other values, and twice with the double C code reads poisoned (``raw``: ±inf), and
+    compares before it trusts a program with numbers.
 
     >>> rec = Recorder([])
     >>> s = number(2.0, rec, 0)
@@ -462,6 +463,8 @@ def _number_class(base: type) -> type:
     namespace["__array_function__"] = _array_function
     namespace["__repr__"] = lambda self: repr(self._value)
     namespace["__reduce__"] = lambda self: (base, (self._value,))
+    # ``type(s)(v)`` (statistics.mean converts so): a plain number, not a recording's input
+    namespace["__new__"] = lambda cls, *args, **kwargs: base(*args, **kwargs)
     return type(f"Dynamic{base.__name__.capitalize()}", (base, Number), namespace)
 
 
@@ -470,15 +473,18 @@ _NUMBER_TYPES = {t: _number_class(t) for t in (float, complex, np.float64, np.co
 DYNAMIC_NUMBERS.update(_NUMBER_TYPES.values())
 
 
-def _make(cls: type, value: Any, recipe: tuple, rec: Recorder) -> Number:
-    n = cls(value)
+def _make(cls: type, value: Any, recipe: tuple, rec: Recorder, raw: Any = None) -> Number:
+    # ``raw`` is what C code reading the float's own double sees (``math.sqrt(s)``): ``value``,
+    # or a poison jit records with to find such reads
+    n = cls.__mro__[1].__new__(cls, value if raw is None else raw)
     n._value, n._recipe, n._rec = value, recipe, rec
     return n
 
 
-def number(value: float | complex, rec: Recorder, position: int) -> Number:
-    """The ``Number`` standing for the ``position``-th number argument of a recording."""
-    return _make(_NUMBER_TYPES[type(value)], value, ("arg", position), rec)
+def number(value: float | complex, rec: Recorder, position: int, raw: Any = None) -> Number:
+    """The ``Number`` standing for the ``position``-th number argument of a recording (its
+    double as C code sees it ``raw``, when given)."""
+    return _make(_NUMBER_TYPES[type(value)], value, ("arg", position), rec, raw)
 
 
 def evaluate(recipe: tuple, numbers: Sequence[Any]) -> Any:
