@@ -79,6 +79,39 @@ def test_prod_with_zeros(shape, axis, dtype):
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float64 else 1e-3)
 
 
+@pytest.mark.parametrize("zeros", [(), (1,), (1, 3), (0, 1, 3)])
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+def test_prod_second_derivatives_at_zeros(zeros, axis):
+    """d²∏x / dxᵢdxₖ = ∏_{j≠i,k} x_j: the first-order formula's branches are constants where
+    x has a zero, so a Hessian lost the zero's row (hessian, hvp, grad of grad, jvp of grad)."""
+    x = np.array([[1.5, -2.0], [3.0, 0.5], [2.0, 1.25]]).T.copy()  # (2, 3)
+    x.reshape(-1)[list(zeros)] = 0.0
+    w = np.array([1.0, -2.0, 0.5])[: x.shape[1]]
+
+    def f(v):
+        p = np.prod(v, axis=axis)
+        return np.sum(p * (w if np.ndim(p) == 1 and np.size(p) == 3 else 1.0))
+
+    n = x.size
+
+    def at(values):  # f with the entries in ``values`` (index -> value) set
+        v = x.copy().reshape(-1)
+        for idx, val in values.items():
+            v[idx] = val
+        return f(v.reshape(x.shape))
+
+    # f is linear in each entry, so each mixed partial is exact from four values (hand-derived:
+    # no derivative code involved); the diagonal is 0
+    def mixed(i, k):
+        return at({i: 1, k: 1}) - at({i: 1, k: 0}) - at({i: 0, k: 1}) + at({i: 0, k: 0})
+
+    want = np.array([[0.0 if i == k else mixed(i, k) for k in range(n)] for i in range(n)])
+    got = fg.hessian(f)(x).reshape(n, n)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    v = np.linspace(-1.0, 1.0, n).reshape(x.shape)
+    np.testing.assert_allclose(fg.hvp(f, (x,), (v,)).reshape(-1), want @ v.reshape(-1), atol=1e-12)
+
+
 def test_prod_replays_under_jit_whatever_zeros_a_later_call_has():
     # the pullback of np.prod looked at the values (any zero?): jit ran it uncompiled. It is
     # branch-free now, so a program recorded without zeros replays right with one and two

@@ -233,10 +233,31 @@ def _prod_of_others(x: Any, axes: tuple) -> Any:
     >>> _prod_of_others(np.array([2.0, 0.0, 3.0]), (0,)).tolist()
     [0.0, 6.0, 0.0]
     """
+    if not isinstance(x, LazyArray | np.ndarray | np.generic | float | int | complex):
+        return _exclusive_products(x, axes)  # differentiated again: see there
     zero = np.equal(x, 0)
     zeros = np.sum(zero, axis=axes, keepdims=True)
     p = np.prod(np.where(zero, 1, x), axis=axes, keepdims=True)
     return np.where(zeros == 0, p / np.where(zero, 1, x), np.where(zero & (zeros == 1), p, 0))
+
+
+def _exclusive_products(x: Any, axes: tuple) -> Any:
+    """``∏_{j≠i} x_j`` as (product of those before i) × (product of those after i), by
+    exclusive cumulative products: no division, so its own derivative is exact where ``x`` has
+    zeros (the branches of ``_prod_of_others`` are constants there: a Hessian of ``np.prod`` at
+    a zero lost its row). For a value traced by an outer differentiation.
+
+    >>> _exclusive_products(np.array([2.0, 0.0, 3.0]), (0,)).tolist()
+    [0.0, 6.0, 0.0]
+    """
+    k = len(axes)
+    moved = np.moveaxis(x, axes, tuple(range(-k, 0)))
+    lead = tuple(np.shape(moved)[: np.ndim(moved) - k])
+    flat = np.reshape(moved, (*lead, -1))
+    one = np.ones((*lead, 1), dtype=np.result_type(flat))
+    before = np.cumprod(np.concatenate([one, flat[..., :-1]], axis=-1), axis=-1)
+    after = np.flip(np.cumprod(np.flip(np.concatenate([flat[..., 1:], one], axis=-1), -1), -1), -1)
+    return np.moveaxis(np.reshape(before * after, np.shape(moved)), tuple(range(-k, 0)), axes)
 
 
 def moment(fn: Callable, la: Any, **kwargs: Any) -> Any:
