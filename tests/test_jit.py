@@ -2,6 +2,7 @@
 cannot be replayed is called every time, with the reason; and a replay allocates only results."""
 
 import doctest
+import math
 import warnings
 
 import hypothesis.extra.numpy as hnp
@@ -181,6 +182,26 @@ def test_python_floats_are_inputs_and_do_not_trace_again(engine):
     info = g.cache_info()
     assert (info.hits, info.misses, info.currsize) == (3, 2, 1)
     assert info[0].numbers == "inputs" and info[0].replayable
+
+
+@pytest.mark.parametrize(
+    "choose",
+    [
+        lambda s: math.exp(2 * s) > 2,  # C code reads a number computed from the argument
+        lambda s: math.copysign(1, s - 0.5) > 0,
+        lambda s: f"{s / 2:.0f}" == "1",
+        lambda s: math.isclose(s, 1.0),  # a point: +-inf take the side of 0.5 and 0.6 too
+        lambda s: 0.9 < math.exp(s) < 1.1,
+    ],
+    ids=["exp(2s)", "copysign(s - 0.5)", "format(s / 2)", "isclose(s, 1)", "band"],
+)
+def test_c_reads_of_derived_numbers_and_points_are_seen(choose):
+    def loss(x, s):
+        return np.sum((1.0 if choose(s) else 2.0) * x)
+
+    g = fg.jit(fg.grad(loss))
+    for s in (0.5, 0.6, 0.7, 1.0, 0.01, 2.0, 4.0):
+        np.testing.assert_array_equal(g(np.arange(3.0), s), fg.grad(loss)(np.arange(3.0), s))
 
 
 @pytest.mark.parametrize("read", ["math.sqrt", "np.float64", "format"])

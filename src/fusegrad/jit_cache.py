@@ -51,6 +51,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -547,8 +548,10 @@ def _record(
     for k, (i, v) in enumerate(zip(places, numbers)):
         traced[i] = replay.number(v, rec, k, None if poison is None else type(v)(poison))
     args, kwargs = rebuild_args(traced)
+    watch = replay.watching_c_reads(rec) if numbers else contextlib.nullcontext()
     with rec, small.fusing():
-        result = fun(*args, **kwargs)
+        with watch:
+            result = fun(*args, **kwargs)
         out_leaves, rebuild_out, _ = structure(result)
         with replay.sanctioned(always=True):  # jit's own evaluation of the results
             values = materialize_many(out_leaves)

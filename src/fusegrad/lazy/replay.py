@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import operator
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -316,6 +318,7 @@ class Number:
     _value: Any
     _recipe: tuple
     _rec: Recorder
+    _raw: Any  # the poison C code reads instead of the value (jit's checks), else None
 
     def _read(self, what: str) -> None:
         if self._rec.number_read is None:
@@ -347,7 +350,21 @@ def _derive(result: Any, fn: Callable, operands: tuple, rec: Recorder) -> Any:
             if isinstance(o, Number):
                 o._read(f"a {type(result).__name__} computed from it")
         return result
-    return _make(cls, result, ("op", fn, tuple(_operand(o) for o in operands)), rec)
+    recipe = ("op", fn, tuple(_operand(o) for o in operands))
+    return _make(cls, result, recipe, rec, _poisoned(fn, operands, type(result)))
+
+
+def _poisoned(fn: Callable, operands: tuple, kind: type) -> Any:
+    """What C code sees of ``fn(*operands)`` when an operand is poisoned (``Number._raw``):
+    ``fn`` of the poisons, so ``math.exp(2 * s)`` reads a poison too; else None."""
+    if not any(isinstance(o, Number) and o._raw is not None for o in operands):
+        return None
+    raws = [o._raw if isinstance(o, Number) and o._raw is not None else _plain(o) for o in operands]
+    try:
+        with np.errstate(all="ignore"):
+            return kind(fn(*raws))
+    except (ArithmeticError, ValueError, TypeError):  # inf - inf, 0 * inf as ints...: a NaN
+        return kind(math.nan)
 
 
 def _binary(fn: Callable, reflected: bool) -> Callable:
@@ -420,6 +437,8 @@ _READS = {
     "__float__": "float() or a conversion to a NumPy value",
     "__complex__": "complex() or a conversion to a NumPy value",
     "__round__": "round()",
+    "__format__": "a format (an f-string)",
+    "__str__": "str()",
     "__trunc__": "math.trunc()",
     "__floor__": "math.floor()",
     "__ceil__": "math.ceil()",
@@ -477,8 +496,39 @@ def _make(cls: type, value: Any, recipe: tuple, rec: Recorder, raw: Any = None) 
     # ``raw`` is what C code reading the float's own double sees (``math.sqrt(s)``): ``value``,
     # or a poison jit records with to find such reads
     n = cls.__mro__[1].__new__(cls, value if raw is None else raw)
-    n._value, n._recipe, n._rec = value, recipe, rec
+    n._value, n._recipe, n._rec, n._raw = value, recipe, rec, raw
     return n
+
+
+# C modules whose functions read a float's own double (``math.isclose(s, 1.0)``) where Python's
+# number protocol cannot see it
+_C_READERS = frozenset({"math", "cmath"})
+
+
+@contextlib.contextmanager
+def watching_c_reads(rec: Recorder) -> Any:
+    """Inside the block, a call of a ``math`` / ``cmath`` function from a frame holding one of the
+    recording's numbers counts as a read of its value (``rec.number_read``): the poisoned
+    recordings cannot see a point test (``math.isclose(s, 1.0)``), this can. Conservative: the
+    function may have read another value (then the numbers are compiled in needlessly)."""
+    previous = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if (
+            event == "c_call"
+            and rec.number_read is None
+            and getattr(arg, "__module__", None) in _C_READERS
+            and any(isinstance(v, Number) for v in frame.f_locals.values())
+        ):
+            rec.number_read = f"math.{getattr(arg, '__name__', 'function')}() where it is held"
+        if previous is not None:
+            previous(frame, event, arg)
+
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
 
 
 def number(value: float | complex, rec: Recorder, position: int, raw: Any = None) -> Number:
