@@ -153,3 +153,75 @@ def test_against_jax():
     ]  # fmt: skip
     for ours, theirs in pairs:
         np.testing.assert_allclose(fg.grad(ours)(A), np.asarray(jax.grad(theirs)(A)), rtol=1e-8)
+
+
+C3 = RNG.standard_normal(3) + 1j * RNG.standard_normal(3)
+W = RNG.standard_normal(4)
+
+# name -> (function, arguments): each matrix builder with SciPy's defaults, batches and dtypes.
+STRUCTURED = {
+    "toeplitz": (sl.toeplitz, (V, W)),
+    "toeplitz-symmetric": (sl.toeplitz, (V,)),
+    "toeplitz-hermitian": (sl.toeplitz, (C3,)),
+    "toeplitz-complex-row": (sl.toeplitz, (V, C3)),
+    "toeplitz-batch": (sl.toeplitz, (RNG.standard_normal((2, 3)), W)),
+    "circulant": (sl.circulant, (W,)),
+    "circulant-complex": (sl.circulant, (C3,)),
+    "circulant-batch": (sl.circulant, (RNG.standard_normal((2, 1, 3)),)),
+    "hankel": (sl.hankel, (V, W)),
+    "hankel-zeros": (sl.hankel, (C3,)),
+    "block_diag": (sl.block_diag, (A, V, np.array([[2.0]]))),
+    "block_diag-batch": (sl.block_diag, (RNG.standard_normal((2, 2, 2)), B, C3)),
+    "block_diag-empty": (sl.block_diag, (A, np.zeros((2, 0)), W)),
+}
+
+
+@pytest.mark.parametrize("name", list(STRUCTURED))
+def test_structured_matrices_match_scipy_and_differentiate(name):
+    f, args = STRUCTURED[name]
+    for i in range(len(args)):
+        got = fg.vjp(lambda x, i=i: f(*args[:i], x, *args[i + 1 :]), args[i])[0]
+        want = f(*args)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    check_grads(lambda *xs: np.sin(f(*xs)), ("rev", "fwd"), order=2)(*args)
+
+
+def test_structured_matrices_hand_derived():
+    # Each entry of the first column c[i] is on a diagonal of min(3 - i, 4) entries; r[0] is
+    # never read (the corner is c[0]), r[j] is on a diagonal of min(4 - j, 3) entries.
+    gc, gr = fg.grad(lambda c, r: np.sum(sl.toeplitz(c, r)), argnums=(0, 1))(V, W)
+    np.testing.assert_array_equal(gc, [3.0, 2.0, 1.0])
+    np.testing.assert_array_equal(gr, [0.0, 3.0, 2.0, 1.0])
+    # Every entry of c appears once in each row of a circulant matrix.
+    np.testing.assert_array_equal(fg.grad(lambda c: np.sum(sl.circulant(c)))(W), np.full(4, 4.0))
+    # The last row of a Hankel matrix starts with c[-1]: r[0] is never read.
+    gr = fg.grad(lambda r: np.sum(sl.hankel(V, r)))(W)
+    np.testing.assert_array_equal(gr, [0.0, 3.0, 2.0, 1.0])
+    # d/dA trace(block_diag(A, B) M) is the A block of Mᵀ
+    m = RNG.standard_normal((5, 5))
+    g = fg.grad(lambda a: np.trace(sl.block_diag(a, np.eye(2)) @ m))(A)
+    np.testing.assert_allclose(g, m.T[:3, :3])
+
+
+def test_hankel_of_a_matrix_ravels_and_warns_as_scipy():
+    c = RNG.standard_normal((2, 2))
+    with pytest.warns(FutureWarning, match="ravel"):
+        got = fg.vjp(lambda x: sl.hankel(x, W), c)[0]
+    with pytest.warns(FutureWarning, match="ravel"):
+        np.testing.assert_array_equal(got, sl.hankel(c, W))
+
+
+def test_jit_replays_structured_matrix_gradients():
+    def loss(c, r):
+        return np.sum(np.sin(sl.toeplitz(c, r) @ sl.circulant(r)))
+
+    g = fg.grad(loss, argnums=(0, 1))
+    jg = fg.jit(g)
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        c, r = rng.standard_normal(4), rng.standard_normal(4)
+        for u, v in zip(jg(c, r), g(c, r)):
+            np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
+    (info,) = jg.cache_info()
+    assert info.replayable, info.reason

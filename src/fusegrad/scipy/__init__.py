@@ -7,10 +7,14 @@ every ``scipy.special`` ufunc with a rule (``gammaln``, ``erf``, ``jv``, ...); t
 ``scipy.stats``'s ``norm``, ``t``, ``gamma``, ``beta``, ``expon``, ``laplace``, ``cauchy``,
 ``logistic``, ``poisson``, ``binom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not);
 ``scipy.linalg``'s ``solve_triangular``, ``cholesky``, ``cho_factor``, ``cho_solve``, ``inv``,
-``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor`` and ``lu_solve``; ``scipy.signal.convolve``
-and ``correlate``; ``scipy.integrate.odeint`` (adjoint method, first order). The same functions
-are in ``fusegrad.scipy.special``, ``.stats``, ``.linalg``, ``.signal`` and ``.integrate``, usable
-directly (also for a name imported from SciPy before fusegrad, which
+``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor``, ``lu_solve``, ``toeplitz``,
+``circulant``, ``hankel`` and ``block_diag``; ``scipy.signal``'s ``convolve``, ``correlate``,
+``fftconvolve`` and ``oaconvolve``; ``scipy.fft``'s Fourier transforms (``fft``, ``rfft``,
+``irfftn``, ...), ``fftshift``, ``ifftshift`` and ``dct``/``idct``/``dst``/``idst`` (and their
+N-D forms), types 1-4 (reached as a ``scipy.fft`` backend: SciPy's transforms are uarray
+multimethods); ``scipy.integrate.odeint`` (adjoint method, first order). The same functions
+are in ``fusegrad.scipy.special``, ``.stats``, ``.linalg``, ``.signal``, ``.fft`` and
+``.integrate``, usable directly (also for a name imported from SciPy before fusegrad, which
 keeps SciPy's function). How the plain calls are reached: ``fusegrad.scipy._dispatch``.
 
 Example::

@@ -48,6 +48,7 @@ MIRRORS = {
     "scipy.linalg": "fusegrad.scipy.linalg",
     "scipy.signal": "fusegrad.scipy.signal",
     "scipy.integrate": "fusegrad.scipy.integrate",
+    "scipy.fft": "fusegrad.scipy.fft",
 }
 
 _patched: set[str] = set()

@@ -1,5 +1,5 @@
 """``scipy.linalg`` for traced values: solve_triangular, cholesky, cho_factor, cho_solve, inv,
-det, solve, expm, sqrtm, lu_factor, lu_solve.
+det, solve, expm, sqrtm, lu_factor, lu_solve, toeplitz, circulant, hankel, block_diag.
 
 ``solve_triangular``, ``lu_factor``, ``expm`` and ``sqrtm`` have rules of their own
 (``fusegrad.rules.scipy_linalg``); the others are written here with ``np.linalg`` operations and
@@ -7,6 +7,9 @@ those, so every one has reverse and forward derivatives of any order. Without a 
 each calls SciPy's own function. On traced values ``cholesky`` and ``solve`` read the same
 entries as SciPy (the triangle ``lower`` names, the band ``assume_a`` names), and
 ``cho_factor`` returns a clean triangle (SciPy leaves the other triangle of its workspace).
+``toeplitz``, ``circulant``, ``hankel`` and ``block_diag`` only place entries: SciPy's own
+function, run on the entries' positions, says where each goes, and the traced values are
+gathered from there (so the derivative is a scatter, and SciPy's conventions hold as they are).
 
 Example::
 
@@ -219,8 +222,78 @@ def lu_solve(lu_and_piv: tuple, b: Any, trans: int = 0, overwrite_b: bool = Fals
     return z[np.argsort(p)]
 
 
+def toeplitz(c: Any, r: Any = None) -> Any:
+    """``scipy.linalg.toeplitz``: first column ``c``, first row ``r`` (``conj(c)`` by default;
+    ``r[0]`` is ignored).
+
+    >>> toeplitz(np.array([1.0, 2.0, 3.0]), np.array([0.0, 4.0]))
+    array([[1., 4.],
+           [2., 1.],
+           [3., 2.]])
+    """
+    if not _dispatch.traced((c, r), {}):
+        return _orig("toeplitz")(c, r)
+    return _rearranged("toeplitz", c, np.conj(c) if r is None else r)
+
+
+def circulant(c: Any) -> Any:
+    """``scipy.linalg.circulant``: the matrix whose columns are ``c`` rotated down by 0, 1, ...
+
+    >>> circulant(np.array([1.0, 2.0, 3.0]))
+    array([[1., 3., 2.],
+           [2., 1., 3.],
+           [3., 2., 1.]])
+    """
+    if not _dispatch.traced((c,), {}):
+        return _orig("circulant")(c)
+    return _rearranged("circulant", c)
+
+
+def hankel(c: Any, r: Any = None) -> Any:
+    """``scipy.linalg.hankel``: first column ``c``, last row ``r`` (zeros by default; ``r[0]``
+    is ignored).
+
+    >>> hankel(np.array([1.0, 2.0]), np.array([0.0, 3.0, 4.0]))
+    array([[1., 2., 3.],
+           [2., 3., 4.]])
+    """
+    if not _dispatch.traced((c, r), {}):
+        return _orig("hankel")(c, r)
+    return _rearranged("hankel", c, np.zeros(np.shape(c), c.dtype) if r is None else r)
+
+
+def block_diag(*arrs: Any) -> Any:
+    """``scipy.linalg.block_diag``: the arrays on the diagonal, zeros elsewhere.
+
+    >>> block_diag(np.array([[1.0]]), np.array([2.0, 3.0]))
+    array([[1., 0., 0.],
+           [0., 2., 3.]])
+    """
+    if not _dispatch.traced(arrs, {}):
+        return _orig("block_diag")(*arrs)
+    return _rearranged("block_diag", *arrs, zero_fill=True)
+
+
+def _rearranged(name: str, *arrays: Any, zero_fill: bool = False) -> Any:
+    """SciPy's ``name``, a function that only places entries, applied to traced ``arrays``:
+    SciPy's own function, called on the entries' positions, says where each entry goes (and
+    so how SciPy batches, ravels and ignores entries); the entries are gathered from there, so
+    the derivative is a scatter. With ``zero_fill``, SciPy's zeros read an extra 0 at position 0.
+    """
+    first = 1 if zero_fill else 0
+    sizes = [int(np.size(a)) for a in arrays]
+    starts = np.cumsum([first, *sizes])
+    positions = [s + np.arange(n).reshape(np.shape(a)) for a, s, n in zip(arrays, starts, sizes)]
+    where = _orig(name)(*positions)
+    values = np.concatenate([np.ravel(a) for a in arrays])
+    if zero_fill:
+        values = np.concatenate([np.zeros(1, values.dtype), values])
+    return values[where]
+
+
 _NAMES = ("solve_triangular", "cholesky", "cho_factor", "cho_solve", "inv", "det", "solve",
-          "expm", "sqrtm", "lu_factor", "lu_solve")  # fmt: skip
+          "expm", "sqrtm", "lu_factor", "lu_solve",
+          "toeplitz", "circulant", "hankel", "block_diag")  # fmt: skip
 
 
 def _patch(module: Any) -> None:

@@ -1,4 +1,5 @@
-"""``scipy.signal.convolve``/``correlate`` for traced values (N-D, every ``mode``).
+"""``scipy.signal.convolve``/``correlate`` and ``fftconvolve``/``oaconvolve`` for traced
+values (N-D, every ``mode``; ``axes`` for the FFT ones).
 
 ``convolve`` has a rule of its own: with ``y = crop(full)``, the crop centred as SciPy's
 (``start = (full - out) // 2`` per axis), ``ȳ`` is padded back to the full shape and
@@ -6,6 +7,9 @@
 convolution is bilinear, JAX's convention). ``correlate(a, b)`` is ``convolve(a, conj(flip(b)))``,
 as in SciPy. Both pullback and forward rule are convolutions again, so every order works.
 ``method`` is passed to SciPy (direct or FFT give the same values up to rounding).
+``fftconvolve`` and ``oaconvolve`` follow SciPy's ``fftconvolve`` step by step with ``np.fft``
+transforms, which have rules; overlap-add only saves time, so a traced ``oaconvolve`` is one
+FFT product too.
 
 Example::
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.fft as _sf
 import scipy.signal as _ss
 
 from ..rules import registry
@@ -27,9 +32,12 @@ from ..rules.common import params, project
 from ..rules.registry import register_frule, register_rrule
 from ..tangents import AbstractZero, ZeroTangent, unthunk
 from . import _dispatch
+from .fft import _shape_and_axes
 
 _convolve = _dispatch.original(_ss.convolve)
 _correlate = _dispatch.original(_ss.correlate)
+_fftconvolve = _dispatch.original(_ss.fftconvolve)
+_oaconvolve = _dispatch.original(_ss.oaconvolve)
 
 
 def _mode(args: tuple, kwargs: dict) -> tuple[str, str]:
@@ -119,9 +127,98 @@ def correlate(in1: Any, in2: Any, mode: str = "full", method: str = "auto") -> A
     return convolve(in1, np.conj(np.flip(in2)), mode, method)
 
 
+def fftconvolve(in1: Any, in2: Any, mode: str = "full", axes: Any = None) -> Any:
+    """``scipy.signal.fftconvolve``: ``convolve`` by FFTs along ``axes`` (all by default; the
+    other axes broadcast).
+
+    >>> fftconvolve(np.array([1.0, 2.0]), np.array([1.0, 1.0])).round(12)
+    array([1., 3., 2.])
+    """
+    if not _dispatch.traced((in1, in2), {}):
+        return _fftconvolve(in1, in2, mode=mode, axes=axes)
+    return _fft_convolution(in1, in2, mode, axes)
+
+
+def oaconvolve(in1: Any, in2: Any, mode: str = "full", axes: Any = None) -> Any:
+    """``scipy.signal.oaconvolve``: ``convolve`` by overlap-add. On traced values one FFT
+    product (``fftconvolve``): the same values, and overlap-add only saves time.
+
+    >>> oaconvolve(np.array([1.0, 2.0]), np.array([1.0, 1.0])).round(12)
+    array([1., 3., 2.])
+    """
+    if not _dispatch.traced((in1, in2), {}):
+        return _oaconvolve(in1, in2, mode=mode, axes=axes)
+    return _fft_convolution(in1, in2, mode, axes)
+
+
+def _fft_convolution(in1: Any, in2: Any, mode: str, axes: Any) -> Any:
+    """SciPy's ``fftconvolve`` written with ``np.fft`` transforms (which have rules)."""
+    in1, in2 = (a if _dispatch.traced((a,), {}) else np.asarray(a) for a in (in1, in2))
+    if np.ndim(in1) == np.ndim(in2) == 0:
+        return in1 * in2
+    if np.ndim(in1) != np.ndim(in2):
+        raise ValueError("in1 and in2 should have the same dimensionality")
+    if np.size(in1) == 0 or np.size(in2) == 0:
+        return np.asarray([])
+    if mode not in ("full", "same", "valid"):
+        raise ValueError("acceptable mode flags are 'valid', 'same', or 'full'")
+    in1, in2, axes = _convolution_axes(in1, in2, mode, axes)
+    s1, s2 = np.shape(in1), np.shape(in2)
+    full = [s1[i] + s2[i] - 1 if i in axes else max(s1[i], s2[i]) for i in range(len(s1))]
+    out = _spectral_product(in1, in2, axes, full)
+    if mode == "full":
+        return out
+    if mode == "same":
+        return _centred(out, s1)
+    valid = [s1[i] - s2[i] + 1 if i in axes else np.shape(out)[i] for i in range(len(s1))]
+    return _centred(out, valid)
+
+
+def _convolution_axes(in1: Any, in2: Any, mode: str, axes: Any) -> tuple[Any, Any, list[int]]:
+    """SciPy's reading of ``axes``: the axes to transform (not those of length 1 in either
+    input, which broadcast), the others checked for broadcasting, and the inputs swapped when
+    'valid' needs the larger first."""
+    s1, s2 = np.shape(in1), np.shape(in2)
+    if axes is not None and not np.size(axes):
+        raise ValueError("when provided, axes cannot be empty")
+    _, given = _shape_and_axes(in1, None, axes)
+    axes = [a for a in given if s1[a] != 1 and s2[a] != 1]
+    others = [a for a in range(len(s1)) if a not in axes]
+    if not all(s1[a] == s2[a] or 1 in (s1[a], s2[a]) for a in others):
+        raise ValueError(f"incompatible shapes for in1 and in2: {s1} and {s2}")
+    if mode == "valid":
+        first_larger = all(s1[a] >= s2[a] for a in axes)
+        if not (first_larger or all(s2[a] >= s1[a] for a in axes)):
+            raise ValueError(
+                "For 'valid' mode, one must be at least as large as the other in every dimension"
+            )
+        if not first_larger:
+            return in2, in1, axes
+    return in1, in2, axes
+
+
+def _spectral_product(in1: Any, in2: Any, axes: list[int], shape: list[int]) -> Any:
+    """The full convolution: inverse FFT of the product of the inputs' FFTs, each padded to a
+    fast length (as SciPy), cropped to ``shape``."""
+    if not axes:
+        return in1 * in2
+    real = not (np.iscomplexobj(in1) or np.iscomplexobj(in2))
+    lengths = [_sf.next_fast_len(shape[a], real) for a in axes]
+    forward, inverse = (np.fft.rfftn, np.fft.irfftn) if real else (np.fft.fftn, np.fft.ifftn)
+    spectrum = forward(in1, lengths, axes) * forward(in2, lengths, axes)
+    out = inverse(spectrum, lengths, axes)
+    return out[tuple(slice(n) for n in shape)]
+
+
+def _centred(a: Any, shape: list[int]) -> Any:
+    """The centre ``shape`` of ``a`` (SciPy's ``_centered``)."""
+    starts = [(n - m) // 2 for n, m in zip(np.shape(a), shape)]
+    return a[tuple(slice(s, s + m) for s, m in zip(starts, shape))]
+
+
 def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.signal`` (called by ``fusegrad.scipy``)."""
-    for name in ("convolve", "correlate"):
+    for name in ("convolve", "correlate", "fftconvolve", "oaconvolve"):
         _dispatch.patch_attr(module, name, globals()[name])
 
 
