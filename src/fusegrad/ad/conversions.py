@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rules.tables import COMPOSITES
 from .core import Tracer
 
 ORIGINALS: dict[str, Callable] = {}
@@ -127,9 +128,7 @@ def _wrap_range(name: str) -> Callable:
     def histogram(a: Any, bins: Any = 10, range: Any = None, *args: Any, **kwargs: Any) -> Any:
         if range is None or not holds_tracer(range):
             return original(a, bins, range, *args, **kwargs)
-        from ..rules.surface import SURFACE  # the rule table imports this module
-
-        return SURFACE[original](a, bins, range, *args, **kwargs)
+        return COMPOSITES[original](a, bins, range, *args, **kwargs)
 
     histogram.__module__ = "numpy"
     return histogram
