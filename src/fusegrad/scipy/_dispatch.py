@@ -10,7 +10,9 @@ function is redirected *in place* (:func:`retarget`: the function object keeps i
 name, signature and docstring, and its code becomes a trampoline to SciPy's code or the mirror),
 so a name bound before fusegrad was imported (``from scipy.special import logsumexp``) and
 SciPy's own internal calls see it too. A method is replaced on its class (instances look it up
-there). A SciPy module already imported when fusegrad is imported is patched at once; the others
+there). ``scipy.fft``'s transforms are uarray multimethods, not Python functions: its mirror
+registers a ``scipy.fft`` backend instead, which takes the calls with a traced argument. A SciPy
+module already imported when fusegrad is imported is patched at once; the others
 when they are first imported (a ``sys.meta_path`` finder runs the patch right after the module's
 own code), so importing fusegrad never imports ``scipy.stats`` (seconds) for a program that does
 not use it.
