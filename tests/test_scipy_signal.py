@@ -157,3 +157,47 @@ def test_plain_fft_convolutions_get_scipys_own_results():
     for mode in ("full", "same", "valid"):
         np.testing.assert_array_equal(fss.fftconvolve(a, b, mode), ss.fftconvolve(a, b, mode))
         np.testing.assert_array_equal(fss.oaconvolve(a, b, mode), ss.oaconvolve(a, b, mode))
+
+
+LFILTER_B, LFILTER_A = np.array([0.3, 0.2, -0.1]), np.array([1.2, -0.5, 0.2])  # a[0] != 1
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_lfilter_in_every_argument(axis):
+    x = np.random.default_rng(7).normal(size=(3, 12))
+
+    def f(b, a, x):
+        return np.sum(np.sin(ss.lfilter(b, a, x, axis=axis)))
+
+    value = fg.value_and_grad(f)(LFILTER_B, LFILTER_A, x)[0]
+    np.testing.assert_allclose(value, f(LFILTER_B, LFILTER_A, x), rtol=1e-13)
+    check_grads(f, ("rev", "fwd"), order=2)(LFILTER_B, LFILTER_A, x)
+
+
+def test_lfilter_hand_derived_one_pole():
+    # lfilter([1], [1, -p], impulse) = pⁿ, so d/dp Σ wₙ pⁿ = Σ n wₙ pⁿ⁻¹
+    p, n = 0.7, np.arange(10)
+    w = np.cos(n)
+    impulse = np.eye(10)[0]
+    g = fg.grad(lambda p: np.sum(w * ss.lfilter(np.ones(1), np.stack([1.0, -p]), impulse)))(p)
+    np.testing.assert_allclose(g, np.sum(n * w * p ** (n - 1.0)), rtol=1e-13)
+    # and in x: the impulse response, reversed (y = h * x)
+    gx = fg.grad(lambda x: ss.lfilter(np.ones(1), np.array([1.0, -p]), x)[-1])(np.zeros(10))
+    np.testing.assert_allclose(gx, p ** n[::-1], rtol=1e-13)
+
+
+def test_sosfilt_and_lfilter_under_jit_and_errors():
+    sos = ss.butter(4, 0.2, output="sos")
+    x = np.random.default_rng(8).normal(size=(2, 30))
+    f = lambda x: np.sum(ss.sosfilt(sos, x) ** 2)  # noqa: E731
+    np.testing.assert_allclose(fg.value_and_grad(f)(x)[0], f(x), rtol=1e-12)
+    check_grads(f, ("rev", "fwd"), order=1)(x)
+    g = fg.grad(lambda b, a, x: np.sum(ss.lfilter(b, a, x) ** 2), argnums=(0, 1, 2))
+    jitted = fg.jit(g)
+    for k in range(10):
+        xk = x + k
+        for got, want in zip(jitted(LFILTER_B, LFILTER_A, xk), g(LFILTER_B, LFILTER_A, xk)):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert jitted.cache_info()[0].replayable
+    with pytest.raises(NotImplementedError, match="zi"):
+        fg.grad(lambda x: np.sum(ss.lfilter(LFILTER_B, LFILTER_A, x, zi=np.zeros(2))[0]))(x[0])

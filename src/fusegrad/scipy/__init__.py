@@ -9,7 +9,8 @@ every ``scipy.special`` ufunc with a rule (``gammaln``, ``erf``, ``jv``, ...); t
 ``scipy.linalg``'s ``solve_triangular``, ``cholesky``, ``cho_factor``, ``cho_solve``, ``inv``,
 ``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor``, ``lu_solve``, ``toeplitz``,
 ``circulant``, ``hankel`` and ``block_diag``; ``scipy.signal``'s ``convolve``, ``correlate``,
-``fftconvolve`` and ``oaconvolve``; ``scipy.fft``'s Fourier transforms (``fft``, ``rfft``,
+``fftconvolve``, ``oaconvolve``, ``lfilter`` and ``sosfilt``; ``scipy.stats``' ``zscore``,
+``zmap``, ``variation`` and ``iqr``; ``scipy.fft``'s Fourier transforms (``fft``, ``rfft``,
 ``irfftn``, ...), ``fftshift``, ``ifftshift`` and ``dct``/``idct``/``dst``/``idst`` (and their
 N-D forms), types 1-4 (reached as a ``scipy.fft`` backend: SciPy's transforms are uarray
 multimethods); ``scipy.integrate.odeint`` (adjoint method, first order). The same functions

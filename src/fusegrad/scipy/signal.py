@@ -1,5 +1,5 @@
-"""``scipy.signal.convolve``/``correlate`` and ``fftconvolve``/``oaconvolve`` for traced
-values (N-D, every ``mode``; ``axes`` for the FFT ones).
+"""``scipy.signal.convolve``/``correlate``, ``fftconvolve``/``oaconvolve`` and ``lfilter``/
+``sosfilt`` for traced values (N-D, every ``mode``; ``axes`` for the FFT ones).
 
 ``convolve`` has a rule of its own: with ``y = crop(full)``, the crop centred as SciPy's
 (``start = (full - out) // 2`` per axis), ``ȳ`` is padded back to the full shape and
@@ -9,7 +9,9 @@ as in SciPy. Both pullback and forward rule are convolutions again, so every ord
 ``method`` is passed to SciPy (direct or FFT give the same values up to rounding).
 ``fftconvolve`` and ``oaconvolve`` follow SciPy's ``fftconvolve`` step by step with ``np.fft``
 transforms, which have rules; overlap-add only saves time, so a traced ``oaconvolve`` is one
-FFT product too.
+FFT product too. ``lfilter`` has a rule: from ``A(z) y = B(z) x``, ``dy = (1/A)(dB x - dA y) +
+(B/A) dx``, and its adjoint is the same filter run backwards in time; ``sosfilt`` is its sections
+as ``lfilter`` calls.
 
 Example::
 
@@ -216,9 +218,124 @@ def _centred(a: Any, shape: list[int]) -> Any:
     return a[tuple(slice(s, s + m) for s, m in zip(starts, shape))]
 
 
+# --------------------------------------------------------------------------------------------------
+# lfilter: A(z) y = B(z) x, so dy = (1/A)(dB x - dA y) + (B/A) dx
+# --------------------------------------------------------------------------------------------------
+
+_lfilter = _dispatch.original(_ss.lfilter)
+
+
+def _filt(b: Any, a: Any, x: Any, axis: int) -> Any:
+    """SciPy's lfilter (the wrapper, so that an outer trace records it)."""
+    return _ss.lfilter(b, a, x, axis=axis)
+
+
+def _reversed_filt(b: Any, a: Any, dy: Any, axis: int) -> Any:
+    """The adjoint of ``lfilter(b, a, ·)`` from rest: the filter run backwards in time."""
+    return np.flip(_filt(b, a, np.flip(dy, axis), axis), axis)
+
+
+def _lagged_sums(w: Any, v: Any, taps: int, axis: int) -> Any:
+    """``[Σ_n w[n] v[n - k] for k < taps]`` along ``axis``, summed over the other axes too."""
+    w, v = np.moveaxis(w, axis, -1), np.moveaxis(v, axis, -1)
+    n = np.shape(v)[-1]
+    return np.stack([np.sum(w[..., k:] * v[..., : n - k]) for k in range(min(taps, n))]
+                    + [np.zeros((), np.result_type(w, v))] * max(taps - n, 0))  # fmt: skip
+
+
+@register_rrule(_lfilter)
+def _lfilter_rule(b, a, x, *args, **kwargs):
+    """lfilter: x̄ = reversed B/A of ȳ; with w = reversed 1/A of ȳ, b̄ₖ = Σ w[n] x[n-k] and
+    āₖ = -Σ w[n] y[n-k] (no conjugates: linear in each, JAX's convention)."""
+    axis = params(args, kwargs, axis=-1, zi=None)["axis"]
+    y = _filt(b, a, x, axis)
+
+    def pullback(dy):
+        w = _reversed_filt(np.ones(1), a, dy, axis)
+        gb = _lagged_sums(w, x, np.shape(b)[0], axis)
+        ga = -_lagged_sums(w, y, np.shape(a)[0], axis)
+        gx = _reversed_filt(b, a, dy, axis)
+        return (project(gb, b), project(ga, a), project(gx, x), *(ZeroTangent() for _ in args))
+
+    return y, pullback
+
+
+@register_frule(_lfilter)
+def _lfilter_frule(tangents, b, a, x, *args, **kwargs):
+    """lfilter: ẏ = lfilter(1, a, lfilter(ḃ, 1, x) - lfilter(ȧ, 1, y)) + lfilter(b, a, ẋ)."""
+    axis = params(args, kwargs, axis=-1, zi=None)["axis"]
+    y = _filt(b, a, x, axis)
+    tb, ta, tx = (None if isinstance(t, AbstractZero) else unthunk(t) for t in tangents[:3])
+    one = np.ones(1)
+    drive: Any = 0.0
+    if tb is not None:
+        drive = drive + _filt(tb, one, x, axis)
+    if ta is not None:
+        drive = drive - _filt(ta, one, y, axis)
+    dot: Any = ZeroTangent() if tb is None and ta is None else _filt(one, a, drive, axis)
+    if tx is not None:
+        term = _filt(b, a, tx, axis)
+        dot = term if isinstance(dot, AbstractZero) else dot + term
+    return y, dot
+
+
+_lfilter_frule.lazy = False  # type: ignore[attr-defined]
+
+
+def lfilter(b: Any, a: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
+    """``scipy.signal.lfilter``: the IIR filter ``a[0] y[n] = Σ b[k] x[n-k] - Σ_{k≥1} a[k]
+    y[n-k]`` along ``axis``, from rest, differentiable in ``b``, ``a`` and ``x``.
+
+    >>> lfilter(np.array([1.0]), np.array([1.0, -0.5]), np.array([1.0, 0.0, 0.0]))
+    array([1.  , 0.5 , 0.25])
+    """
+    if not _dispatch.traced((b, a, x, zi), {}):
+        return _lfilter(b, a, x, axis=axis, zi=zi)
+    if zi is not None:
+        raise NotImplementedError(
+            "scipy.signal.lfilter with initial conditions zi has no derivative in fusegrad: "
+            "filter from rest (zi=None), or prepend the samples that set the state to x"
+        )
+    b, a = (v if _dispatch.traced((v,), {}) else np.asarray(v) for v in (b, a))
+    if np.ndim(b) != 1 or np.ndim(a) != 1:
+        return _lfilter(np.asarray(b), np.asarray(a), np.zeros(1))  # SciPy's own error
+    if not _dispatch.traced((x,), {}):
+        x = np.asarray(x)
+    _ensure_lfilter_registered()
+    return registry.dispatch(_lfilter, (b, a, x), {"axis": axis})
+
+
+def _ensure_lfilter_registered() -> None:
+    if _lfilter not in registry.RRULES:
+        register_rrule(_lfilter)(_lfilter_rule)
+    if _lfilter not in registry.FRULES:
+        register_frule(_lfilter)(_lfilter_frule)
+
+
+def sosfilt(sos: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
+    """``scipy.signal.sosfilt``: second-order sections in cascade, each an ``lfilter``.
+
+    >>> sosfilt(np.array([[1.0, 0, 0, 1, -0.5, 0]]), np.array([1.0, 0.0, 0.0]))
+    array([1.  , 0.5 , 0.25])
+    """
+    if not _dispatch.traced((sos, x, zi), {}):
+        return _dispatch.original(_ss.sosfilt)(sos, x, axis=axis, zi=zi)
+    if zi is not None:
+        raise NotImplementedError(
+            "scipy.signal.sosfilt with initial conditions zi has no derivative in fusegrad: "
+            "filter from rest (zi=None)"
+        )
+    if np.ndim(sos) != 2 or np.shape(sos)[1] != 6:
+        raise ValueError("sos array must be shape (n_sections, 6)")
+    y = x
+    for k in range(np.shape(sos)[0]):
+        y = lfilter(sos[k, :3], sos[k, 3:], y, axis=axis)
+    return y
+
+
 def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.signal`` (called by ``fusegrad.scipy``)."""
-    for name in ("convolve", "correlate", "fftconvolve", "oaconvolve"):
+    for name in ("convolve", "correlate", "fftconvolve", "oaconvolve", "lfilter", "sosfilt"):
         _dispatch.patch_attr(module, name, globals()[name])
 
 
