@@ -305,3 +305,23 @@ def test_jvp_row_reduction_value_and_tangent_share_a_kernel():
         out, t = fg.jvp(lambda x: np.sum(np.tanh(x) ** 2, axis=1), (x,), (v,))
     assert len(_kernels(rec)) == 1
     np.testing.assert_allclose(t, np.sum(2 * np.tanh(x) * (1 - np.tanh(x) ** 2) * v, axis=1))
+
+
+def test_an_integer_primal_takes_a_zero_tangent_only():
+    # a nonzero tangent of an int primal was dropped: jvp(f, (3,), (1.0,)) gave a 0 derivative
+    f = lambda x: x * 2.5 + x**2  # noqa: E731
+    with pytest.raises(TypeError, match="nonzero tangent for a primal of dtype int"):
+        fg.jvp(f, (3,), (1.0,))
+    with pytest.raises(TypeError, match="dtype int64"):
+        fg.jvp(f, (np.arange(3),), (np.ones(3),))
+    assert fg.jvp(f, (np.arange(3),), (np.zeros(3),))[1].tolist() == [0.0, 0.0, 0.0]
+    assert fg.jvp(f, (3.0,), (1.0,))[1] == 8.5
+
+
+@pytest.mark.parametrize("f", [np.sign, np.floor, np.round, lambda a: np.ones(3)])
+def test_grad_of_a_jvp_whose_tangent_is_zero(f):
+    # the jvp's zero tangent came back as ZeroTangent under an outer grad, and the user's
+    # arithmetic on it raised
+    x, v = np.array([0.3, -1.2, 2.5]), np.ones(3)
+    g = fg.grad(lambda a: np.sum(fg.jvp(f, (a,), (v,))[1] * np.array([1.0, 2.0, 3.0])))(x)
+    assert g.tolist() == [0.0, 0.0, 0.0]

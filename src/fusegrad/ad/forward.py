@@ -250,13 +250,25 @@ def _float_dtype(v: Any) -> np.dtype:
     return dt if np.issubdtype(dt, np.inexact) else np.dtype(np.float64)
 
 
+def _check_no_tangent(primal: Any, tangent: Any) -> None:
+    """A primal without a derivative (an int, a bool) takes a zero tangent only: a nonzero one
+    was silently dropped (JAX asks for a float0 tangent there)."""
+    if tangent is None or isinstance(tangent, AbstractZero) or not np.any(tangent):
+        return
+    dtype = getattr(primal, "dtype", type(primal).__name__)
+    raise TypeError(
+        f"jvp got a nonzero tangent for a primal of dtype {dtype}, which has no derivative: "
+        "make the primal a float (x.astype(float), 3.0 for 3), or give it a zero tangent"
+    )
+
+
 def _finish_tangent(t: Any, y: Any) -> Any:
     """A materialised output tangent in its primal's shape and dtype (traced values untouched)."""
+    if isinstance(t, AbstractZero):  # (under an outer trace too: a zero is a constant array)
+        t = np.zeros(np.shape(y), _float_dtype(y))
     if isinstance(t, Tracer) or isinstance(y, Tracer):
         return t
     dt = _float_dtype(y)
-    if isinstance(t, AbstractZero):
-        t = np.zeros(np.shape(y), dt)
     if isinstance(y, np.ndarray | LazyArray):
         t = np.asarray(t)
         if t.shape != y.shape:
@@ -326,6 +338,7 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
                 tl = _as_tangent(tl, pl)
                 boxed.append(pl if tl is None else JVPTracer(pl, tl, trace))
             else:
+                _check_no_tangent(pl, tl)
                 boxed.append(pl)
         boxed_args.append(rebuild(boxed))
     try:
