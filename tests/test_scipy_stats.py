@@ -21,11 +21,20 @@ CONTINUOUS = {
     "laplace": ((), (0.2, 0.7)),
     "cauchy": ((), (0.1, 0.9)),
     "logistic": ((), (0.3, 1.1)),
+    "uniform": ((), (0.1, 0.9)),
+    "lognorm": ((0.7,), (0.0, 1.3)),
+    "chi2": ((3.0,), (0.0, 1.2)),
+    "halfnorm": ((), (0.1, 1.5)),
+    "weibull_min": ((1.7,), (0.0, 0.8)),
+    "pareto": ((2.5,), (-1.0, 1.2)),  # support x ≥ loc + scale = 0.2
+    "invgamma": ((2.5,), (0.0, 1.1)),
+    "gumbel_r": ((), (0.2, 0.9)),
+    "rayleigh": ((), (0.1, 1.4)),
 }
 METHODS = ["logpdf", "pdf", "logcdf", "cdf", "sf", "logsf"]
 # cdfs through betainc (no derivative in a, b) and gammainc (first order in a only, tested in
 # test_scipy_special.py): no second-order derivative in the shape parameters
-NO_SHAPE_DERIVATIVE = {"t", "gamma", "beta"}
+NO_SHAPE_DERIVATIVE = {"t", "gamma", "beta", "chi2", "invgamma"}
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -48,6 +57,37 @@ def test_continuous_plain_scipy_call_differentiates(name, method):
         check_grads(lambda sh, s: np.sum(f(X, *sh, loc=loc, scale=s)), ("rev",), order=2)(
             shapes, scale
         )
+
+
+QUANTILES = ["norm", "expon", "uniform", "logistic", "cauchy", "laplace", "lognorm", "halfnorm",
+             "weibull_min", "pareto", "gumbel_r", "rayleigh"]  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["ppf", "isf"])
+@pytest.mark.parametrize("name", QUANTILES)
+def test_quantile_functions(name, method):
+    shapes, (loc, scale) = CONTINUOUS[name]
+    f = getattr(getattr(st, name), method)
+    qs = np.array([-0.1, 0.0, 0.05, 0.3, 0.5, 0.9, 1.0, 1.2, np.nan])
+    want = f(qs, *shapes, loc, scale)
+    got = getattr(getattr(fst, name), method)(qs, *shapes, loc, scale)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    q = np.array([0.05, 0.3, 0.7])
+    check_grads(lambda q, m, s: np.sum(f(q, *shapes, m, s)), ("rev", "fwd"), order=2)(q, loc, scale)
+    # the inverse of the cdf: d ppf / dq = 1 / pdf(ppf(q)) (hand-derived)
+    dist = getattr(st, name)
+    x = dist.ppf(q, *shapes, loc, scale)
+    want = (1 if method == "ppf" else -1) / dist.pdf(
+        x if method == "ppf" else dist.isf(q, *shapes, loc, scale), *shapes, loc, scale
+    )
+    np.testing.assert_allclose(
+        fg.elementwise_grad(lambda q: f(q, *shapes, loc, scale))(q), want, rtol=1e-9
+    )
+
+
+def test_a_quantile_without_a_closed_form_is_named():
+    with pytest.raises(TypeError, match=r"scipy\.stats\.gamma: .*no differentiable quantile"):
+        fg.grad(lambda q: st.gamma.ppf(q, 2.0))(0.3)
 
 
 def test_norm_hand_derived():
@@ -85,7 +125,8 @@ def test_outside_the_support_is_minus_inf_with_a_zero_gradient():
 
 
 K = np.array([0.0, 1.0, 3.0, 5.0, 7.0])
-DISCRETE = {"poisson": (2.5,), "binom": (6, 0.3)}
+DISCRETE = {"poisson": (2.5,), "binom": (6, 0.3), "bernoulli": (0.3,), "geom": (0.35,),
+            "nbinom": (2.5, 0.4)}  # fmt: skip
 
 
 @pytest.mark.parametrize("method", ["logpmf", "pmf", "logcdf", "cdf", "sf", "logsf"])
@@ -95,7 +136,10 @@ def test_discrete(name, method):
     f = getattr(getattr(st, name), method)
     ks = np.array([-1.0, 0.0, 1.0, 2.5, 3.0, 6.0, 9.0])
     np.testing.assert_allclose(getattr(getattr(fst, name), method)(ks, *args), f(ks, *args))
-    k = K[K <= 5]  # inside both supports: the log of a zero mass has no derivative
+    # inside the support (the log of a zero mass has no derivative), below its top for sf
+    lo, hi = getattr(st, name).support(*args)
+    top = K < hi if method in ("sf", "logsf") else K <= hi
+    k = K[(K <= 5) & (K >= lo) & top]
     check_grads(lambda p: np.sum(f(k, *args[:-1], p)), ("rev", "fwd"), order=2)(float(args[-1]))
 
 
@@ -266,8 +310,8 @@ def test_a_traced_value_has_no_buffer_and_says_so():
 
 
 def test_a_distribution_without_a_mirror_is_named():
-    with pytest.raises(TypeError, match=r"scipy\.stats\.lognorm\.logpdf .*fusegrad\.scipy\.stats"):
-        fg.grad(lambda s: st.lognorm.logpdf(1.0, s))(0.5)
+    with pytest.raises(TypeError, match=r"scipy\.stats\.lomax\.logpdf .*fusegrad\.scipy\.stats"):
+        fg.grad(lambda s: st.lomax.logpdf(1.0, s))(0.5)
 
 
 def test_plain_inputs_get_scipys_own_results():

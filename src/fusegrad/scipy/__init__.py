@@ -5,7 +5,10 @@ imports: ``scipy.special.logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`
 every ``scipy.special`` ufunc with a rule (``gammaln``, ``erf``, ``jv``, ...); the ``logpdf``,
 ``pdf``, ``logcdf``, ``cdf``, ``sf``, ``logsf``, ``logpmf`` and ``pmf`` methods of
 ``scipy.stats``'s ``norm``, ``t``, ``gamma``, ``beta``, ``expon``, ``laplace``, ``cauchy``,
-``logistic``, ``poisson``, ``binom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not);
+``logistic``, ``uniform``, ``lognorm``, ``chi2``, ``halfnorm``, ``weibull_min``, ``pareto``,
+``invgamma``, ``gumbel_r``, ``rayleigh``, ``poisson``, ``binom``, ``bernoulli``, ``geom``,
+``nbinom``, ``dirichlet`` and ``multivariate_normal`` (frozen or not; ``ppf``/``isf`` too where
+the inverse has a closed form);
 ``scipy.linalg``'s ``solve_triangular``, ``cholesky``, ``cho_factor``, ``cho_solve``, ``inv``,
 ``det``, ``solve``, ``expm``, ``sqrtm``, ``lu_factor``, ``lu_solve``, ``toeplitz``,
 ``circulant``, ``hankel`` and ``block_diag``; ``scipy.signal``'s ``convolve``, ``correlate``,

@@ -1,9 +1,11 @@
 """``scipy.stats`` distributions for traced values, written with NumPy and scipy.special ops.
 
 Each distribution has SciPy's name and methods (``logpdf``/``pdf``/``logcdf``/``cdf``/``sf``/
-``logsf`` for continuous ones, ``logpmf``/``pmf``/``logcdf``/``cdf``/``sf``/``logsf`` for
-``poisson`` and ``binom``), takes its shape parameters, ``loc`` and ``scale`` positionally or by
-keyword exactly as SciPy does (SciPy's own argument parser is used), and can be frozen
+``logsf`` for continuous ones, and ``ppf``/``isf`` where the inverse has a closed form;
+``logpmf``/``pmf``/``logcdf``/``cdf``/``sf``/``logsf`` for the discrete ``poisson``, ``binom``,
+``bernoulli``, ``geom`` and ``nbinom``), takes its shape parameters, ``loc`` and ``scale``
+positionally or by keyword exactly as SciPy does (SciPy's own argument parser is used), and can
+be frozen
 (``norm(m, s).logpdf(x)``). Being NumPy code, every method traces and fuses, and has reverse and
 forward derivatives of any order in ``x`` and the parameters (the shape of ``t``/``beta``/
 ``binom``'s ``cdf`` goes through ``betainc``, whose derivative is in ``x`` only; ``gamma``'s and
@@ -42,6 +44,7 @@ from . import _dispatch
 LOG_SQRT_2PI = float(0.5 * np.log(2 * np.pi))
 LOG2 = float(np.log(2.0))
 LOGPI = float(np.log(np.pi))
+SQRT2 = float(np.sqrt(2.0))
 
 
 def _safe(cond: Any, x: Any, fill: float) -> Any:
@@ -108,12 +111,18 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
             return ok
         return np.logical_and(ok, np.logical_not(np.isnan(z)))
 
+    open_lo = False  # the support excludes lo (SciPy's _open_support_mask: lognorm's 0)
+
     def _inside(self, z: Any, *shapes: Any) -> Any:
-        return np.logical_and(np.greater_equal(z, self.lo), np.less_equal(z, self.hi))
+        above = np.greater(z, self.lo) if self.open_lo else np.greater_equal(z, self.lo)
+        return np.logical_and(above, np.less_equal(z, self.hi))
 
     def _mid(self, *shapes: Any) -> float:
         """A point inside the support, the safe value of an unselected branch."""
-        return 0.5 if self.lo == 0 and self.hi == 1 else (1.0 if self.lo == 0 else 0.0)
+        lo, hi = float(self.lo), float(self.hi)
+        if np.isfinite(lo) and np.isfinite(hi):
+            return 0.5 * (lo + hi)
+        return lo + 1.0 if np.isfinite(lo) else (hi - 1.0 if np.isfinite(hi) else 0.0)
 
     def __call__(self, *args: Any, **kwds: Any) -> _Frozen:
         return _Frozen(self, args, kwds)
@@ -130,7 +139,8 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         return np.exp(self.logpdf(x, *args, **kwds))
 
     def _edge(self, z: Any, ok: Any, inside: Any, below: float, above: float) -> Any:
-        return np.where(ok, inside, np.where(np.less(z, self.lo), below, above))
+        under = np.less_equal(z, self.lo) if self.open_lo else np.less(z, self.lo)
+        return np.where(ok, inside, np.where(under, below, above))
 
     def cdf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """The cumulative distribution function at ``x``."""
@@ -149,6 +159,35 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         z, shapes, scale, ok = self._z(x, args, kwds)
         inner = self._logcdf(_safe(ok, z, self._mid(*shapes)), *shapes)
         return _nan_unless(self._valid(z, shapes, scale), self._edge(z, ok, inner, -np.inf, 0.0))
+
+    def ppf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        """The quantile function (inverse of ``cdf``) at ``q``: the support's ends at 0 and 1,
+        ``nan`` outside [0, 1]."""
+        return self._quantile(q, args, kwds, self._ppf)
+
+    def isf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        """The inverse survival function at ``q``: ``ppf(1 - q)``."""
+        return self._quantile(q, args, kwds, self._isf, ends=(self.hi, self.lo))
+
+    def _quantile(self, q: Any, args: tuple, kwds: dict, inverse: Any, ends: tuple = ()) -> Any:
+        if inverse is None:
+            raise TypeError(
+                f"scipy.stats.{self.name}: fusegrad.scipy.stats has no differentiable quantile "
+                "function for it (ppf/isf are written for the distributions whose inverse has a "
+                "closed form: norm, expon, uniform, logistic, cauchy, laplace, lognorm, halfnorm, "
+                "weibull_min, pareto, gumbel_r, rayleigh)"
+            )
+        shapes, loc, scale = self._parse(args, kwds)
+        at0, at1 = ends or (self.lo, self.hi)
+        inside = np.logical_and(np.greater(q, 0), np.less(q, 1))
+        ends = np.where(np.equal(q, 0), at0, np.where(np.equal(q, 1), at1, np.nan))
+        x = np.where(inside, inverse(_safe(inside, q, 0.5), *shapes), ends)
+        return _nan_unless(self._valid(q, shapes, scale), loc + scale * x)
+
+    _ppf: Any = None  # the standard quantile function of (q, *shapes), where it has a closed form
+
+    def _isf(self, q: Any, *shapes: Any) -> Any:
+        return self._ppf(1 - q, *shapes)
 
     def logsf(self, x: Any, *args: Any, **kwds: Any) -> Any:
         """Log of the survival function at ``x``."""
@@ -196,6 +235,12 @@ class norm_gen(rv_continuous):  # noqa: N801
 
     def _logsf(self, z):
         return sp.log_ndtr(-z)
+
+    def _ppf(self, q):
+        return sp.ndtri(q)
+
+    def _isf(self, q):
+        return -sp.ndtri(q)
 
 
 class t_gen(rv_continuous):  # noqa: N801
@@ -285,6 +330,12 @@ class expon_gen(rv_continuous):  # noqa: N801
     def _logsf(self, z):
         return -z
 
+    def _ppf(self, q):
+        return -np.log1p(-q)
+
+    def _isf(self, q):
+        return -np.log(q)
+
 
 class laplace_gen(rv_continuous):  # noqa: N801
     """The Laplace (double exponential) distribution.
@@ -313,6 +364,9 @@ class laplace_gen(rv_continuous):  # noqa: N801
     def _logsf(self, z):
         return self._logcdf(-z)
 
+    def _ppf(self, q):
+        return np.where(np.less(q, 0.5), np.log(2 * q), -np.log(2 - 2 * q))
+
 
 class cauchy_gen(rv_continuous):  # noqa: N801
     """The Cauchy distribution.
@@ -331,6 +385,9 @@ class cauchy_gen(rv_continuous):  # noqa: N801
 
     def _sf(self, z):
         return 0.5 - np.arctan(z) / np.pi
+
+    def _ppf(self, q):
+        return np.tan(np.pi * (q - 0.5))
 
 
 class logistic_gen(rv_continuous):  # noqa: N801
@@ -356,6 +413,252 @@ class logistic_gen(rv_continuous):  # noqa: N801
 
     def _logsf(self, z):
         return sp.log_expit(-z)
+
+    def _ppf(self, q):
+        return sp.logit(q)
+
+
+class uniform_gen(rv_continuous):  # noqa: N801
+    """The uniform distribution on [loc, loc + scale].
+
+    >>> float(uniform.cdf(0.25))
+    0.25
+    """
+
+    name = "uniform"
+    lo, hi = 0.0, 1.0
+
+    def _logpdf(self, z):
+        return 0.0 * z
+
+    def _cdf(self, z):
+        return z
+
+    def _sf(self, z):
+        return 1 - z
+
+    def _ppf(self, q):
+        return q
+
+
+class lognorm_gen(rv_continuous):  # noqa: N801
+    """The log-normal distribution with shape ``s`` (``exp`` of a normal of deviation ``s``).
+
+    >>> float(lognorm.cdf(1.0, 0.5))
+    0.5
+    """
+
+    name = "lognorm"
+    lo, open_lo = 0.0, True
+
+    def _logpdf(self, z, s):
+        logz = np.log(z)
+        return -logz - np.log(s) - LOG_SQRT_2PI - 0.5 * np.square(logz / s)
+
+    def _cdf(self, z, s):
+        return sp.ndtr(np.log(z) / s)
+
+    def _sf(self, z, s):
+        return sp.ndtr(-np.log(z) / s)
+
+    def _logcdf(self, z, s):
+        return sp.log_ndtr(np.log(z) / s)
+
+    def _logsf(self, z, s):
+        return sp.log_ndtr(-np.log(z) / s)
+
+    def _ppf(self, q, s):
+        return np.exp(s * sp.ndtri(q))
+
+    def _isf(self, q, s):
+        return np.exp(-s * sp.ndtri(q))
+
+
+class chi2_gen(rv_continuous):  # noqa: N801
+    """The chi-squared distribution with ``df`` degrees of freedom.
+
+    >>> float(chi2.cdf(2.0, 2.0))  # 1 - e^-1
+    0.6321205588285577
+    """
+
+    name = "chi2"
+    lo = 0.0
+
+    def _logpdf(self, z, df):
+        return sp.xlogy(df / 2 - 1, z) - z / 2 - sp.gammaln(df / 2) - df / 2 * LOG2
+
+    def _cdf(self, z, df):
+        return sp.gammainc(df / 2, z / 2)
+
+    def _sf(self, z, df):
+        return sp.gammaincc(df / 2, z / 2)
+
+
+class halfnorm_gen(rv_continuous):  # noqa: N801
+    """The half-normal distribution (``|x|`` of a standard normal).
+
+    >>> float(halfnorm.sf(0.0))
+    1.0
+    """
+
+    name = "halfnorm"
+    lo = 0.0
+
+    def _logpdf(self, z):
+        return LOG2 - LOG_SQRT_2PI - 0.5 * z * z
+
+    def _cdf(self, z):
+        return sp.erf(z / SQRT2)
+
+    def _sf(self, z):
+        return sp.erfc(z / SQRT2)
+
+    def _ppf(self, q):
+        return sp.ndtri((1 + q) / 2)
+
+    def _isf(self, q):
+        return -sp.ndtri(q / 2)
+
+
+class weibull_min_gen(rv_continuous):  # noqa: N801
+    """The Weibull distribution with shape ``c``.
+
+    >>> float(weibull_min.logsf(2.0, 1.0))
+    -2.0
+    """
+
+    name = "weibull_min"
+    lo = 0.0
+
+    def _logpdf(self, z, c):
+        return np.log(c) + sp.xlogy(c - 1, z) - np.power(z, c)
+
+    def _cdf(self, z, c):
+        return -np.expm1(-np.power(z, c))
+
+    def _sf(self, z, c):
+        return np.exp(-np.power(z, c))
+
+    def _logsf(self, z, c):
+        return -np.power(z, c)
+
+    def _logcdf(self, z, c):
+        return np.log1p(-np.exp(-np.power(z, c)))
+
+    def _ppf(self, q, c):
+        return np.power(-np.log1p(-q), 1 / c)
+
+    def _isf(self, q, c):
+        return np.power(-np.log(q), 1 / c)
+
+
+class pareto_gen(rv_continuous):  # noqa: N801
+    """The Pareto distribution with shape ``b`` on [1, inf).
+
+    >>> float(pareto.sf(2.0, 1.0))
+    0.5
+    """
+
+    name = "pareto"
+    lo = 1.0
+
+    def _logpdf(self, z, b):
+        return np.log(b) - (b + 1) * np.log(z)
+
+    def _cdf(self, z, b):
+        return -np.expm1(-b * np.log(z))
+
+    def _sf(self, z, b):
+        return np.exp(-b * np.log(z))
+
+    def _logsf(self, z, b):
+        return -b * np.log(z)
+
+    def _ppf(self, q, b):
+        return np.exp(-np.log1p(-q) / b)
+
+    def _isf(self, q, b):
+        return np.exp(-np.log(q) / b)
+
+
+class invgamma_gen(rv_continuous):  # noqa: N801
+    """The inverse gamma distribution with shape ``a``.
+
+    >>> float(invgamma.logpdf(1.0, 1.0))  # exp(-1)
+    -1.0
+    """
+
+    name = "invgamma"
+    lo, open_lo = 0.0, True
+
+    def _logpdf(self, z, a):
+        return -(a + 1) * np.log(z) - sp.gammaln(a) - 1 / z
+
+    def _cdf(self, z, a):
+        return sp.gammaincc(a, 1 / z)
+
+    def _sf(self, z, a):
+        return sp.gammainc(a, 1 / z)
+
+
+class gumbel_r_gen(rv_continuous):  # noqa: N801
+    """The right-skewed Gumbel distribution.
+
+    >>> float(gumbel_r.logcdf(0.0))
+    -1.0
+    """
+
+    name = "gumbel_r"
+
+    def _logpdf(self, z):
+        return -z - np.exp(-z)
+
+    def _cdf(self, z):
+        return np.exp(-np.exp(-z))
+
+    def _sf(self, z):
+        return -np.expm1(-np.exp(-z))
+
+    def _logcdf(self, z):
+        return -np.exp(-z)
+
+    def _logsf(self, z):
+        # 1 - cdf loses the tail where cdf is small (z < 0), -expm1 where it is near 1
+        small = np.less(z, 0)
+        return np.where(small, np.log1p(-self._cdf(np.where(small, z, -1.0))),
+                        np.log(self._sf(np.where(small, 1.0, z))))  # fmt: skip
+
+    def _ppf(self, q):
+        return -np.log(-np.log(q))
+
+
+class rayleigh_gen(rv_continuous):  # noqa: N801
+    """The Rayleigh distribution.
+
+    >>> float(rayleigh.logsf(2.0))
+    -2.0
+    """
+
+    name = "rayleigh"
+    lo, open_lo = 0.0, True
+
+    def _logpdf(self, z):
+        return np.log(z) - 0.5 * z * z
+
+    def _cdf(self, z):
+        return -np.expm1(-0.5 * z * z)
+
+    def _sf(self, z):
+        return np.exp(-0.5 * z * z)
+
+    def _logsf(self, z):
+        return -0.5 * z * z
+
+    def _ppf(self, q):
+        return np.sqrt(-2 * np.log1p(-q))
+
+    def _isf(self, q):
+        return np.sqrt(-2 * np.log(q))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -442,6 +745,79 @@ class binom_gen(rv_discrete):  # noqa: N801
 
     def _sf(self, k, n, p):
         return np.where(np.greater_equal(k, n), 0.0, sp.betainc(k + 1, n - k, p))
+
+
+class bernoulli_gen(rv_discrete):  # noqa: N801
+    """The Bernoulli distribution with success probability ``p``.
+
+    >>> float(bernoulli.pmf(1, 0.25))
+    0.25
+    """
+
+    name = "bernoulli"
+    hi = 1.0
+
+    def _argcheck(self, p):
+        return np.logical_and(np.greater_equal(p, 0), np.less_equal(p, 1))
+
+    def _logpmf(self, k, p):
+        return sp.xlogy(k, p) + sp.xlog1py(1 - k, -p)
+
+    def _cdf(self, k, p):
+        return np.where(np.greater_equal(k, 1), 1.0, 1 - p)
+
+    def _sf(self, k, p):
+        return np.where(np.greater_equal(k, 1), 0.0, p)
+
+
+class geom_gen(rv_discrete):  # noqa: N801
+    """The geometric distribution: the trial of the first success, probability ``p`` each.
+
+    >>> float(geom.pmf(2, 0.5))
+    0.25
+    """
+
+    name = "geom"
+    lo = 1.0
+
+    def _argcheck(self, p):
+        return np.logical_and(np.greater(p, 0), np.less_equal(p, 1))
+
+    def _logpmf(self, k, p):
+        return sp.xlog1py(k - 1, -p) + np.log(p)
+
+    def _cdf(self, k, p):
+        return -np.expm1(sp.xlog1py(k, -p))
+
+    def _sf(self, k, p):
+        return np.exp(sp.xlog1py(k, -p))
+
+    def _logsf(self, k, p):
+        return sp.xlog1py(k, -p)
+
+
+class nbinom_gen(rv_discrete):  # noqa: N801
+    """The negative binomial distribution: failures before the ``n``-th success.
+
+    >>> float(nbinom.pmf(0, 2, 0.5))
+    0.25
+    """
+
+    name = "nbinom"
+
+    def _argcheck(self, n, p):
+        return np.logical_and(np.greater(n, 0), np.logical_and(np.greater(p, 0),
+                                                               np.less_equal(p, 1)))  # fmt: skip
+
+    def _logpmf(self, k, n, p):
+        comb = sp.gammaln(n + k) - sp.gammaln(k + 1) - sp.gammaln(n)
+        return comb + sp.xlogy(n, p) + sp.xlog1py(k, -p)
+
+    def _cdf(self, k, n, p):
+        return sp.betainc(n, k + 1, p)
+
+    def _sf(self, k, n, p):
+        return sp.betainc(k + 1, n, 1 - p)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -646,6 +1022,18 @@ def iqr(x: Any, axis: Any = None, rng: tuple = (25, 75), scale: Any = 1.0,
 
 
 norm = norm_gen()
+uniform = uniform_gen()
+lognorm = lognorm_gen()
+chi2 = chi2_gen()
+halfnorm = halfnorm_gen()
+weibull_min = weibull_min_gen()
+pareto = pareto_gen()
+invgamma = invgamma_gen()
+gumbel_r = gumbel_r_gen()
+rayleigh = rayleigh_gen()
+bernoulli = bernoulli_gen()
+geom = geom_gen()
+nbinom = nbinom_gen()
 t = t_gen()
 gamma = gamma_gen()
 beta = beta_gen()
@@ -658,10 +1046,11 @@ binom = binom_gen()
 dirichlet = dirichlet_gen()
 multivariate_normal = multivariate_normal_gen()
 
-_CONTINUOUS = ("logpdf", "pdf", "logcdf", "cdf", "sf", "logsf")
+_CONTINUOUS = ("logpdf", "pdf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf")
 _DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf")
-_MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, logistic,
-                                 poisson, binom)}  # fmt: skip
+_MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, logistic, uniform,
+                                 lognorm, chi2, halfnorm, weibull_min, pareto, invgamma, gumbel_r,
+                                 rayleigh, poisson, binom, bernoulli, geom, nbinom)}  # fmt: skip
 
 
 def _method(method: str) -> Any:
