@@ -227,6 +227,19 @@ def test_a_number_read_by_c_code_is_compiled_in_even_when_two_values_agree(read)
     assert g.cache_info()[0].numbers == "compiled in"
 
 
+def test_a_number_scaling_a_reduction_stays_an_input():
+    # s * mean(...): s is the mean's cotangent, which became a 0-d array by np.asarray (a read
+    # of s), so every new s recorded again: 0 hits
+    def loss(w, x, s):
+        return s * np.mean(np.tanh(x @ w) ** 2)
+
+    g = fg.jit(fg.grad(loss))
+    x, w = np.random.default_rng(0).normal(size=(50, 4)), np.ones(4)
+    for s in (0.5, 0.7, 0.9, 1.1, 3.5, 0.25, 1e-3, 7.0):
+        np.testing.assert_allclose(g(w, x, s), fg.grad(loss)(w, x, s), rtol=1e-12)
+    assert g.cache_info()[0].numbers == "inputs" and g.cache_info().hits >= 4
+
+
 def test_a_recordings_number_type_called_gives_a_plain_number():
     import statistics  # converts with type(s)(value); the recording's type had no value then
 

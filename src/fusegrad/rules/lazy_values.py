@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, asarray, replay
+from ..lazy.nodes import DYNAMIC_NUMBERS, make_map
 from ..tangents import BroadcastThunk, unthunk
 from ..tangents.thunks import AbstractThunk
 
@@ -24,6 +25,10 @@ from ..tangents.thunks import AbstractThunk
 def as_lazy(x: Any, scalars: bool = False) -> Any:
     """Arrays as lazy leaves; lazy values and tracers as they are. Numbers stay weak constants
     unless ``scalars`` (then they become 0-d leaves, so that broadcasting them costs nothing)."""
+    if scalars and type(x) in DYNAMIC_NUMBERS:
+        # a jit recording's number argument (a cotangent s of s * f(x)): a 0-d kernel of it,
+        # computed again from the call's number at each replay; np.asarray would read its value
+        return make_map("cast", (x,), np.dtype(np.complex128 if isinstance(x, complex) else float))
     if scalars and isinstance(x, np.generic | float | int):
         node: Any = asarray(x)  # a Leaf: it has the array it wraps
         replay.note_literal(node.array)  # made here from a number: a replay may fold it
