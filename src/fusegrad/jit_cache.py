@@ -335,7 +335,8 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                record(shadow, *how, poison=poison)
+                leaves, rebuild_args, positions, arrays, places, numbers = how
+                record(shadow, leaves, rebuild_args, positions, arrays, places, numbers, poison)
         except Exception:  # (math.sqrt(-inf)): C code read it
             return False
         finally:

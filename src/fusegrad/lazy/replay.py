@@ -495,7 +495,7 @@ DYNAMIC_NUMBERS.update(_NUMBER_TYPES.values())
 def _make(cls: type, value: Any, recipe: tuple, rec: Recorder, raw: Any = None) -> Number:
     # ``raw`` is what C code reading the float's own double sees (``math.sqrt(s)``): ``value``,
     # or a poison jit records with to find such reads
-    n = cls.__mro__[1].__new__(cls, value if raw is None else raw)
+    n: Any = cls.__mro__[1].__new__(cls, value if raw is None else raw)
     n._value, n._recipe, n._rec, n._raw = value, recipe, rec, raw
     return n
 
@@ -513,7 +513,7 @@ def watching_c_reads(rec: Recorder) -> Any:
     function may have read another value (then the numbers are compiled in needlessly)."""
     previous = sys.getprofile()
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
+    def profile(frame: Any, event: Any, arg: Any) -> None:
         if (
             event == "c_call"
             and rec.number_read is None

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -235,6 +235,7 @@ def _prod_of_others(x: Any, axes: tuple) -> Any:
     """
     if not isinstance(x, LazyArray | np.ndarray | np.generic | float | int | complex):
         return _exclusive_products(x, axes)  # differentiated again: see there
+    x = cast(Any, x)  # (any of those: the checker narrowed it to the union)
     zero = np.equal(x, 0)
     zeros = np.sum(zero, axis=axes, keepdims=True)
     p = np.prod(np.where(zero, 1, x), axis=axes, keepdims=True)

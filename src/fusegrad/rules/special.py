@@ -142,7 +142,8 @@ def _erfcx_slope(x: Any, y: Any) -> Any:
         return 2 * x * y - 2 / SQRT_PI
     far = np.greater(x, ERFCX_TAIL)
     t = 0.5 / np.square(np.where(far, x, ERFCX_TAIL))  # the safe value off the branch
-    series, term = 0.0, 1.0
+    series: Any = 0.0
+    term: Any = 1.0
     for n in range(1, 9):
         term = -term * (2 * n - 1) * t
         series = series + term

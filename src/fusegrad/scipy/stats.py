@@ -180,8 +180,8 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         shapes, loc, scale = self._parse(args, kwds)
         at0, at1 = ends or (self.lo, self.hi)
         inside = np.logical_and(np.greater(q, 0), np.less(q, 1))
-        ends = np.where(np.equal(q, 0), at0, np.where(np.equal(q, 1), at1, np.nan))
-        x = np.where(inside, inverse(_safe(inside, q, 0.5), *shapes), ends)
+        edge = np.where(np.equal(q, 0), at0, np.where(np.equal(q, 1), at1, np.nan))
+        x = np.where(inside, inverse(_safe(inside, q, 0.5), *shapes), edge)
         return _nan_unless(self._valid(q, shapes, scale), loc + scale * x)
 
     _ppf: Any = None  # the standard quantile function of (q, *shapes), where it has a closed form
@@ -1016,7 +1016,7 @@ def iqr(x: Any, axis: Any = None, rng: tuple = (25, 75), scale: Any = 1.0,
         if scale.lower() != "normal":
             raise ValueError(f"{scale} not a valid scale for `iqr`")
         scale = _NORMAL_IQR
-    percentile = np.nanpercentile if omit else np.percentile
+    percentile: Any = np.nanpercentile if omit else np.percentile
     lo, hi = percentile(x, list(rng), axis=axis, method=interpolation, keepdims=keepdims)
     return (hi - lo) / scale
 
