@@ -32,6 +32,7 @@ from ..lazy.protocols import (
 )
 from ..rules.common import primal_tree
 from ..rules.elementwise import astype
+from ..rules.masked_reductions import OPTIONS as REDUCTION_OPTIONS
 from ..rules.registry import is_static
 from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
@@ -99,6 +100,11 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
         return composite(*args, **kwargs)
     if not kwargs and len(args) == 1 and args[0] is self:  # np.sum(x): x's trace, no search
         return self._trace.apply(func, args, kwargs)
+    options = REDUCTION_OPTIONS.get(func)
+    if options is not None:  # np.sum(x, where=m, initial=c): a composite; else the rule
+        out = options(*args, **kwargs)
+        if out is not None:
+            return out
     return apply(func, args, kwargs)
 
 

@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .common import as_array, is_complex_value, primal, value
+from .common import as_array, primal, value
+from .masked_reductions import masked_extremum, masked_mean, masked_prod, masked_sum, masked_var
 from .registry import _traced
 
 
@@ -57,55 +58,39 @@ def _mask(a: Any) -> Any:
 
 def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     _no_out("nansum", out)
-    a = as_array(a)
-    s = np.sum(np.where(_mask(a), 0.0, a), axis=axis, keepdims=keepdims)
-    return s if initial is None else s + initial
+    return masked_sum(as_array(a), axis, dtype, keepdims, initial, where, skip_nan=True)
 
 
 def _nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     _no_out("nanprod", out)
-    a = as_array(a)
-    p = np.prod(np.where(_mask(a), 1.0, a), axis=axis, keepdims=keepdims)
-    return p if initial is None else p * initial
-
-
-def _count(a: Any, axis: Any, keepdims: bool) -> np.ndarray:
-    return np.sum(~_mask(a), axis=axis, keepdims=keepdims)
+    return masked_prod(as_array(a), axis, dtype, keepdims, initial, where, skip_nan=True)
 
 
 def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     _no_out("nanmean", out)
-    a = as_array(a)
-    n = _count(a, axis, keepdims)
-    return _nansum(a, axis=axis, keepdims=keepdims) / np.where(n == 0, np.nan, n)
+    return masked_mean(as_array(a), axis, dtype, keepdims, where, skip_nan=True)
 
 
 def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
-            correction=None):  # fmt: skip
-    _no_out("nanvar", out)
+            correction=None, std=False):  # fmt: skip
+    _no_out("nanstd" if std else "nanvar", out)
     if correction is not None:
+        if ddof != 0:
+            raise ValueError("ddof and correction can't be provided simultaneously.")
         ddof = correction
-    a = as_array(a)
-    m = _nanmean(a, axis=axis, keepdims=True) if mean is None else mean
-    d = np.where(_mask(a), 0.0, a - m)
-    sq = np.real(d * np.conj(d)) if is_complex_value(a) else d * d
-    n = _count(a, axis, keepdims) - ddof
-    return np.sum(sq, axis=axis, keepdims=keepdims) / np.where(n <= 0, np.nan, n)
+    return masked_var(as_array(a), axis, dtype, ddof, keepdims, where, mean, True, std)
 
 
 def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
             correction=None):  # fmt: skip
-    return np.sqrt(_nanvar(a, axis, dtype, out, ddof, keepdims, mean=mean, correction=correction))
+    return _nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean,
+                   correction=correction, std=True)  # fmt: skip
 
 
-def _nanextremum(fn: Callable, fill: float, name: str) -> Callable:
+def _nanextremum(kind: str, name: str) -> Callable:
     def rule(a, axis=None, out=None, keepdims=False, initial=None, where=None):
         _no_out(name, out)
-        a = as_array(a)
-        mask = _mask(a)
-        y = fn(np.where(mask, fill, a), axis=axis, keepdims=keepdims)
-        empty = np.all(mask, axis=axis, keepdims=keepdims)
-        return np.where(empty, np.nan, y)  # (branch-free: a jit recording reads no value)
+        return masked_extremum(kind, as_array(a), axis, keepdims, initial, where, skip_nan=True)
 
     rule.__name__ = name
     return rule
@@ -322,8 +307,8 @@ STATISTICS: dict[Any, Callable] = {
     np.nanmean:       _nanmean,
     np.nanvar:        _nanvar,
     np.nanstd:        _nanstd,
-    np.nanmax:        _nanextremum(np.max, -np.inf, "nanmax"),
-    np.nanmin:        _nanextremum(np.min, np.inf, "nanmin"),
+    np.nanmax:        _nanextremum("max", "nanmax"),
+    np.nanmin:        _nanextremum("min", "nanmin"),
     np.nancumsum:     _nancum(np.cumsum, 0.0, "nancumsum"),
     np.nancumprod:    _nancum(np.cumprod, 1.0, "nancumprod"),
     np.median:        _median_fn("median", nan=False),

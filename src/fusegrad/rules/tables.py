@@ -107,8 +107,8 @@ COMPOSITES: dict[Any, Callable] = {
     **SURFACE,
     np.clip: _clip,
     np.copy: lambda a, order="K", subok=False: a,
-    np.amax: lambda a, axis=None, keepdims=False: np.max(a, axis=axis, keepdims=keepdims),
-    np.amin: lambda a, axis=None, keepdims=False: np.min(a, axis=axis, keepdims=keepdims),
+    np.amax: lambda a, *args, **kwargs: np.max(a, *args, **kwargs),  # (aliases, every option)
+    np.amin: lambda a, *args, **kwargs: np.min(a, *args, **kwargs),
 }
 
 __all__ = ["COMPOSITES", "NONDIFF", "STRUCTURAL", "UFUNC_ACCUMULATE", "UFUNC_REDUCE"]
