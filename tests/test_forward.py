@@ -325,3 +325,14 @@ def test_grad_of_a_jvp_whose_tangent_is_zero(f):
     x, v = np.array([0.3, -1.2, 2.5]), np.ones(3)
     g = fg.grad(lambda a: np.sum(fg.jvp(f, (a,), (v,))[1] * np.array([1.0, 2.0, 3.0])))(x)
     assert g.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_jvp_results_are_the_callers_to_keep():
+    # a * 1.0 handed the caller's tangent back as the output tangent: writing into it changed v
+    x, v = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    for f in (lambda a: a * 1.0, lambda a: a.reshape(2, 1) + 0.0, lambda a: a[::-1] * 1.0):
+        y, t = fg.jvp(f, (x,), (v,))
+        assert not np.may_share_memory(t, v) and not np.may_share_memory(y, x)
+        t[...] = -1.0
+        y[...] = -1.0
+        assert v.tolist() == [3.0, 4.0] and x.tolist() == [1.0, 2.0]

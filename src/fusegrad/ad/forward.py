@@ -363,7 +363,23 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
     tang_vals = [t if isinstance(t, AbstractZero) else next(values) for t in tangs]
     ref = prim_vals
     tang_out = [_finish_tangent(t, y) for t, y in zip(tang_vals, ref)]
+    given = flatten(primals)[0] + flatten(tangents)[0]
+    if primal_out:
+        prim_vals = [_owned(v, given) for v in prim_vals]
+    tang_out = [_owned(v, given) for v in tang_out]
     return (rebuild(prim_vals) if primal_out else None), rebuild(tang_out)
+
+
+def _owned(v: Any, given: list) -> Any:
+    """``v`` as a result the caller may write into: a copy when it is (a view of) an array the
+    caller passed in (``a * 1.0`` hands its tangent through), or read-only."""
+    if type(v) is not np.ndarray:
+        return v
+    if not v.flags.writeable or any(
+        isinstance(g, np.ndarray) and np.may_share_memory(v, g) for g in given
+    ):
+        return v.copy()
+    return v
 
 
 def cast_like(tree: Any, like: Any) -> Any:
