@@ -252,9 +252,9 @@ def test_bad_cotangents_and_has_aux():
         fg.grad(lambda x: np.sum(x), has_aux=True)(X)
 
 
-def test_reduction_where_is_a_clear_error():
-    with pytest.raises(TypeError, match=r"where= in a reduction of a traced value"):
-        fg.grad(lambda x: np.sum(x, where=x > 0))(X)
+def test_reduction_where_with_a_mask_computed_from_the_traced_value():
+    # refused before (tests/test_masked_reductions.py has the rest)
+    np.testing.assert_array_equal(fg.grad(lambda x: np.sum(x, where=x > 0))(X), (X > 0) * 1.0)
 
 
 MASKED_OPERAND = r"an operand of np.multiply beside a traced value is a numpy.ma.MaskedArray"
@@ -364,3 +364,20 @@ def test_a_malformed_rule_says_what_a_rule_returns(size):
     for f in (none_cotangents, bare_cotangent):
         with pytest.raises(TypeError, match="one cotangent per positional argument"):
             fg.grad(lambda x, f=f: np.sum(f(x)))(x)
+
+
+def test_scalar_rule_of_a_python_function_and_hessian_of_a_complex_input_say_why():
+    @fg.primitive
+    def softplus(a):
+        return np.log1p(np.exp(a))
+
+    with pytest.raises(TypeError, match="scalar_rule takes a NumPy ufunc.*register_rrule"):
+        fg.scalar_rule(softplus, lambda a, y: 1 / (1 + np.exp(-a)))
+    with pytest.raises(TypeError, match="hessian got a complex argument 0"):
+        fg.hessian(lambda z: np.sum(np.abs(z) ** 2))(np.ones(3) + 1j)
+
+
+def test_round_and_divmod_of_traced_values():
+    for f in (fg.grad, lambda f: lambda x: fg.jvp(f, (x,), (1.0,))[1]):
+        assert f(lambda a: round(a) * a)(2.7) == 3.0
+        assert f(lambda a: divmod(a, 1.0)[1] + divmod(5.0, a)[0])(2.7) == 1.0

@@ -108,8 +108,10 @@ def test_jacobian_of_complex_outputs():
 
 
 def test_jacobian_of_a_non_array_output():
-    with pytest.raises(TypeError, match="jacobian needs the function to return one array"):
-        fg.jacobian(lambda x: (x, x))(X)
+    with pytest.raises(TypeError, match="jacobian needs the function to return arrays"):
+        fg.jacobian(lambda x: "text")(X)
+    a, b = fg.jacobian(lambda x: (x, 2 * x))(X)  # a tuple of arrays: one Jacobian each
+    np.testing.assert_array_equal(b, 2 * a)
 
 
 @fg.primitive

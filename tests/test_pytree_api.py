@@ -134,3 +134,21 @@ def test_ordered_and_default_dicts_keep_their_kind_and_order():
     g = fg.grad(lambda d: np.sum(d["x"] ** 2))(dd)  # (a crash in the pytree code before)
     assert type(g) is collections.defaultdict and g.default_factory is list
     np.testing.assert_array_equal(g["x"], [2.0, 2.0])
+
+
+def test_jacobian_of_pytree_outputs_and_hessian_of_pytree_inputs():
+    # a one-leaf dict output gave "the cotangent has shape ()"; hessian of a dict refused it
+    x = np.array([0.5, -1.2, 2.0])
+    jd = fg.jacobian(lambda a: {"y": a**2, "s": np.sum(a)})(x)
+    np.testing.assert_allclose(jd["y"], np.diag(2 * x))
+    np.testing.assert_allclose(jd["s"], np.ones(3))
+    jt = fg.jacobian(lambda a, b: (a * b, np.sum(a)), argnums=(0, 1))(x, 2.0)
+    np.testing.assert_allclose(jt[0][0], 2.0 * np.eye(3))
+    np.testing.assert_allclose(jt[0][1], x)
+    # hand-derived blocks of f = |w|² b², in JAX's layout H[k1][k2]
+    w, b = x, 0.3
+    h = fg.hessian(lambda p: np.sum(p["w"] ** 2) * p["b"] ** 2)({"w": w, "b": b})
+    np.testing.assert_allclose(h["w"]["w"], 2 * b**2 * np.eye(3))
+    np.testing.assert_allclose(h["w"]["b"], 4 * b * w)
+    np.testing.assert_allclose(h["b"]["w"], 4 * b * w)
+    np.testing.assert_allclose(h["b"]["b"], 2 * np.sum(w**2))

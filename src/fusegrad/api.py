@@ -716,51 +716,66 @@ def jacobian(
 
         partial_fun = _with_args(fun, args, kwargs, nums)
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
-        out_leaves, _ = flatten(out)
-        if len(out_leaves) != 1 or not isinstance(
-            _concrete_primal(out_leaves[0]), np.ndarray | np.generic | int | float | complex
+        out_leaves, rebuild_out = flatten(out)
+        if not out_leaves or not all(
+            isinstance(_concrete_primal(v), np.ndarray | np.generic | int | float | complex)
+            for v in out_leaves
         ):
             raise TypeError(
-                f"jacobian needs the function to return one array, but it returned a "
-                f"{type(out).__name__}: return a single array (np.concatenate or np.stack the "
-                "pieces), or call jacobian once per output"
+                f"jacobian needs the function to return arrays (or a tuple, list or dict of "
+                f"them), but it returned a {type(out).__name__}"
             )
-        out_dt = np.dtype(_float_dtype(out))
-        if out_dt.kind == "c" and not holomorphic:
-            raise TypeError(
-                f"jacobian needs a real output, but the function returned dtype {out_dt}. For "
-                "the complex derivatives of a holomorphic function pass holomorphic=True; for "
-                "anything else use fusegrad.vjp"
-            )
-        if holomorphic and out_dt.kind != "c":
-            raise TypeError(
-                "jacobian with holomorphic=True needs a complex output, but the function "
-                f"returned dtype {out_dt}"
-            )
-        oshape = np.shape(out)
-        rows = []
-        for i in range(int(np.prod(oshape, dtype=np.int64))):
-            e = np.zeros(int(np.prod(oshape, dtype=np.int64)), dtype=out_dt)
-            e[i] = 1.0
-            rows.append(f_vjp(e.reshape(oshape) if oshape else e[0][()]))
-        results = []
-        for k, n in enumerate(nums):
-            # per leaf of a pytree argument: stack the rows, shape out.shape + leaf.shape
-            x_leaves, rebuild = flatten(args[n])
-            row_leaves = [flatten(r[k])[0] for r in rows]
-            jac = []
-            for j, x in enumerate(x_leaves):
-                xshape = np.shape(x)
-                stacked = (
-                    np.stack([np.asarray(r[j]) for r in row_leaves])
-                    if rows
-                    else np.zeros((0,) + xshape)
+        dtypes = [np.dtype(_float_dtype(v)) for v in out_leaves]
+        for out_dt in dtypes:
+            if out_dt.kind == "c" and not holomorphic:
+                raise TypeError(
+                    f"jacobian needs a real output, but the function returned dtype {out_dt}. "
+                    "For the complex derivatives of a holomorphic function pass "
+                    "holomorphic=True; for anything else use fusegrad.vjp"
                 )
-                jac.append(stacked.reshape(oshape + xshape))
-            results.append(rebuild(jac))
-        return results[0] if single else tuple(results)
+            if holomorphic and out_dt.kind != "c":
+                raise TypeError(
+                    "jacobian with holomorphic=True needs a complex output, but the function "
+                    f"returned dtype {out_dt}"
+                )
+        per_output = [
+            _jacobian_of_leaf(f_vjp, out_leaves, rebuild_out, i, dtypes[i], args, nums, single)
+            for i in range(len(out_leaves))
+        ]
+        return rebuild_out(per_output)
 
     return wrapped
+
+
+def _jacobian_of_leaf(f_vjp, out_leaves, rebuild_out, i, out_dt, args, nums, single) -> Any:
+    """The Jacobian of output leaf ``i``: one vjp per element, seeded with zeros elsewhere; per
+    argument of ``nums`` (a pytree: per leaf), shape ``leaf_out.shape + leaf_in.shape``."""
+    oshape = np.shape(out_leaves[i])
+    size = int(np.prod(oshape, dtype=np.int64))
+    zeros = [np.zeros(np.shape(v), np.dtype(_float_dtype(v))) for v in out_leaves]
+    rows = []
+    for k in range(size):
+        e = np.zeros(size, dtype=out_dt)
+        e[k] = 1.0
+        seed = list(zeros)
+        seed[i] = e.reshape(oshape) if oshape else e[0][()]
+        rows.append(f_vjp(rebuild_out(seed) if len(out_leaves) > 1 else seed[i]))
+    results = []
+    for k, n in enumerate(nums):
+        # per leaf of a pytree argument: stack the rows, shape out.shape + leaf.shape
+        x_leaves, rebuild = flatten(args[n])
+        row_leaves = [flatten(r[k])[0] for r in rows]
+        jac = []
+        for j, x in enumerate(x_leaves):
+            xshape = np.shape(x)
+            stacked = (
+                np.stack([np.asarray(r[j]) for r in row_leaves])
+                if rows
+                else np.zeros((0,) + xshape)
+            )
+            jac.append(stacked.reshape(oshape + xshape))
+        results.append(rebuild(jac))
+    return results[0] if single else tuple(results)
 
 
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
@@ -813,11 +828,18 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     array([[2.]])
     """
     if isinstance(argnums, int | np.integer):
-        return jacobian(grad(fun, argnums), argnums)
+        square = jacobian(grad(fun, argnums), argnums)
+
+        def matrix(*args: Any, **kwargs: Any) -> Any:
+            _real_inputs_for_hessian(args, (int(argnums),))
+            return square(*args, **kwargs)
+
+        return matrix
     nums = tuple(argnums)
     gradient = grad(fun, nums)
 
     def blocks(*args: Any, **kwargs: Any) -> tuple:
+        _real_inputs_for_hessian(args, nums)
         # row i: the jacobian of the i-th gradient in every argument of argnums
         return tuple(
             tuple(jacobian(lambda *a, _i=i: gradient(*a, **kwargs)[_i], nums)(*args))
@@ -825,6 +847,16 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         )
 
     return blocks
+
+
+def _real_inputs_for_hessian(args: tuple, nums: tuple) -> None:
+    for n in nums:
+        if n < len(args) and any(np.iscomplexobj(_concrete_primal(v)) for v in flatten(args[n])[0]):
+            raise TypeError(
+                f"hessian got a complex argument {n}: the gradient of a real function of it is "
+                "complex, which has no Jacobian (it is not holomorphic). Take the Hessian in the "
+                "real and imaginary parts: pass them as real arrays and build z = x + 1j * y"
+            )
 
 
 def deriv(fun: Callable) -> Callable:

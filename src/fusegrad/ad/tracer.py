@@ -236,6 +236,9 @@ def _install() -> None:
     cls.__neg__ = lambda self: np.negative(self)
     cls.__pos__ = lambda self: self
     cls.__abs__ = lambda self: np.absolute(self)
+    cls.__round__ = lambda self, ndigits=None: np.round(self, ndigits or 0)  # an array, as NumPy's
+    cls.__divmod__ = lambda self, o: (np.floor_divide(self, o), np.remainder(self, o))
+    cls.__rdivmod__ = lambda self, o: (np.floor_divide(o, self), np.remainder(o, self))
     cls.__getitem__ = _getitem
     cls.__len__ = lambda self: len(_primal(self))
     cls.__iter__ = lambda self: (self[i] for i in range(len(self)))

@@ -579,6 +579,14 @@ def _kept(unread: tuple, args: tuple, vals: Sequence) -> tuple[tuple, Sequence]:
 
 
 def _check_partials(ufunc: np.ufunc, partials: tuple) -> None:
+    if not isinstance(ufunc, np.ufunc):
+        name = getattr(ufunc, "__name__", type(ufunc).__name__)
+        raise TypeError(
+            f"scalar_rule takes a NumPy ufunc (np.sin, scipy.special.erf), but {name} is a "
+            f"{type(ufunc).__name__}: for a Python function register its rules with "
+            "fusegrad.register_rrule and register_frule (see the README's 'Writing rules'), or "
+            "write it with NumPy operations, which have rules already"
+        )
     if len(partials) != ufunc.nin:
         raise ValueError(f"{ufunc.__name__} takes {ufunc.nin} inputs: give one partial each")
 
