@@ -9,6 +9,7 @@ import pytest
 import fusegrad as fg
 from fusegrad.lazy import recording
 from fusegrad.memory import track_allocations
+from fusegrad.testing import check_grads
 
 pytestmark = pytest.mark.usefixtures("engine")  # every test on both engines
 
@@ -340,3 +341,18 @@ def test_hessian_with_a_tuple_of_argnums_gives_its_blocks():
     np.testing.assert_allclose(h11, np.zeros((2, 2)))
     ((only,),) = fg.hessian(f, argnums=(0,))(x, y)
     np.testing.assert_allclose(only, fg.hessian(f, argnums=0)(x, y))
+
+
+def test_a_traced_cotangent_added_to_an_accumulated_plain_one():
+    # two plain cotangents summed into an owned array, then a traced one (second order): it was
+    # added in place, and np.add(..., out=) of a traced value raised
+    c1, c2 = np.array([[1.0], [2.0]]), np.array([[3.0], [4.0]])
+
+    def f(v):
+        y = np.reshape(v, (3, 1))
+        w = np.sin(v[:2])[:, None]
+        return (
+            np.sum(np.diff(y, axis=0) * w) + np.sum(np.diff(y, axis=0) * c2) + np.sum(y[:-1] * c1)
+        )
+
+    check_grads(f, ("rev", "fwd"), order=2)(np.array([0.3, 0.7, 0.1]))

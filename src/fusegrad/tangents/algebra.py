@@ -213,8 +213,11 @@ def iadd(dest: Any, x: Any) -> Any:
     if _is_numeric(x) and _fits(dest, x):
         if not isinstance(x, np.ndarray | np.generic | numbers.Number):
             x = np.asarray(x)  # a lazy array need not support ufunc out=
-        np.add(dest, x, out=dest)
-        return dest
+        if isinstance(x, np.ndarray | np.generic | numbers.Number):
+            np.add(dest, x, out=dest)
+            return dest
+        # still not an array: a value traced by an outer differentiation (second order), which
+        # cannot be written into an array
     return add(dest, x)
 
 
