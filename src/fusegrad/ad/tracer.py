@@ -187,6 +187,8 @@ def _binary(uf: np.ufunc) -> Any:
         # a number, an array or a value of self's trace: self's trace is the innermost
         if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
             return self._trace.apply(uf, (self, o), {})
+        if _opts_out(o):
+            return NotImplemented
         return apply(uf, (self, o), {})
 
     return op
@@ -196,9 +198,17 @@ def _reflected(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
         if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
             return self._trace.apply(uf, (o, self), {})
+        if _opts_out(o):
+            return NotImplemented
         return apply(uf, (o, self), {})
 
     return op
+
+
+def _opts_out(o: Any) -> bool:
+    """Whether ``o``'s class sets ``__array_ufunc__ = None``: NumPy's sign that its own operators
+    are to run (``x + Polynomial(c)`` is ``Polynomial.__radd__``), which ndarray's honour too."""
+    return getattr(type(o), "__array_ufunc__", False) is None
 
 
 def _operators(cls: Any, names: str, reflected: bool = True) -> None:
