@@ -48,6 +48,7 @@ MIRRORS = {
     "scipy.linalg": "fusegrad.scipy.linalg",
     "scipy.signal": "fusegrad.scipy.signal",
     "scipy.integrate": "fusegrad.scipy.integrate",
+    "scipy.interpolate": "fusegrad.scipy.interpolate",
 }
 
 _patched: set[str] = set()
