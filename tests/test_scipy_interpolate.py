@@ -13,7 +13,7 @@ import scipy.interpolate as si
 
 import fusegrad as fg
 import fusegrad.scipy.interpolate as fsi
-from fusegrad.testing import check_grads
+from fusegrad.testing import check_frule, check_grads, check_rrule
 
 X = np.array([0.0, 0.3, 0.45, 0.8, 1.1, 1.5, 1.6, 2.0])  # uneven knots
 Y = np.sin(2.0 * X) + X
@@ -378,3 +378,25 @@ def test_cubic_spline_argument_errors_as_scipy(bc_type, message):
         si.CubicSpline(X, Y, bc_type=bc_type)
     with pytest.raises(ValueError, match=message):
         fg.grad(lambda y: si.CubicSpline(X, y, bc_type=bc_type)(0.5))(Y)
+
+
+def test_tridiagonal_solve_rules():
+    rng = np.random.default_rng(1)
+    below, above = rng.standard_normal(6), rng.standard_normal(6)
+    diagonal, rhs = 4.0 + rng.random(6), rng.standard_normal((6, 2))
+    matrix = np.diag(diagonal) + np.diag(below[1:], -1) + np.diag(above[:-1], 1)
+    np.testing.assert_allclose(
+        fsi._solve_tridiagonal(below, diagonal, above, rhs), np.linalg.solve(matrix, rhs), **CLOSE
+    )
+    check_rrule(fsi._solve_tridiagonal, below, diagonal, above, rhs)
+    check_frule(fsi._solve_tridiagonal, below, diagonal, above, rhs)
+    check_grads(fsi._tridiagonal_solve, ("rev", "fwd"), order=2)(below, diagonal, above, rhs)
+
+
+def test_many_knots():
+    # the slopes come from a banded solve: no n×n matrix (2000 knots: 32 MB for each one)
+    x = np.linspace(0.0, 1.0, 2000)
+    g = fg.grad(lambda y: np.sum(si.CubicSpline(x, y)(Q / 2)))(np.sin(7 * x))
+    some = [0, 1, 57, 999, 1998, 1999]
+    units = si.CubicSpline(x, np.eye(x.size)[:, some])(Q / 2)
+    np.testing.assert_allclose(g[some], np.sum(units, axis=0), **CLOSE)

@@ -6,10 +6,10 @@ Built with a traced argument (values ``y``, knots ``x``, derivative values of ``
 ``fill_value``), ``CubicSpline``, ``CubicHermiteSpline``, ``PPoly`` and ``interp1d`` return the
 fusegrad objects of this module, with SciPy's evaluation API (``__call__(x, nu, extrapolate)``,
 ``derivative``, ``antiderivative``, ``integrate``, the ``c`` and ``x`` attributes in SciPy's
-layout). Without one they return SciPy's own objects. ``CubicSpline`` solves SciPy's linear
-system for the slopes at the knots with ``np.linalg.solve`` on the dense matrix: O(n³) time
-and O(n²) memory in the number of knots, well below a millisecond to a few ms up to n ≈ 500.
-On traced values SciPy's checks of values (finite, strictly increasing ``x``, equal ends for
+layout). Without one they return SciPy's own objects. ``CubicSpline`` solves SciPy's
+tridiagonal system for the slopes at the knots with SciPy's banded solver, in O(n) (a rule of
+its own, whose pullback and forward rule are tridiagonal solves again). On traced values
+SciPy's checks of values (finite, strictly increasing ``x``, equal ends for
 ``bc_type='periodic'``) are not made: reading a traced value would stop ``fg.jit`` replaying;
 shapes are checked as in SciPy.
 
@@ -22,9 +22,10 @@ spline is smooth, so derivatives in the points are those of the piece each point
 (the right-hand one at a breakpoint, as SciPy evaluates there); a ``nearest``, ``previous`` or
 ``next`` interpolant is piecewise constant in the points (derivative 0).
 
-Everything is NumPy code, so reverse and forward derivatives of any order work, and under
-``fg.jit`` the searches and gathers are recorded as steps (the default ``bounds_error`` of
-``interp1d`` reads the points to raise: pass ``bounds_error=False`` to keep a jit replayable).
+The rest is NumPy code, so reverse and forward derivatives of any order work. Under ``fg.jit``
+the searches, gathers and solves are recorded as steps, so a gradient replays (derivatives of
+higher order run uncompiled, as for other rules that need arrays); the default ``bounds_error``
+of ``interp1d`` reads the points to raise: pass ``bounds_error=False`` to keep it replayable.
 Not covered on traced data: ``PchipInterpolator``/``Akima1DInterpolator``/``make_interp_spline``
 built on traced values (they evaluate at traced points), ``interp1d`` spline kinds with traced
 ``x``, and methods beyond evaluation (``roots``, ``solve``, ``extend``).
@@ -45,11 +46,15 @@ from typing import Any
 
 import numpy as np
 import scipy.interpolate as _si
+import scipy.linalg as _sl
 import scipy.special as _sp
 from scipy.interpolate import _interpolate as _sip
 
 from .. import lazy
 from ..numpy import stop_gradient
+from ..rules import registry
+from ..rules.registry import primitive, register_frule, register_rrule
+from ..tangents import AbstractZero, ZeroTangent, unthunk
 from . import _dispatch
 
 
@@ -295,6 +300,75 @@ class PPoly:
 
 
 # --------------------------------------------------------------------------------------------------
+# Tridiagonal solves in O(n): SciPy's banded solver, with rules of their own
+# --------------------------------------------------------------------------------------------------
+
+
+@primitive
+def _solve_tridiagonal(below: Any, diagonal: Any, above: Any, rhs: Any) -> Any:
+    """``s`` with ``A s = rhs`` (``rhs`` of shape ``(n, r)``) for the n×n matrix ``A`` whose row
+    i is ``below[i], diagonal[i], above[i]`` around the diagonal (``below[0]`` and ``above[-1]``
+    fall outside it and are ignored)."""
+    bands = np.stack([np.concatenate([[0.0], above[:-1]]), diagonal,
+                      np.concatenate([below[1:], [0.0]])])  # fmt: skip
+    return _sl.solve_banded((1, 1), bands, rhs, check_finite=False)
+
+
+def _tridiagonal_solve(below: Any, diagonal: Any, above: Any, rhs: Any) -> Any:
+    """:func:`_solve_tridiagonal` on traced or plain values."""
+    if _solve_tridiagonal not in registry.RRULES:  # a test restored saved rule tables
+        register_rrule(_solve_tridiagonal)(_solve_tridiagonal_rule)
+        register_frule(_solve_tridiagonal)(_solve_tridiagonal_frule)
+    return _solve_tridiagonal(below, diagonal, above, rhs)
+
+
+def _band_product(below: Any, diagonal: Any, above: Any, s: Any) -> Any:
+    """``A s`` for the tridiagonal ``A`` of :func:`_solve_tridiagonal`."""
+    zero = 0.0 * s[:1]
+    return (
+        _column(below, 2) * np.concatenate([zero, s[:-1]])
+        + _column(diagonal, 2) * s
+        + _column(above, 2) * np.concatenate([s[1:], zero])
+    )
+
+
+def _solve_tridiagonal_rule(below, diagonal, above, rhs):
+    """``s = A⁻¹ rhs``: ``r̄hs = A⁻ᵀ s̄`` (``Aᵀ`` is tridiagonal: its rows read ``above`` one
+    down and ``below`` one up), ``Ā = -r̄hs sᵀ`` on the three diagonals only."""
+    s = _tridiagonal_solve(below, diagonal, above, rhs)
+
+    def pullback(ds):
+        zero = 0.0 * diagonal[:1]
+        below_t = np.concatenate([zero, above[:-1]])
+        above_t = np.concatenate([below[1:], zero])
+        g = _tridiagonal_solve(below_t, diagonal, above_t, unthunk(ds))
+        d_below = -np.concatenate([zero, np.sum(g[1:] * s[:-1], axis=1)])
+        d_diagonal = -np.sum(g * s, axis=1)
+        d_above = -np.concatenate([np.sum(g[:-1] * s[1:], axis=1), zero])
+        return d_below, d_diagonal, d_above, g
+
+    return s, pullback
+
+
+def _solve_tridiagonal_frule(tangents, below, diagonal, above, rhs):
+    """``ṡ = A⁻¹ (ṙhs - Ȧ s)``."""
+    s = _tridiagonal_solve(below, diagonal, above, rhs)
+    rates = [None if isinstance(t, AbstractZero) else unthunk(t) for t in tangents]
+    if all(r is None for r in rates):
+        return s, ZeroTangent()
+    d_below, d_diagonal, d_above, d_rhs = (
+        np.zeros_like(v) if r is None else r for r, v in zip(rates, (below, diagonal, above, rhs))
+    )
+    change = d_rhs - _band_product(d_below, d_diagonal, d_above, s)
+    return s, _tridiagonal_solve(below, diagonal, above, change)
+
+
+_solve_tridiagonal_frule.lazy = False  # type: ignore[attr-defined]
+register_rrule(_solve_tridiagonal)(_solve_tridiagonal_rule)
+register_frule(_solve_tridiagonal)(_solve_tridiagonal_frule)
+
+
+# --------------------------------------------------------------------------------------------------
 # Cubic splines: the slopes s at the knots, then the Hermite cubic of each piece
 # --------------------------------------------------------------------------------------------------
 
@@ -402,17 +476,6 @@ def _boundary_condition(bc: Any, trailing: tuple[int, ...]) -> Any:
     return (order, np.reshape(value, (-1,)))
 
 
-def _tridiagonal(below: Any, diagonal: Any, above: Any) -> Any:
-    """The n×n matrix whose row i is ``below[i], diagonal[i], above[i]`` around the diagonal
-    (``below[0]`` and ``above[-1]`` fall outside and are ignored)."""
-    n = np.shape(diagonal)[0]
-    return (
-        _column(below, 2) * np.eye(n, k=-1)
-        + _column(diagonal, 2) * np.eye(n)
-        + _column(above, 2) * np.eye(n, k=1)
-    )
-
-
 def _one(v: Any) -> Any:
     return np.reshape(v, (1,))
 
@@ -452,7 +515,7 @@ def _clamped_or_free_slopes(ends: list[Any], x: Any, dx: Any, y: Any, slope: Any
     diagonal = np.concatenate([_one(start_diagonal), 2 * (dx[:-1] + dx[1:]), _one(end_diagonal)])
     above = np.concatenate([_one(start_above), dx[:-1], _one(0.0)])
     rhs = np.concatenate([start_rhs[None], interior, end_rhs[None]])
-    return np.linalg.solve(_tridiagonal(below, diagonal, above), rhs)
+    return _tridiagonal_solve(below, diagonal, above, rhs)
 
 
 def _parabola_slopes(dx: Any, slope: Any) -> Any:
@@ -463,29 +526,32 @@ def _parabola_slopes(dx: Any, slope: Any) -> Any:
     above = np.concatenate([_one(1.0), dx[0:1], _one(0.0)])
     middle = 3 * (dxc[0] * slope[1] + dxc[1] * slope[0])
     rhs = np.stack([2 * slope[0], middle, 2 * slope[1]])
-    return np.linalg.solve(_tridiagonal(below, diagonal, above), rhs)
+    return _tridiagonal_solve(below, diagonal, above, rhs)
 
 
 def _periodic_slopes(dx: Any, slope: Any) -> Any:
-    """Periodic ends: s[-1] = s[0], and the second derivative is continuous at every knot, the
-    first one joined to the last (a cyclic system of n - 1 equations)."""
+    """Periodic ends: ``s[-1] = s[0]``, and the second derivative is continuous at every knot,
+    the first joined to the last. The cyclic system of ``m = n - 1`` equations is solved as
+    SciPy does: its first ``m - 1`` rows and columns are tridiagonal; two solves with them give
+    ``s[:m-1]`` as a function of ``s[m-1]``, which the last row then fixes."""
     m = np.shape(dx)[0]
+    dxc = _column(dx, 2)
     if m == 2:  # SciPy's closed form for three knots
-        dxc = _column(dx, 2)
         common = np.sum(slope / dxc, axis=0) / np.sum(1.0 / dxc, axis=0)
         return common[None] + np.zeros((3, 1))
     before = np.concatenate([dx[-1:], dx[:-1]])  # dx[i - 1], cyclically
-    slope_before = np.concatenate([slope[-1:], slope[:-1]])
-    rows = np.arange(m)
-    previous, following = np.eye(m)[(rows - 1) % m], np.eye(m)[(rows + 1) % m]
-    a = (
-        _column(dx, 2) * previous
-        + _column(2 * (before + dx), 2) * np.eye(m)
-        + _column(before, 2) * following
+    rhs = 3 * (dxc * np.concatenate([slope[-1:], slope[:-1]]) + _column(before, 2) * slope)
+    inner = m - 1
+    below, diagonal, above = dx[:inner], 2 * (before + dx)[:inner], before[:inner]
+    free = _tridiagonal_solve(below, diagonal, above, rhs[:-1])
+    # the column of s[m-1] in the first m - 1 rows: dx[0] in row 0, dx[m-3] in row m-2
+    corner = np.concatenate([-dx[:1], np.zeros(inner - 2), -dx[m - 3 : m - 2]])
+    per_last = _tridiagonal_solve(below, diagonal, above, corner[:, None])
+    last = (rhs[-1] - dx[m - 2] * free[0] - dx[m - 1] * free[-1]) / (
+        2 * (dx[m - 1] + dx[m - 2]) + dx[m - 2] * per_last[0] + dx[m - 1] * per_last[-1]
     )
-    rhs = 3 * (_column(dx, 2) * slope_before + _column(before, 2) * slope)
-    s = np.linalg.solve(a, rhs)
-    return np.concatenate([s, s[:1]])
+    s = free + per_last * last[None]
+    return np.concatenate([s, last[None], s[:1]])
 
 
 def _knot_slopes(ends: list[Any], x: Any, y: Any) -> Any:
@@ -506,7 +572,7 @@ class CubicSpline(CubicHermiteSpline):
     """``scipy.interpolate.CubicSpline`` on traced values ``y``, knots ``x`` or end derivative
     values: twice continuously differentiable, ``bc_type`` ``'not-a-knot'``, ``'natural'``,
     ``'clamped'``, ``'periodic'`` or ``((order, value), (order, value))``. The slopes come from
-    a dense ``np.linalg.solve`` of SciPy's (cyclic) tridiagonal system: O(n³) in the knots.
+    SciPy's (cyclic) tridiagonal system, solved in O(n).
 
     >>> import fusegrad as fg
     >>> x = np.array([0.0, 1.0, 2.0])
