@@ -20,6 +20,9 @@ multimethods); ``scipy.integrate.odeint`` (adjoint method, first order). The sam
 are in ``fusegrad.scipy.special``, ``.stats``, ``.linalg``, ``.signal``, ``.fft`` and
 ``.integrate``, usable directly (also for a name imported from SciPy before fusegrad, which
 keeps SciPy's function). How the plain calls are reached: ``fusegrad.scipy._dispatch``.
+``scipy.interpolate``'s ``CubicSpline``, ``CubicHermiteSpline``, ``PPoly`` and ``interp1d`` built
+on traced data, and its splines built on plain data evaluated at traced points, work too
+(``fusegrad.scipy.interpolate``).
 
 Example::
 

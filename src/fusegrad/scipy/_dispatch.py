@@ -51,6 +51,7 @@ MIRRORS = {
     "scipy.signal": "fusegrad.scipy.signal",
     "scipy.integrate": "fusegrad.scipy.integrate",
     "scipy.fft": "fusegrad.scipy.fft",
+    "scipy.interpolate": "fusegrad.scipy.interpolate",
 }
 
 _patched: set[str] = set()
