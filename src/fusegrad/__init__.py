@@ -25,6 +25,7 @@ from .api import (
 from .explain import Explanation, explain
 from .jit_cache import jit
 from .lazy import use_engine
+from .polynomial import install as _install_polynomial  # numpy.polynomial on traced values
 from .rules import frule, opt_out, register_frule, register_rrule, rrule
 from .rules.elementwise import scalar_rule
 from .rules.registry import primitive
@@ -43,6 +44,8 @@ from .tangents import (
     owned,
     unthunk,
 )
+
+_install_polynomial()
 
 flatten = ravel_pytree  # autograd's name: fusegrad.flatten(tree) -> (vector, unflatten)
 
