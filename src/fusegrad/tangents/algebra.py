@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import numbers
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -214,7 +214,7 @@ def iadd(dest: Any, x: Any) -> Any:
         if not isinstance(x, np.ndarray | np.generic | numbers.Number):
             x = np.asarray(x)  # a lazy array need not support ufunc out=
         if isinstance(x, np.ndarray | np.generic | numbers.Number):
-            np.add(dest, x, out=dest)
+            np.add(dest, cast(Any, x), out=dest)
             return dest
         # still not an array: a value traced by an outer differentiation (second order), which
         # cannot be written into an array
