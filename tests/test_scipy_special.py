@@ -253,6 +253,11 @@ def test_scipys_own_code_on_a_traced_value_names_the_replacement():
 def test_a_scipy_function_without_rule_is_named():
     with pytest.raises(TypeError, match=r"inside scipy\.ndimage\.gaussian_filter.*no rule"):
         fg.grad(lambda v: np.sum(scipy.ndimage.gaussian_filter(v, 1.0)))(np.ones(5))
+    import scipy.interpolate as si  # a class: named by its class, not by __init__
+
+    x = np.linspace(0, 1, 6)
+    with pytest.raises(TypeError, match=r"inside scipy\.interpolate\.PchipInterpolator, "):
+        fg.grad(lambda y: np.sum(si.PchipInterpolator(x, y)(0.5)))(np.sin(x))
 
 
 @pytest.mark.slow  # JAX compiles each function on first use: about 40 s

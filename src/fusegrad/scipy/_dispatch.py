@@ -301,6 +301,10 @@ def _caller(frame: Any) -> tuple[str, str, str] | None:
     dist = getattr(owner, "name", None) if owner is not None else None
     if mod == "scipy.stats" and isinstance(dist, str):
         return mod, f"{dist}.{func}", func
+    if owner is not None and func.startswith("__") and hasattr(owner, "__class__"):
+        # a constructor or call of a SciPy class (PchipInterpolator(x, y)): name the class
+        cls = type(owner).__name__
+        return mod, cls if func == "__init__" else f"{cls}.{func}", func
     return mod, func, func
 
 
