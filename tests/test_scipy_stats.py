@@ -85,6 +85,44 @@ def test_quantile_functions(name, method):
     )
 
 
+MOMENT_SHAPES = {  # typical shapes, and shapes where a moment is infinite or undefined
+    "t": [(3.5,), (1.5,), (0.8,)], "pareto": [(2.5,), (1.5,), (0.8,)],
+    "invgamma": [(2.5,), (1.5,), (0.8,)], "lognorm": [(0.7,)], "gamma": [(2.5,)],
+    "beta": [(2.0, 3.0)], "chi2": [(3.0,)], "weibull_min": [(1.7,), (0.6,)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["entropy", "mean", "var", "std", "median"])
+@pytest.mark.parametrize("name", list(CONTINUOUS))
+def test_entropy_and_moments(name, method):
+    dist = getattr(st, name)
+    if method == "median" and name not in QUANTILES:
+        return
+    for shapes in MOMENT_SHAPES.get(name, [CONTINUOUS[name][0]]):
+        want = getattr(dist, method)(*shapes, loc=0.3, scale=1.7)
+        got = fg.value_and_grad(lambda s, sh=shapes: getattr(dist, method)(*sh, loc=0.3, scale=s))(
+            1.7
+        )[0]
+        np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=str(shapes))
+        if np.isfinite(want):
+            frozen = getattr(dist(*shapes, loc=0.3, scale=1.7), method)()
+            np.testing.assert_allclose(frozen, want, rtol=1e-12)
+            f = lambda sh, s: getattr(dist, method)(*sh, loc=0.3, scale=s)  # noqa: E731
+            check_grads(f, ("rev", "fwd"), order=1)(tuple(float(v) for v in shapes), 1.7)
+
+
+def test_entropy_hand_derived():
+    # d/dσ of the normal's entropy ½ log(2πe σ²) is 1/σ; of the Gaussian's ½ log det(2πe Σ),
+    # in Σ: ½ Σ⁻¹
+    assert fg.grad(lambda s: st.norm(0.0, s).entropy())(2.0) == pytest.approx(0.5)
+    c = np.array([[2.0, 0.3], [0.3, 1.0]])
+    value, g = fg.value_and_grad(lambda c: st.multivariate_normal(np.zeros(2), c).entropy())(c)
+    np.testing.assert_allclose(value, st.multivariate_normal(np.zeros(2), c).entropy())
+    np.testing.assert_allclose(g, 0.5 * np.linalg.inv(c), rtol=1e-12)
+    with pytest.raises(TypeError, match=r"scipy\.stats\.poisson\.entropy: .*no differentiable"):
+        fg.grad(lambda mu: st.poisson.entropy(mu))(2.0)
+
+
 def test_a_quantile_without_a_closed_form_is_named():
     with pytest.raises(TypeError, match=r"scipy\.stats\.gamma: .*no differentiable quantile"):
         fg.grad(lambda q: st.gamma.ppf(q, 2.0))(0.3)
@@ -337,3 +375,15 @@ def test_against_jax():
     ours = fg.grad(lambda a: np.sum(st.gamma.logpdf(X, a)))(2.5)
     theirs = jax.grad(lambda a: jst.gamma.logpdf(X, a).sum())(2.5)
     np.testing.assert_allclose(ours, float(theirs), rtol=1e-9)
+
+
+@pytest.mark.parametrize("name", list(DISCRETE))
+def test_discrete_moments(name):
+    args = DISCRETE[name]
+    dist = getattr(st, name)
+    for method in ("mean", "var", "std"):
+        want = getattr(dist, method)(*args, loc=1)
+        got = fg.value_and_grad(lambda p, m=method: getattr(dist, m)(*args[:-1], p, loc=1))(
+            float(args[-1])
+        )[0]
+        np.testing.assert_allclose(got, want, rtol=1e-13)

@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,8 @@ class _Frozen:
 
     def __getattr__(self, method: str) -> Any:
         fn = getattr(self.dist, method)
-        return lambda x: fn(x, *self.args, **self.kwds)
+        # logpdf(x) and entropy() alike: the frozen parameters after the call's own arguments
+        return lambda *a, **k: fn(*a, *self.args, **{**self.kwds, **k})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -185,6 +187,46 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         return _nan_unless(self._valid(q, shapes, scale), loc + scale * x)
 
     _ppf: Any = None  # the standard quantile function of (q, *shapes), where it has a closed form
+
+    # the standard distribution's entropy, mean and variance, of the shapes, where closed forms
+    _entropy: Any = None
+    _mean: Any = None
+    _var: Any = None
+
+    def entropy(self, *args: Any, **kwds: Any) -> Any:
+        """The differential entropy (of the standard one, plus ``log(scale)``)."""
+        shapes, _, scale = self._parse(args, kwds)
+        h = self._closed("entropy", self._entropy)(*shapes)
+        return _nan_unless(self._valid(0.0, shapes, scale), h + _log(scale))
+
+    def mean(self, *args: Any, **kwds: Any) -> Any:
+        """The mean: ``loc + scale · mean`` of the standard one."""
+        shapes, loc, scale = self._parse(args, kwds)
+        m = self._closed("mean", self._mean)(*shapes)
+        return _nan_unless(self._valid(0.0, shapes, scale), loc + scale * m)
+
+    def var(self, *args: Any, **kwds: Any) -> Any:
+        """The variance: ``scale² · var`` of the standard one."""
+        shapes, _, scale = self._parse(args, kwds)
+        v = self._closed("var", self._var)(*shapes)
+        return _nan_unless(self._valid(0.0, shapes, scale), scale * scale * v)
+
+    def std(self, *args: Any, **kwds: Any) -> Any:
+        """The standard deviation."""
+        return np.sqrt(self.var(*args, **kwds))
+
+    def median(self, *args: Any, **kwds: Any) -> Any:
+        """The median, ``ppf(0.5)``."""
+        return self.ppf(0.5, *args, **kwds)
+
+    def _closed(self, what: str, fn: Any) -> Any:
+        if fn is None:
+            raise TypeError(
+                f"scipy.stats.{self.name}.{what}: fusegrad.scipy.stats has no differentiable "
+                f"{what} for it (its closed form is not written here): write it with NumPy and "
+                "scipy.special operations"
+            )
+        return fn
 
     def _isf(self, q: Any, *shapes: Any) -> Any:
         return self._ppf(1 - q, *shapes)
@@ -696,6 +738,17 @@ class rv_discrete(rv_continuous):  # noqa: N801
 
     logpdf = pdf = None  # type: ignore[assignment]
 
+    def mean(self, *args: Any, **kwds: Any) -> Any:
+        """The mean (``loc`` shifts it)."""
+        shapes, loc, _ = self._parse(args, kwds)
+        m = self._closed("mean", self._mean)(*shapes)
+        return _nan_unless(self._valid(0.0, shapes, 1.0), loc + m)
+
+    def var(self, *args: Any, **kwds: Any) -> Any:
+        """The variance."""
+        shapes, _, _ = self._parse(args, kwds)
+        return _nan_unless(self._valid(0.0, shapes, 1.0), self._closed("var", self._var)(*shapes))
+
 
 class poisson_gen(rv_discrete):  # noqa: N801
     """The Poisson distribution with mean ``mu``.
@@ -918,6 +971,16 @@ class multivariate_normal_gen:  # noqa: N801
         """The density at ``x``."""
         return np.exp(self.logpdf(x, mean, cov, allow_singular))
 
+    def entropy(self, mean: Any = None, cov: Any = 1, allow_singular: bool = False) -> Any:
+        """The differential entropy, ``(d (1 + log 2π) + log det cov) / 2``."""
+        cov = _as_value(cov)
+        dim = np.shape(mean)[-1] if mean is not None and np.ndim(mean) > 0 else (
+            np.shape(cov)[0] if np.ndim(cov) > 0 else 1)  # fmt: skip
+        if np.ndim(cov) < 2:
+            cov = np.eye(dim) * cov
+        logdet = 2 * np.sum(np.log(np.diagonal(np.linalg.cholesky(cov))))
+        return 0.5 * (dim * (1 + 2 * LOG_SQRT_2PI) + logdet)
+
 
 # --------------------------------------------------------------------------------------------------
 # Summaries whose SciPy code writes in place (xpx.at), so it cannot run on traced values
@@ -1021,6 +1084,71 @@ def iqr(x: Any, axis: Any = None, rng: tuple = (25, 75), scale: Any = 1.0,
     return (hi - lo) / scale
 
 
+EULER = float(np.euler_gamma)
+
+
+def _where_shape(cond: Any, value: Any, other: float) -> Any:
+    """``value`` where ``cond`` on a shape parameter, else ``other`` (inf or nan, as SciPy)."""
+    return np.where(cond, value, other)
+
+
+def _t_var(df: Any) -> Any:
+    safe = np.where(np.greater(df, 2), df, 3.0)
+    return np.where(np.greater(df, 2), safe / (safe - 2),
+                    np.where(np.greater(df, 1), np.inf, np.nan))  # fmt: skip
+
+
+def _moment_ratio(b: Any, k: float, value: Callable) -> Any:
+    """``value(b)`` where ``b > k``, else inf (a moment of a heavy tail)."""
+    safe = np.where(np.greater(b, k), b, k + 1.0)
+    return np.where(np.greater(b, k), value(safe), np.inf)
+
+
+# fmt: off
+# (entropy, mean, var) of each standard distribution, as functions of its shapes
+CLOSED_FORMS: dict[str, tuple[Callable, Callable, Callable]] = {
+    "norm":     (lambda: 0.5 * (np.log(2 * np.pi) + 1), lambda: 0.0, lambda: 1.0),
+    "expon":    (lambda: 1.0, lambda: 1.0, lambda: 1.0),
+    "uniform":  (lambda: 0.0, lambda: 0.5, lambda: 1 / 12),
+    "laplace":  (lambda: LOG2 + 1, lambda: 0.0, lambda: 2.0),
+    "logistic": (lambda: 2.0, lambda: 0.0, lambda: np.pi**2 / 3),
+    "cauchy":   (lambda: np.log(4 * np.pi), lambda: np.nan, lambda: np.nan),
+    "halfnorm": (lambda: 0.5 * np.log(np.pi / 2) + 0.5, lambda: np.sqrt(2 / np.pi),
+                 lambda: 1 - 2 / np.pi),
+    "gumbel_r": (lambda: EULER + 1, lambda: EULER, lambda: np.pi**2 / 6),
+    "rayleigh": (lambda: EULER / 2 + 1 - 0.5 * LOG2, lambda: np.sqrt(np.pi / 2),
+                 lambda: (4 - np.pi) / 2),
+    "lognorm":  (lambda s: 0.5 * (1 + np.log(2 * np.pi) + 2 * np.log(s)),
+                 lambda s: np.exp(s * s / 2), lambda s: np.expm1(s * s) * np.exp(s * s)),
+    "gamma":    (lambda a: a + sp.gammaln(a) + (1 - a) * sp.digamma(a), lambda a: a, lambda a: a),
+    "beta":     (lambda a, b: sp.betaln(a, b) - (a - 1) * sp.digamma(a) - (b - 1) * sp.digamma(b)
+                 + (a + b - 2) * sp.digamma(a + b),
+                 lambda a, b: a / (a + b), lambda a, b: a * b / ((a + b) ** 2 * (a + b + 1))),
+    "t":        (lambda df: (df + 1) / 2 * (sp.digamma((df + 1) / 2) - sp.digamma(df / 2))
+                 + 0.5 * np.log(df) + sp.betaln(df / 2, 0.5),
+                 lambda df: _where_shape(np.greater(df, 1), 0.0 * df, np.inf), _t_var),
+    "chi2":     (lambda df: df / 2 + LOG2 + sp.gammaln(df / 2) + (1 - df / 2) * sp.digamma(df / 2),
+                 lambda df: df, lambda df: 2 * df),
+    "weibull_min": (lambda c: -np.log(c) + EULER * (1 - 1 / c) + 1,
+                    lambda c: sp.gamma(1 + 1 / c),
+                    lambda c: sp.gamma(1 + 2 / c) - sp.gamma(1 + 1 / c) ** 2),
+    "pareto":   (lambda b: 1 + 1 / b - np.log(b),
+                 lambda b: _moment_ratio(b, 1, lambda v: v / (v - 1)),
+                 lambda b: _moment_ratio(b, 2, lambda v: v / ((v - 1) ** 2 * (v - 2)))),
+    "invgamma": (lambda a: a - (a + 1) * sp.digamma(a) + sp.gammaln(a),
+                 lambda a: _moment_ratio(a, 1, lambda v: 1 / (v - 1)),
+                 lambda a: _moment_ratio(a, 2, lambda v: 1 / ((v - 1) ** 2 * (v - 2)))),
+}
+# (mean, var) of each discrete distribution (loc shifts the mean)
+DISCRETE_MOMENTS: dict[str, tuple[Callable, Callable]] = {
+    "poisson":   (lambda mu: mu, lambda mu: mu),
+    "binom":     (lambda n, p: n * p, lambda n, p: n * p * (1 - p)),
+    "bernoulli": (lambda p: p, lambda p: p * (1 - p)),
+    "geom":      (lambda p: 1 / p, lambda p: (1 - p) / (p * p)),
+    "nbinom":    (lambda n, p: n * (1 - p) / p, lambda n, p: n * (1 - p) / (p * p)),
+}
+# fmt: on
+
 norm = norm_gen()
 uniform = uniform_gen()
 lognorm = lognorm_gen()
@@ -1034,6 +1162,7 @@ rayleigh = rayleigh_gen()
 bernoulli = bernoulli_gen()
 geom = geom_gen()
 nbinom = nbinom_gen()
+
 t = t_gen()
 gamma = gamma_gen()
 beta = beta_gen()
@@ -1046,8 +1175,16 @@ binom = binom_gen()
 dirichlet = dirichlet_gen()
 multivariate_normal = multivariate_normal_gen()
 
-_CONTINUOUS = ("logpdf", "pdf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf")
-_DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf")
+# the closed forms, on the distributions (their _entropy/_mean/_var)
+for _name, (_entropy_of, _mean_of, _var_of) in CLOSED_FORMS.items():
+    _dist = globals()[_name]
+    _dist._entropy, _dist._mean, _dist._var = _entropy_of, _mean_of, _var_of
+for _name, (_mean_of, _var_of) in DISCRETE_MOMENTS.items():
+    globals()[_name]._mean, globals()[_name]._var = _mean_of, _var_of
+
+_CONTINUOUS = ("logpdf", "pdf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf", "entropy", "mean",
+               "var", "std", "median")  # fmt: skip
+_DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf", "mean", "var", "std")
 _MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, logistic, uniform,
                                  lognorm, chi2, halfnorm, weibull_min, pareto, invgamma, gumbel_r,
                                  rayleigh, poisson, binom, bernoulli, geom, nbinom)}  # fmt: skip
@@ -1079,17 +1216,23 @@ def _patch(module: Any) -> None:
     from scipy.stats import _distn_infrastructure as infra
     from scipy.stats import _multivariate as mv
 
-    for method in _CONTINUOUS:
-        _dispatch.patch_attr(infra.rv_continuous, method, _method(method))
-    for method in _DISCRETE:
-        _dispatch.patch_attr(infra.rv_discrete, method, _method(method))
+    done = set()
+    for cls, methods in ((infra.rv_continuous, _CONTINUOUS), (infra.rv_discrete, _DISCRETE)):
+        for method in methods:
+            # on the class that defines it (entropy, mean, ... are rv_generic's: patched once,
+            # and ``_method`` finds the mirror by the distribution's name)
+            owner = next(c for c in cls.__mro__ if method in c.__dict__)
+            if (owner, method) not in done:
+                done.add((owner, method))
+                _dispatch.patch_attr(owner, method, _method(method))
     for name in ("zscore", "zmap", "variation", "iqr"):
         _dispatch.patch_attr(module, name, globals()[name])
     for cls, dist in ((mv.multivariate_normal_gen, multivariate_normal),
                       (mv.dirichlet_gen, dirichlet)):  # fmt: skip
         _dispatch.patch_attr(cls, "__call__", _multi(dist, "__call__"))
-        for method in ("logpdf", "pdf"):
-            _dispatch.patch_attr(cls, method, _multi(dist, method))
+        for method in ("logpdf", "pdf", "entropy"):
+            if hasattr(dist, method):
+                _dispatch.patch_attr(cls, method, _multi(dist, method))
 
 
 _dispatch.loaded(__name__)
