@@ -199,5 +199,34 @@ def test_sosfilt_and_lfilter_under_jit_and_errors():
         for got, want in zip(jitted(LFILTER_B, LFILTER_A, xk), g(LFILTER_B, LFILTER_A, xk)):
             np.testing.assert_allclose(got, want, rtol=1e-12)
     assert jitted.cache_info()[0].replayable
-    with pytest.raises(NotImplementedError, match="zi"):
-        fg.grad(lambda x: np.sum(ss.lfilter(LFILTER_B, LFILTER_A, x, zi=np.zeros(2))[0]))(x[0])
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_lfilter_with_initial_state_and_its_final_state(axis):
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(3, 12)) if axis == -1 else rng.normal(size=(12, 3))
+    zi = rng.normal(size=(3, 2)) if axis == -1 else rng.normal(size=(2, 3))
+
+    def f(b, a, x, zi):
+        y, zf = ss.lfilter(b, a, x, axis=axis, zi=zi)
+        return np.sum(np.sin(y)) + np.sum(zf * zf)
+
+    np.testing.assert_allclose(fg.value_and_grad(f)(LFILTER_B, LFILTER_A, x, zi)[0],
+                               f(LFILTER_B, LFILTER_A, x, zi), rtol=1e-13)  # fmt: skip
+    check_grads(f, ("rev", "fwd"), order=2 if axis == -1 else 1)(LFILTER_B, LFILTER_A, x, zi)
+
+
+@pytest.mark.parametrize("padtype", ["odd", "even", "constant", None])
+def test_filtfilt_and_lfilter_zi(padtype):
+    b, a = ss.butter(3, 0.3)
+    x = np.random.default_rng(10).normal(size=(2, 40))
+
+    def f(b, a, x):
+        return np.sum(ss.filtfilt(b, a, x, padtype=padtype) ** 2)
+
+    np.testing.assert_allclose(fg.value_and_grad(f)(b, a, x)[0], f(b, a, x), rtol=1e-12)
+    check_grads(f, ("rev", "fwd"), order=1)(b, a, x)
+    zi = fg.value_and_grad(lambda a: np.sum(ss.lfilter_zi(b, a)))(a)[0]
+    np.testing.assert_allclose(zi, np.sum(ss.lfilter_zi(b, a)), rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="method='pad'"):
+        fg.grad(lambda x: np.sum(ss.filtfilt(b, a, x, method="gust")))(x[0])

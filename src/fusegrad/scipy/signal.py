@@ -1,5 +1,6 @@
 """``scipy.signal.convolve``/``correlate``, ``fftconvolve``/``oaconvolve`` and ``lfilter``/
-``sosfilt`` for traced values (N-D, every ``mode``; ``axes`` for the FFT ones).
+``lfilter_zi``/``filtfilt``/``sosfilt`` for traced values (N-D, every ``mode``; ``axes`` for the
+FFT ones).
 
 ``convolve`` has a rule of its own: with ``y = crop(full)``, the crop centred as SciPy's
 (``start = (full - out) // 2`` per axis), ``ȳ`` is padded back to the full shape and
@@ -10,8 +11,9 @@ as in SciPy. Both pullback and forward rule are convolutions again, so every ord
 ``fftconvolve`` and ``oaconvolve`` follow SciPy's ``fftconvolve`` step by step with ``np.fft``
 transforms, which have rules; overlap-add only saves time, so a traced ``oaconvolve`` is one
 FFT product too. ``lfilter`` has a rule: from ``A(z) y = B(z) x``, ``dy = (1/A)(dB x - dA y) +
-(B/A) dx``, and its adjoint is the same filter run backwards in time; ``sosfilt`` is its sections
-as ``lfilter`` calls.
+(B/A) dx``, and its adjoint is the same filter run backwards in time; an initial state ``zi`` adds
+to the first outputs and is filtered by ``1/A`` (the final state is read off the last samples);
+``filtfilt`` and ``sosfilt`` are ``lfilter`` calls.
 
 Example::
 
@@ -291,18 +293,121 @@ def lfilter(b: Any, a: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
     """
     if not _dispatch.traced((b, a, x, zi), {}):
         return _lfilter(b, a, x, axis=axis, zi=zi)
-    if zi is not None:
-        raise NotImplementedError(
-            "scipy.signal.lfilter with initial conditions zi has no derivative in fusegrad: "
-            "filter from rest (zi=None), or prepend the samples that set the state to x"
-        )
     b, a = (v if _dispatch.traced((v,), {}) else np.asarray(v) for v in (b, a))
     if np.ndim(b) != 1 or np.ndim(a) != 1:
         return _lfilter(np.asarray(b), np.asarray(a), np.zeros(1))  # SciPy's own error
     if not _dispatch.traced((x,), {}):
         x = np.asarray(x)
     _ensure_lfilter_registered()
-    return registry.dispatch(_lfilter, (b, a, x), {"axis": axis})
+    y = registry.dispatch(_lfilter, (b, a, x), {"axis": axis})
+    if zi is None:
+        return y
+    return _with_state(b, a, x, y, zi, axis)
+
+
+def _with_state(b: Any, a: Any, x: Any, y: Any, zi: Any, axis: int) -> tuple:
+    """``lfilter(b, a, x, zi=zi)`` from the filter from rest ``y``: the state adds ``zi`` to the
+    first outputs and is filtered by ``1/A`` from there (transposed direct form II), and the
+    final state is read off the last samples (both linear, so both differentiate)."""
+    m = max(np.shape(a)[0], np.shape(b)[0]) - 1
+    n = np.shape(x)[axis]
+    if np.shape(zi)[axis] != m:
+        return _lfilter(np.ones(np.shape(b)), np.ones(np.shape(a)), np.zeros(np.shape(x)),
+                        axis=axis, zi=np.zeros(np.shape(zi)))  # SciPy's own shape error # fmt: skip
+    if n < m:
+        raise NotImplementedError(
+            f"scipy.signal.lfilter with zi on traced values needs at least {m} samples along "
+            f"the axis (the filter's order), got {n}"
+        )
+    zi_m = np.moveaxis(zi, axis, -1)
+    pad = np.zeros(np.shape(zi_m)[:-1] + (n - m,))
+    inject = np.moveaxis(np.concatenate([zi_m, pad], axis=-1), -1, axis)
+    y = y + a[0] * _filt(np.ones(1), a, inject, axis)
+    bn = np.concatenate([b, np.zeros(m + 1 - np.shape(b)[0])]) / a[0]
+    an = np.concatenate([a, np.zeros(m + 1 - np.shape(a)[0])]) / a[0]
+    xm, ym = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+    zf = [
+        sum(bn[j] * xm[..., n - j + k] - an[j] * ym[..., n - j + k] for j in range(k + 1, m + 1))
+        for k in range(m)
+    ]
+    return y, np.moveaxis(np.stack(zf, axis=-1), -1, axis)
+
+
+def lfilter_zi(b: Any, a: Any) -> Any:
+    """``scipy.signal.lfilter_zi``: the initial state of a step response's steady state,
+    ``(I - A) zi = B`` with ``A`` the companion matrix of ``a``.
+
+    >>> lfilter_zi(np.array([0.5]), np.array([1.0, -0.5]))
+    array([0.5])
+    """
+    if not _dispatch.traced((b, a), {}):
+        return _dispatch.original(_ss.lfilter_zi)(b, a)
+    b, a = b / a[0], a / a[0]
+    n = max(np.shape(a)[0], np.shape(b)[0])
+    a = np.concatenate([a, np.zeros(n - np.shape(a)[0])])
+    b = np.concatenate([b, np.zeros(n - np.shape(b)[0])])
+    # companion(a).T: first column -a[1:], ones above the diagonal
+    first_column = np.concatenate([np.reshape(-a[1:], (-1, 1)), np.zeros((n - 1, n - 2))], 1)
+    i_minus_a = np.eye(n - 1) - (first_column + np.eye(n - 1, k=1))
+    return np.linalg.solve(i_minus_a, b[1:] - a[1:] * b[0])
+
+
+def filtfilt(b: Any, a: Any, x: Any, axis: int = -1, padtype: Any = "odd", padlen: Any = None,
+             method: str = "pad", irlen: Any = None) -> Any:  # fmt: skip
+    """``scipy.signal.filtfilt``: the filter forwards then backwards, from the steady state of
+    the padded ends (``method='pad'``, every ``padtype``), so zero phase.
+
+    >>> float(filtfilt(np.array([0.5, 0.5]), np.array([1.0]), np.ones(8))[3])
+    1.0
+    """
+    if not _dispatch.traced((b, a, x), {}):
+        plain = _dispatch.original(_ss.filtfilt)
+        return plain(b, a, x, axis=axis, padtype=padtype, padlen=padlen, method=method,
+                     irlen=irlen)  # fmt: skip
+    if method != "pad":
+        raise NotImplementedError(
+            "scipy.signal.filtfilt on traced values: method='pad' only (Gustafsson's method "
+            "solves for its initial conditions by least squares)"
+        )
+    ntaps = max(np.shape(a)[0], np.shape(b)[0])
+    edge = ntaps * 3 if padlen is None else padlen
+    if padtype is None:
+        edge = 0
+    n = np.shape(x)[axis]
+    if n <= edge:
+        raise ValueError(f"The length of the input vector x must be greater than padlen, "
+                         f"which is {edge}.")  # fmt: skip
+    ext = _extend(x, edge, padtype, axis) if edge > 0 else x
+    zi = lfilter_zi(b, a)
+    shape = [1] * np.ndim(x)
+    shape[axis] = np.shape(zi)[0]
+    zi = np.reshape(zi, shape)
+    first = np.take(ext, [0], axis=axis)
+    y, _ = lfilter(b, a, ext, axis=axis, zi=zi * first)
+    last = np.take(y, [np.shape(y)[axis] - 1], axis=axis)
+    y, _ = lfilter(b, a, np.flip(y, axis), axis=axis, zi=zi * last)
+    y = np.flip(y, axis)
+    if edge > 0:
+        y = np.take(y, np.arange(edge, np.shape(y)[axis] - edge), axis=axis)
+    return y
+
+
+def _extend(x: Any, n: int, padtype: str, axis: int) -> Any:
+    """SciPy's ``odd_ext``/``even_ext``/``const_ext`` of ``x`` by ``n`` along ``axis``."""
+    m = np.shape(x)[axis]
+    left, right = np.take(x, [0], axis=axis), np.take(x, [m - 1], axis=axis)
+    inner_left = np.take(x, np.arange(n, 0, -1), axis=axis)
+    inner_right = np.take(x, np.arange(m - 2, m - n - 2, -1), axis=axis)
+    if padtype == "odd":
+        parts = [2 * left - inner_left, x, 2 * right - inner_right]
+    elif padtype == "even":
+        parts = [inner_left, x, inner_right]
+    elif padtype == "constant":
+        parts = [np.repeat(left, n, axis=axis), x, np.repeat(right, n, axis=axis)]
+    else:
+        raise ValueError(f"Unknown value '{padtype}' given to padtype. padtype must be 'even', "
+                         "'odd', 'constant', or None.")  # fmt: skip
+    return np.concatenate(parts, axis=axis)
 
 
 def _ensure_lfilter_registered() -> None:
@@ -335,7 +440,8 @@ def sosfilt(sos: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
 
 def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.signal`` (called by ``fusegrad.scipy``)."""
-    for name in ("convolve", "correlate", "fftconvolve", "oaconvolve", "lfilter", "sosfilt"):
+    for name in ("convolve", "correlate", "fftconvolve", "oaconvolve", "lfilter", "sosfilt",
+                 "lfilter_zi", "filtfilt"):  # fmt: skip
         _dispatch.patch_attr(module, name, globals()[name])
 
 
