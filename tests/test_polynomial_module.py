@@ -142,6 +142,16 @@ def test_every_module_differentiates_its_own_roots():
     for basis in BASES.values():
         jac = fg.jacobian(lambda r, b=basis: b.public("roots")(b.public("fromroots")(r)))(roots)
         np.testing.assert_allclose(jac, np.eye(3), atol=1e-9, err_msg=basis.prefix)
+        # degree 1 (its own formula in each basis: -c0/c1 was used for all of them)
+        line = np.array([0.4, 1.0])
+        for name in ("roots", "companion"):
+            want = basis.public(name)(line)
+            got, slope = fg.jvp(basis.public(name), (line,), (np.array([1.0, 0.0]),))
+            np.testing.assert_allclose(got, want, err_msg=basis.prefix)
+            fd = (
+                basis.public(name)(line + [1e-6, 0]) - basis.public(name)(line - [1e-6, 0])
+            ) / 2e-6
+            np.testing.assert_allclose(slope, fd, rtol=1e-6, err_msg=basis.prefix)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -546,10 +546,20 @@ def _companion(basis: Basis, c: Any) -> Any:
     if n < 1:
         raise ValueError("Series must have maximum degree of at least 1.")
     if n == 1:
-        return np.reshape(-c[0] / c[1], (1, 1))
+        return np.reshape(_linear_root(basis, c), (1, 1))
     base, weights = _companion_parts(basis, n, _real_dtype(c.dtype))
     last = base[:, -1] + weights * (c[:-1] / c[-1])
     return np.concatenate([base[:, :-1], last[:, None]], axis=1)
+
+
+def _linear_root(basis: Basis, c: Any) -> Any:
+    """The root of a degree-1 series, ``α + β c₀/c₁``: affine in ``c₀/c₁`` in every basis, with
+    ``α`` and ``β`` read off NumPy's companion of ``[0, 1]`` and ``[1, 1]`` (``-c₀/c₁`` for the
+    power series, ``1 + c₀/c₁`` for Laguerre's, ``-c₀/(2 c₁)`` for Hermite's)."""
+    companion = basis.numpy("companion")
+    alpha = float(companion(np.array([0.0, 1.0]))[0, 0])
+    beta = float(companion(np.array([1.0, 1.0]))[0, 0]) - alpha
+    return alpha + beta * (c[0] / c[1])
 
 
 def _roots(basis: Basis, c: Any) -> Any:
@@ -558,7 +568,7 @@ def _roots(basis: Basis, c: Any) -> Any:
     if np.shape(c)[0] < 2:
         return np.array([], dtype=c.dtype)
     if np.shape(c)[0] == 2:
-        return np.reshape(-c[0] / c[1], (1,))
+        return np.reshape(_linear_root(basis, c), (1,))
     m = _companion(basis, c)
     if not basis.is_power_series:
         m = m[::-1, ::-1]  # as NumPy, for the same rounding
