@@ -387,3 +387,28 @@ def test_discrete_moments(name):
             float(args[-1])
         )[0]
         np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_multivariate_normal_allow_singular():
+    # a rank-2 covariance in 3-D: SciPy's pseudo-determinant and pseudo-inverse, -inf off the
+    # support (allow_singular was ignored and the Cholesky factorisation failed)
+    a = np.array([[1.0, 0.5, 0.2], [0.3, -0.4, 1.0]])
+    cov = a.T @ a
+    x = np.array([0.5, -0.2, 0.3]) @ np.linalg.pinv(a) @ a  # in the support
+    points = np.stack([x, x + np.array([1.0, 0.0, 0.0]), 2 * x])
+    got = fst.multivariate_normal.logpdf(points, np.zeros(3), cov, allow_singular=True)
+    want = st.multivariate_normal.logpdf(points, np.zeros(3), cov, allow_singular=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # hand-derived: d/dm of the log-density is pinv(cov) (x - m), within the support
+    g = fg.grad(lambda m: st.multivariate_normal.logpdf(x, m, cov, allow_singular=True))(
+        np.zeros(3)
+    )
+    np.testing.assert_allclose(g, np.linalg.pinv(cov) @ x, rtol=1e-9)
+    # a non-singular covariance takes the Cholesky path either way
+    c = np.array([[2.0, 0.3], [0.3, 1.0]])
+    for singular in (False, True):
+        g = fg.grad(lambda c, s=singular: st.multivariate_normal.logpdf(np.ones(2), None, c, s))(c)
+        np.testing.assert_allclose(g, 0.5 * (np.linalg.solve(c, np.ones((2, 1))) @ np.linalg.solve(
+            c, np.ones((2, 1))).T - np.linalg.inv(c)), rtol=1e-12)  # fmt: skip
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        fg.grad(lambda c: st.multivariate_normal.logpdf(np.ones(2), None, c, True))(-c)

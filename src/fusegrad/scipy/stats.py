@@ -926,6 +926,39 @@ def _dirichlet_valid(x: Any, a: Any) -> Any:
     return np.logical_and(ok, np.logical_not(np.any(zero_at_pole, axis=0)))
 
 
+def _eigenvalue_floor(w: Any) -> Any:
+    """SciPy's threshold below which an eigenvalue of a covariance counts as zero."""
+    return 1e6 * np.finfo(np.float64).eps * np.max(np.abs(w))
+
+
+def _singular(cov: Any) -> bool:
+    """Whether ``cov`` is singular as SciPy's ``_PSD`` decides it (reading its values: under
+    ``jit`` such a call runs uncompiled); SciPy's error if it is not positive semidefinite."""
+    w = np.linalg.eigvalsh(np.asarray(stop_gradient(cov)))
+    floor = _eigenvalue_floor(w)
+    if np.min(w) < -floor:
+        raise ValueError("The input matrix must be symmetric positive semidefinite.")
+    return bool(np.any(w <= floor))
+
+
+def _singular_logpdf(rows: Any, cov: Any, dim: int) -> Any:
+    """The degenerate normal's log-density as SciPy's ``allow_singular=True``: the
+    pseudo-determinant and pseudo-inverse over the eigenvalues above the floor, -inf off the
+    support (a component along the null space)."""
+    w, v = np.linalg.eigh(cov)
+    floor = stop_gradient(_eigenvalue_floor(w))
+    kept = np.greater(stop_gradient(w), floor)
+    safe = np.where(kept, w, 1.0)
+    rank = np.sum(kept)
+    log_pdet = np.sum(np.where(kept, np.log(safe), 0.0))
+    whitened = rows @ (v * np.where(kept, 1 / np.sqrt(safe), 0.0))
+    maha = np.sum(whitened * whitened, axis=-1)
+    off = np.sqrt(np.sum(np.square(rows @ (v * np.logical_not(kept))), axis=-1))
+    inside = np.less(stop_gradient(off), 1e3 * floor)
+    logpdf = -0.5 * (rank * 2 * LOG_SQRT_2PI + log_pdet + maha)
+    return np.where(inside, logpdf, -np.inf)
+
+
 def _as_value(x: Any) -> Any:
     return x if _dispatch.traced((x,), {}) else np.asarray(x, dtype=float)
 
@@ -960,11 +993,16 @@ class multivariate_normal_gen:  # noqa: N801
             x = np.reshape(x, (-1, 1) if dim == 1 else (1, dim))
         diff = x if mean is None else x - mean
         lead = np.shape(diff)[:-1]
-        low = np.linalg.cholesky(cov)
-        z = np.linalg.solve(low, np.reshape(diff, (-1, dim)).T)
-        maha = np.sum(z * z, axis=0)
-        logdet = 2 * np.sum(np.log(np.diagonal(low)))
-        out = np.reshape(-0.5 * (dim * 2 * LOG_SQRT_2PI + logdet + maha), lead)
+        rows = np.reshape(diff, (-1, dim))
+        if allow_singular and _singular(cov):
+            flat = _singular_logpdf(rows, cov, dim)
+        else:
+            low = np.linalg.cholesky(cov)
+            z = np.linalg.solve(low, rows.T)
+            maha = np.sum(z * z, axis=0)
+            logdet = 2 * np.sum(np.log(np.diagonal(low)))
+            flat = -0.5 * (dim * 2 * LOG_SQRT_2PI + logdet + maha)
+        out = np.reshape(flat, lead)
         return np.squeeze(out) if np.size(out) != 1 else np.reshape(out, ())
 
     def pdf(self, x: Any, mean: Any = None, cov: Any = 1, allow_singular: bool = False) -> Any:
