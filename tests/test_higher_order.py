@@ -356,3 +356,14 @@ def test_a_traced_cotangent_added_to_an_accumulated_plain_one():
         )
 
     check_grads(f, ("rev", "fwd"), order=2)(np.array([0.3, 0.7, 0.1]))
+
+
+def test_hvp_through_indexing_a_concatenation_against_a_broadcast():
+    # forward over reverse: the reverse pass's cotangent of z[0] is a BroadcastThunk, the primal
+    # of a forward tracer, and z[...] of it raised "'BroadcastThunk' object is not subscriptable"
+    def f(x):
+        z = np.concatenate([x, x * 2.0])
+        return np.sum(z[0] * np.ones(4) + z[1] * np.ones(4) * x[0])
+
+    x, v = np.array([1.0, 2.0]), np.array([1.0, 0.5])
+    np.testing.assert_allclose(fg.hvp(f, (x,), (v,)), fg.hessian(f)(x) @ v, rtol=1e-13)

@@ -35,8 +35,10 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, materialize_many, small
+from ..rules.lazy_values import operand
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
+from ..tangents.thunks import AbstractThunk
 from . import core
 from . import tracer as _tracer
 from .core import (
@@ -160,6 +162,9 @@ def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:
     for p in primals:
         if type(p) is not np.ndarray and isinstance(p, np.ndarray):
             check_operand(p, f)  # a masked array or a matrix: refused, as in reverse mode
+    if any(isinstance(p, AbstractThunk) for p in primals):
+        # a reverse pass's cotangent under hvp (forward over reverse): a thunk, as a lazy value
+        primals = tuple(operand(p) if isinstance(p, AbstractThunk) else p for p in primals)
     rule = _find_rule(f)
     if rule is None:
         raise NoForwardRuleError(
