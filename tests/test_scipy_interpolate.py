@@ -400,3 +400,14 @@ def test_many_knots():
     some = [0, 1, 57, 999, 1998, 1999]
     units = si.CubicSpline(x, np.eye(x.size)[:, some])(Q / 2)
     np.testing.assert_allclose(g[some], np.sum(units, axis=0), **CLOSE)
+
+
+def test_interp1d_linear_at_a_repeated_knot_takes_scipys_value():
+    # SciPy evaluates 1-D float data with np.interp, whose repeated knot takes its last value
+    import scipy.interpolate as si
+
+    x, y = np.array([0.0, 1.0, 1.0, 2.0, 3.0]), np.array([0.0, 10.0, 20.0, 30.0, 40.0])
+    q = np.array([0.5, 1.0, 1.5])
+    want = si.interp1d(x, y)(q)
+    np.testing.assert_array_equal(fg.jvp(lambda v: si.interp1d(x, v)(q), (y,), (y,))[0], want)
+    np.testing.assert_array_equal(fg.jvp(lambda v: si.interp1d(x, y)(v), (q,), (q,))[0], want)

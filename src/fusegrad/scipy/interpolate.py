@@ -838,6 +838,16 @@ class interp1d:  # noqa: N801  (SciPy's name)
         return _take(self._y, self._neighbour(q))
 
     def _linear(self, q: Any) -> Any:
+        if (
+            np.ndim(self._y) == 1
+            and not self._extrapolate
+            and all(
+                np.result_type(v) in (np.dtype(np.float64), np.dtype(int))
+                for v in (self.x, self._y)
+            )
+        ):
+            # SciPy's own choice there: np.interp (a repeated knot takes its last value)
+            return np.interp(q, self.x, self._y)
         n = np.shape(self.x)[0]
         above = np.clip(np.searchsorted(stop_gradient(self.x), stop_gradient(q)), 1, n - 1)
         below = above - 1
