@@ -411,3 +411,16 @@ def test_interp1d_linear_at_a_repeated_knot_takes_scipys_value():
     want = si.interp1d(x, y)(q)
     np.testing.assert_array_equal(fg.jvp(lambda v: si.interp1d(x, v)(q), (y,), (y,))[0], want)
     np.testing.assert_array_equal(fg.jvp(lambda v: si.interp1d(x, y)(v), (q,), (q,))[0], want)
+
+
+def test_bspline_with_a_repeated_end_knot_at_traced_points():
+    # k + 2 copies of the last knot (SciPy's antiderivative of a k=0 spline): de Boor's weights
+    # were 0/0 there, nan where SciPy's basis recursion counts the empty interval as 0
+    from scipy.interpolate import BSpline, make_interp_spline
+
+    b = BSpline(np.array([0.0, 0, 1, 2, 3, 3, 3]), np.array([1.0, 2, -1, 0.5, 0]), 1)
+    q = np.array([-0.5, 1.5, 3.0, 3.5])
+    np.testing.assert_allclose(fg.jvp(b, (q,), (np.ones(4),))[0], b(q), atol=1e-15)
+    a = make_interp_spline([0.0, 1, 2, 3, 4], [1.0, 2, -1, 0.5, 0.3], k=0).antiderivative()
+    q = np.array([1.5, 4.0, 4.5])
+    np.testing.assert_allclose(fg.jvp(a, (q,), (np.ones(3),))[0], a(q), atol=1e-15)

@@ -621,15 +621,20 @@ def _bspline_derivative(t: Any, c: Any, k: int, nu: int) -> tuple[Any, Any, int]
 
 
 def _de_boor(t: Any, c: Any, k: int, interval: Any, q: Any) -> Any:
-    """The spline at points ``q`` in the knot intervals ``t[l] <= q < t[l + 1]``: de Boor's
-    recursion on the ``k + 1`` coefficients that act there."""
-    d = [_take(c, interval + j - k) for j in range(k + 1)]
-    for r in range(1, k + 1):
-        for j in range(k, r - 1, -1):
-            left, right = _take(t, interval + j - k), _take(t, interval + j + 1 - r)
-            alpha = _column((q - left) / (right - left), np.ndim(c))
-            d[j] = (1.0 - alpha) * d[j - 1] + alpha * d[j]
-    return d[k]
+    """The spline at points ``q`` in the knot intervals ``t[l] <= q < t[l + 1]``: the ``k + 1``
+    B-splines that act there by the Cox-de Boor recursion, as SciPy evaluates them (a term over
+    a repeated knot is 0: de Boor's weights there were 0/0), times their coefficients."""
+    h: list[Any] = [1.0]
+    for j in range(1, k + 1):
+        previous, h = h, [0.0] * (j + 1)
+        for m in range(1, j + 1):
+            right, left = _take(t, interval + m), _take(t, interval + m - j)
+            same = np.equal(stop_gradient(right), stop_gradient(left))
+            w = np.where(same, 0.0, previous[m - 1] / np.where(same, 1.0, right - left))
+            h[m - 1] = h[m - 1] + w * (right - q)
+            h[m] = w * (q - left)
+    ndim = np.ndim(c)
+    return sum(_take(c, interval - k + i) * _column(h[i], ndim) for i in range(k + 1))
 
 
 def _evaluate_bspline(t: Any, c: Any, k: int, xq: Any, nu: int, extrapolate: Any, axis: int) -> Any:
