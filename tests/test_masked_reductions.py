@@ -97,3 +97,17 @@ def test_replayed_by_jit():
     for k in range(10):
         np.testing.assert_allclose(g(A + k), fg.grad(lambda a: np.sum(f(a)))(A + k), rtol=1e-12)
     assert g.cache_info()[0].replayable
+
+
+def test_var_with_ddof_at_least_the_kept_count_is_numpys_inf_or_nan():
+    # NumPy divides by max(n - ddof, 0); a negative divisor gave a negative variance
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for ddof in (1, 2, 3):
+            want = np.var(A, axis=1, where=M, ddof=ddof)
+            np.testing.assert_array_equal(
+                _value(lambda a: np.var(a, 1, where=M, ddof=ddof), A), want
+            )
+        none = np.array([[False] * 4, [True] * 4])
+        want = np.var(A, axis=1, where=none, ddof=1)
+        np.testing.assert_array_equal(_value(lambda a: np.var(a, 1, where=none, ddof=1), A), want)

@@ -152,3 +152,16 @@ def test_jacobian_of_pytree_outputs_and_hessian_of_pytree_inputs():
     np.testing.assert_allclose(h["w"]["b"], 4 * b * w)
     np.testing.assert_allclose(h["b"]["w"], 4 * b * w)
     np.testing.assert_allclose(h["b"]["b"], 2 * np.sum(w**2))
+
+
+def test_hessian_blocks_of_a_dict_argument():
+    # with argnums=(0, 1) and a dict argument, its row of blocks became the tuple of its keys
+    def f(p, c):
+        return np.sum(p["a"] ** 2) * c + c**2 * np.sum(p["a"])
+
+    p, c = {"a": np.array([1.0, 2.0])}, 1.0
+    h = fg.hessian(f, argnums=(0, 1))(p, c)
+    np.testing.assert_allclose(h[0]["a"][0]["a"], 2 * c * np.eye(2))
+    np.testing.assert_allclose(h[0]["a"][1], 2 * p["a"] + 2 * c)
+    np.testing.assert_allclose(h[1][0]["a"], 2 * p["a"] + 2 * c)
+    np.testing.assert_allclose(h[1][1], 2 * np.sum(p["a"]))

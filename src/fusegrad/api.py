@@ -842,7 +842,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         _real_inputs_for_hessian(args, nums)
         # row i: the jacobian of the i-th gradient in every argument of argnums
         return tuple(
-            tuple(jacobian(lambda *a, _i=i: gradient(*a, **kwargs)[_i], nums)(*args))
+            jacobian(lambda *a, _i=i: gradient(*a, **kwargs)[_i], nums)(*args)
             for i in range(len(nums))
         )
 

@@ -146,8 +146,9 @@ def masked_var(a: Any, axis: Any = None, dtype: Any = None, ddof: Any = 0, keepd
     d = _kept(a - m, ex, 0)
     squares = np.real(d * np.conj(d)) if is_complex_value(a) else d * d
     n = count(a, ex, axis, keepdims) - ddof
-    if skip_nan:
-        n = np.where(n <= 0, np.nan, n)
+    # NumPy's divisor: nan where nothing is left for the nan versions, else at least 0 (inf, or
+    # nan for an empty slice; a negative count gave a negative variance)
+    n = np.where(n <= 0, np.nan, n) if skip_nan else np.maximum(n, 0)
     v = np.sum(squares, axis=axis, dtype=dtype, keepdims=keepdims) / n
     return np.sqrt(v) if std else v
 

@@ -180,6 +180,8 @@ def _quantile_core(a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: 
     res = s_lo + weight * (s_hi - s_lo)
     if nan and np.any(counts == 0):
         res = np.where((counts == 0)[..., None], np.nan, res)
+    if not nan:  # a nan in a slice makes its quantiles nan, as NumPy (sorted last, it was skipped)
+        res = np.where(np.any(np.isnan(primal(flat)), axis=-1)[..., None], np.nan, res)
     # NumPy puts q's axes first.
     res = np.moveaxis(res, -1, 0) if np.ndim(res) > 0 else res
     res = np.reshape(res, qv.shape + kshape)
