@@ -105,9 +105,8 @@ def test_var_with_ddof_at_least_the_kept_count_is_numpys_inf_or_nan():
         warnings.simplefilter("ignore", RuntimeWarning)
         for ddof in (1, 2, 3):
             want = np.var(A, axis=1, where=M, ddof=ddof)
-            np.testing.assert_array_equal(
-                _value(lambda a: np.var(a, 1, where=M, ddof=ddof), A), want
-            )
+            got = _value(lambda a, d=ddof: np.var(a, 1, where=M, ddof=d), A)
+            np.testing.assert_array_equal(got, want)
         none = np.array([[False] * 4, [True] * 4])
         want = np.var(A, axis=1, where=none, ddof=1)
         np.testing.assert_array_equal(_value(lambda a: np.var(a, 1, where=none, ddof=1), A), want)
