@@ -238,6 +238,16 @@ def test_a_number_scaling_a_reduction_stays_an_input():
     for s in (0.5, 0.7, 0.9, 1.1, 3.5, 0.25, 1e-3, 7.0):
         np.testing.assert_allclose(g(w, x, s), fg.grad(loss)(w, x, s), rtol=1e-12)
     assert g.cache_info()[0].numbers == "inputs" and g.cache_info().hits >= 4
+    # s times a full reduction: its cotangent, a 0-d kernel of s, broadcast back to x's shape
+    # (a kernel of the number alone kept shape () and the projection onto x raised)
+    h = fg.jit(fg.grad(lambda x, s: np.sum(x) * s, argnums=(0, 1)))
+    for s in (1.3, 0.2, 2.5, -1.0, 4.0, 0.7, 3.3, 1.1, 9.0):
+        got, want = (
+            h(np.arange(3.0), s),
+            fg.grad(lambda x, s: np.sum(x) * s, (0, 1))(np.arange(3.0), s),
+        )
+        np.testing.assert_allclose(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1])
 
 
 def test_a_recordings_number_type_called_gives_a_plain_number():

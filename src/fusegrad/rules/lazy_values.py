@@ -27,8 +27,12 @@ def as_lazy(x: Any, scalars: bool = False) -> Any:
     unless ``scalars`` (then they become 0-d leaves, so that broadcasting them costs nothing)."""
     if scalars and type(x) in DYNAMIC_NUMBERS:
         # a jit recording's number argument (a cotangent s of s * f(x)): a 0-d kernel of it,
-        # computed again from the call's number at each replay; np.asarray would read its value
-        return make_map("cast", (x,), np.dtype(np.complex128 if isinstance(x, complex) else float))
+        # computed again from the call's number at each replay; np.asarray would read its value.
+        # It multiplies a 0-d leaf of ones: movement (a broadcast) goes down to leaves, and a
+        # kernel of constants alone has none to carry the new shape
+        one = np.ones((), np.complex128 if isinstance(x, complex) else np.float64)
+        replay.note_literal(one)
+        return make_map("multiply", (asarray(one), x))
     if scalars and isinstance(x, np.generic | float | int):
         node: Any = asarray(x)  # a Leaf: it has the array it wraps
         replay.note_literal(node.array)  # made here from a number: a replay may fold it
