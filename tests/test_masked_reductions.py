@@ -110,3 +110,16 @@ def test_var_with_ddof_at_least_the_kept_count_is_numpys_inf_or_nan():
         none = np.array([[False] * 4, [True] * 4])
         want = np.var(A, axis=1, where=none, ddof=1)
         np.testing.assert_array_equal(_value(lambda a: np.var(a, 1, where=none, ddof=1), A), want)
+
+
+def test_ufunc_reduce_with_options_and_where_true():
+    # np.add.reduce(x, initial=10) added 10 to the tangent, multiply.reduce ignored where=
+    for f in (lambda a: np.add.reduce(a, axis=1, initial=10.0),
+              lambda a: np.multiply.reduce(a, axis=1, where=M),
+              lambda a: np.minimum.reduce(a, axis=1, initial=0.5),
+              lambda a: np.maximum.reduce(a, axis=1, initial=0.0, where=M)):  # fmt: skip
+        np.testing.assert_allclose(fg.jvp(f, (A,), (np.ones_like(A),))[0], f(A), rtol=1e-13)
+        check_grads(lambda a, f=f: np.sum(f(a) * np.array([1.0, 2.0])), ("rev", "fwd"))(A)
+    np.testing.assert_array_equal(fg.grad(lambda a: np.sum(a, where=True))(A), np.ones_like(A))
+    g = fg.grad(lambda a: np.var(a, ddof=0, correction=1))(A)  # NumPy takes ddof=0 beside it
+    np.testing.assert_allclose(g, 2 * (A - A.mean()) / (A.size - 1))

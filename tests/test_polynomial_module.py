@@ -299,3 +299,12 @@ def test_jit_of_grad_replays_plain_grads(name):
         np.testing.assert_allclose(g(c), fg.grad(f)(c), rtol=1e-10)
     info = g.cache_info()
     assert (info.hits, info.misses) == (3, 1)  # no value was read: the recording replays
+
+
+def test_polyvalfromroots_at_traced_points():
+    # NumPy's code reads x as an array only if it is an ndarray: a traced x gave one number
+    P = np.polynomial.polynomial
+    r, x = np.array([0.3, -0.5, 1.2]), np.array([0.1, 0.7, 2.0])
+    np.testing.assert_allclose(fg.jvp(lambda v: P.polyvalfromroots(v, r), (x,), (x,))[0],
+                               P.polyvalfromroots(x, r))  # fmt: skip
+    check_grads(lambda v, rr: np.sum(P.polyvalfromroots(v, rr)), ("rev", "fwd"), order=2)(x, r)

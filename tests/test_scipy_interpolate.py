@@ -424,3 +424,14 @@ def test_bspline_with_a_repeated_end_knot_at_traced_points():
     a = make_interp_spline([0.0, 1, 2, 3, 4], [1.0, 2, -1, 0.5, 0.3], k=0).antiderivative()
     q = np.array([1.5, 4.0, 4.5])
     np.testing.assert_allclose(fg.jvp(a, (q,), (np.ones(3),))[0], a(q), atol=1e-15)
+
+
+def test_cubic_spline_of_traced_float32_data_is_solved_in_float64():
+    # SciPy converts to float64 before solving; a traced float32 y was solved in float32
+    import scipy.interpolate as si
+
+    x = np.linspace(0.0, 1.0, 6)
+    y = np.sin(3 * x).astype(np.float32)
+    q = np.linspace(0.05, 0.95, 5)
+    got = fg.jvp(lambda v: si.CubicSpline(x, v)(q), (y,), (np.ones_like(y),))[0]
+    np.testing.assert_allclose(got, si.CubicSpline(x, y)(q), rtol=1e-14)

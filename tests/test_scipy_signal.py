@@ -230,3 +230,10 @@ def test_filtfilt_and_lfilter_zi(padtype):
     np.testing.assert_allclose(zi, np.sum(ss.lfilter_zi(b, a)), rtol=1e-12)
     with pytest.raises(NotImplementedError, match="method='pad'"):
         fg.grad(lambda x: np.sum(ss.filtfilt(b, a, x, method="gust")))(x[0])
+
+
+def test_sosfilt_checks_scipys_a0_on_a_plain_sos():
+    sos = ss.butter(2, 0.3, output="sos")
+    sos[0, 3] = 2.0
+    with pytest.raises(ValueError, match=r"sos\[:, 3\] should be all ones"):
+        fg.grad(lambda x: np.sum(ss.sosfilt(sos, x)))(np.ones(8))

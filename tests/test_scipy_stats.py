@@ -412,3 +412,43 @@ def test_multivariate_normal_allow_singular():
             c, np.ones((2, 1))).T - np.linalg.inv(c)), rtol=1e-12)  # fmt: skip
     with pytest.raises(ValueError, match="positive semidefinite"):
         fg.grad(lambda c: st.multivariate_normal.logpdf(np.ones(2), None, c, True))(-c)
+
+
+def test_far_tails_and_edges():
+    # isf as ppf(1 - q) rounded 1 - q to 1 (gumbel_r.isf(1e-300) was inf), tan(π(q - ½)) lost
+    # cauchy's tails, inf - inf made rayleigh's and weibull's logpdf at +inf nan
+    q = np.array([1e-300, 1e-12, 1e-6, 0.3])
+    for name in ("gumbel_r", "logistic", "laplace", "cauchy"):
+        dist = getattr(st, name)
+        for method in ("isf", "ppf"):
+            got = fg.jvp(lambda v, m=method, d=dist: getattr(d, m)(v), (q,), (np.ones(4),))[0]
+            np.testing.assert_allclose(got, getattr(dist, method)(q), rtol=1e-12, err_msg=name)
+    for name, shapes in (
+        ("rayleigh", ()),
+        ("lognorm", (0.7,)),
+        ("weibull_min", (1.7,)),
+        ("gamma", (2.5,)),
+    ):  # SciPy: -inf on an open support, else its formula
+        dist = getattr(st, name)
+        x = np.array([1.0, np.inf])
+        got = fg.jvp(lambda s, d=dist, sh=shapes, x=x: d.logpdf(x, *sh, scale=s), (1.3,), (1.0,))[0]
+        np.testing.assert_allclose(got, dist.logpdf(x, *shapes, scale=1.3), rtol=1e-14)
+    with pytest.raises(TypeError, match="no differentiable quantile"):
+        fg.grad(lambda q: st.chi2.isf(q, 3.0))(0.3)
+
+
+def test_a_list_argument_beside_a_traced_parameter():
+    # SciPy takes lists; x - loc of a list raised TypeError when only a shape was traced
+    for f in (lambda a: np.sum(st.gamma.logpdf([0.5, 1.0], a)),
+              lambda mu: np.sum(st.poisson.logpmf([0, 1, 2], mu)),
+              lambda s: np.sum(st.lognorm.ppf((0.2, 0.7), s))):  # fmt: skip
+        assert fg.value_and_grad(f)(1.7)[0] == pytest.approx(f(1.7), rel=1e-12)
+
+
+def test_var_with_ddof_at_the_count_is_inf_as_numpy():
+    x = np.array([1.0, 2.0])
+    with np.errstate(all="ignore"):
+        value, g = fg.value_and_grad(lambda v: np.var(v, ddof=2))(x)  # ZeroDivisionError before
+        assert np.isinf(value) and np.all(np.isinf(g))
+        assert np.isinf(fg.jvp(lambda v: np.std(v, ddof=3), (x,), (np.ones(2),))[0])
+        assert np.isnan(fg.value_and_grad(lambda v: st.zscore(v, ddof=1)[0])(np.ones(1))[0])

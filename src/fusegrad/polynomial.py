@@ -594,6 +594,26 @@ POLYUTILS_FUNCTIONS: dict[str, Callable] = {
 }
 
 
+def polyvalfromroots(x: Any, r: Any, tensor: bool = True) -> Any:
+    """``numpy.polynomial.polynomial.polyvalfromroots``: ``∏ (x - rᵢ)`` over ``r``'s first axis.
+    NumPy's code treats ``x`` as an array only when it is an ndarray: a traced ``x`` was taken as
+    a scalar, and the product ran along the points.
+
+    >>> float(polyvalfromroots(2.0, np.array([1.0, 3.0])))
+    -1.0
+    """
+    r = r if _dispatch.traced((r,), {}) else np.array(r, ndmin=1)
+    if not _dispatch.traced((r,), {}) and r.dtype.kind in "biu":
+        r = r.astype(np.float64)
+    x = np.asarray(x) if isinstance(x, tuple | list) else x
+    if np.ndim(x) > 0 or _dispatch.traced((x,), {}):
+        if tensor:
+            r = np.reshape(r, np.shape(r) + (1,) * np.ndim(x))
+        elif np.ndim(x) >= np.ndim(r):
+            raise ValueError("x.ndim must be < r.ndim when tensor == False")
+    return np.prod(x - r, axis=0)
+
+
 def install() -> None:
     """Redirect ``numpy.polynomial``'s functions on traced values (done at ``import fusegrad``;
     idempotent).
@@ -605,6 +625,7 @@ def install() -> None:
     """
     for name, mirror in POLYUTILS_FUNCTIONS.items():
         _dispatch.patch_attr(polyutils, name, mirror)
+    _dispatch.patch_attr(np.polynomial.polynomial, "polyvalfromroots", polyvalfromroots)
     for basis in BASES.values():
         for name, generic in SERIES_FUNCTIONS.items():
             _dispatch.patch_attr(basis.module, basis.prefix + name, _for_basis(generic, basis))

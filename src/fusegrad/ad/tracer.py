@@ -66,7 +66,10 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
         return apply(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in UFUNC_REDUCE:
         kwargs.setdefault("axis", 0)
-        return apply(UFUNC_REDUCE[ufunc], inputs, kwargs)
+        reduction = UFUNC_REDUCE[ufunc]
+        options = REDUCTION_OPTIONS.get(reduction)  # where=, initial=: as np.sum's
+        out = options(*inputs, **kwargs) if options is not None else None
+        return out if out is not None else apply(reduction, inputs, kwargs)
     if method == "accumulate" and ufunc in UFUNC_ACCUMULATE:
         kwargs.setdefault("axis", 0)
         return apply(UFUNC_ACCUMULATE[ufunc], inputs, kwargs)

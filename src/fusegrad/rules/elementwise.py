@@ -234,7 +234,7 @@ elementwise_op(np.exp,         lambda x, y: y,
                numba="vm.exp{f32}({0})", expensive=True, float_only=True)
 elementwise_op(np.exp2,        lambda x, y: LN2 * y,
                numba="np.exp2({0})", expensive=True, float_only=True)
-elementwise_op(np.expm1,       lambda x, y: y + 1,
+elementwise_op(np.expm1,       lambda x, y: np.exp(x),  # y + 1 loses e^x for x << 0
                numba="vm.expm1{f32}({0})", expensive=True, float_only=True)
 elementwise_op(np.log,         lambda x, y: 1 / x,
                numba="vm.log{f32}({0})", expensive=True, float_only=True)

@@ -167,14 +167,15 @@ _OPTIONS = ("initial", "where", "mean", "correction")
 def _options(names: tuple, compute: Callable) -> Callable:
     def call(a: Any, *args: Any, **kwargs: Any) -> Any:
         p = params(args, kwargs, **dict.fromkeys(names))
-        if all(p.get(k) is None or (k == "where" and p[k] is True) for k in _OPTIONS):
+        if all(p.get(k) is None for k in _OPTIONS):
             return None
+        if p.get("where") is True:  # NumPy's default, spelled out (the rule refuses where=)
+            p["where"] = None
         if p["out"] is not None:
             raise TypeError("out= writes in place, which a traced value cannot: use the result")
         p["keepdims"] = bool(p["keepdims"])
         if "correction" in names and p["correction"] is not None:
-            given = "ddof" in kwargs or len(args) > names.index("ddof")
-            if given:
+            if p["ddof"]:  # (NumPy takes an explicit ddof=0 beside correction)
                 raise ValueError("ddof and correction can't be provided simultaneously.")
             p["ddof"] = p["correction"]
         return compute(a, p)

@@ -283,7 +283,9 @@ def _moments(a: Any, axis: Any, ddof: int) -> tuple:
     dtype = getattr(la, "dtype", None)
     if np.dtype(dtype if dtype is not None else np.result_type(la)).kind == "c":
         centered = np.conjugate(centered)
-    return shape, axes, la, centered, _count(shape, axes) - ddof
+    # NumPy's divisor, max(n - ddof, 0), as a NumPy float: 0 gives inf/nan as NumPy's (a Python
+    # 0 raised ZeroDivisionError)
+    return shape, axes, la, centered, np.float64(max(_count(shape, axes) - ddof, 0))
 
 
 @register_rrule(np.var, lazy=True)
@@ -381,7 +383,7 @@ def _moment_jvp(fn: Callable) -> Callable:
         la = as_lazy(a)
         shape = shape_of(a)
         axes = normalize_axes(p["axis"], len(shape))
-        n = int(np.prod([shape[i] for i in axes])) - p["ddof"]
+        n = np.float64(max(int(np.prod([shape[i] for i in axes])) - p["ddof"], 0))  # NumPy's
         y = moment(fn, la, **_moment_kwargs(p))
         t = tangents[0]
         if is_zero(t):

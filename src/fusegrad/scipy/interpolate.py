@@ -63,9 +63,13 @@ def _traced(*values: Any) -> bool:
 
 
 def _as_float(a: Any) -> Any:
-    """A plain argument as a float (or complex) array; a traced one as it is."""
+    """An argument as a float64 (or complex128) array, as SciPy computes (a traced float32 one
+    was solved in float32)."""
     if _traced(a):
-        return a
+        kind = np.result_type(a)
+        if kind in (np.dtype(np.float64), np.dtype(np.complex128)):
+            return a
+        return a.astype(np.complex128 if kind.kind == "c" else np.float64)
     a = np.asarray(a)
     return a if np.iscomplexobj(a) else a.astype(np.float64)
 

@@ -432,6 +432,8 @@ def sosfilt(sos: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
         )
     if np.ndim(sos) != 2 or np.shape(sos)[1] != 6:
         raise ValueError("sos array must be shape (n_sections, 6)")
+    if not _dispatch.traced((sos,), {}) and not np.all(np.asarray(sos)[:, 3] == 1):
+        raise ValueError("sos[:, 3] should be all ones")  # SciPy's check (a traced sos: a[0])
     y = x
     for k in range(np.shape(sos)[0]):
         y = lfilter(sos[k, :3], sos[k, 3:], y, axis=axis)

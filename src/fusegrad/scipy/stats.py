@@ -96,7 +96,7 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
 
     def _z(self, x: Any, args: tuple, kwds: dict) -> tuple:
         shapes, loc, scale = self._parse(args, kwds)
-        z = (x - loc) / scale
+        z = (_as_value(x) - loc) / scale  # (a list, as SciPy takes it)
         return z, shapes, scale, self._inside(z, *shapes)
 
     def _argcheck(self, *shapes: Any) -> Any:
@@ -113,11 +113,14 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
             return ok
         return np.logical_and(ok, np.logical_not(np.isnan(z)))
 
-    open_lo = False  # the support excludes lo (SciPy's _open_support_mask: lognorm's 0)
+    # the support excludes its ends (SciPy's _open_support_mask: lognorm's 0, and +inf, where
+    # rayleigh's log(z) - z²/2 would be inf - inf)
+    open_lo = False
 
     def _inside(self, z: Any, *shapes: Any) -> Any:
-        above = np.greater(z, self.lo) if self.open_lo else np.greater_equal(z, self.lo)
-        return np.logical_and(above, np.less_equal(z, self.hi))
+        if self.open_lo:
+            return np.logical_and(np.greater(z, self.lo), np.less(z, self.hi))
+        return np.logical_and(np.greater_equal(z, self.lo), np.less_equal(z, self.hi))
 
     def _mid(self, *shapes: Any) -> float:
         """A point inside the support, the safe value of an unselected branch."""
@@ -169,7 +172,8 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
 
     def isf(self, q: Any, *args: Any, **kwds: Any) -> Any:
         """The inverse survival function at ``q``: ``ppf(1 - q)``."""
-        return self._quantile(q, args, kwds, self._isf, ends=(self.hi, self.lo))
+        inverse = None if self._ppf is None else self._isf
+        return self._quantile(q, args, kwds, inverse, ends=(self.hi, self.lo))
 
     def _quantile(self, q: Any, args: tuple, kwds: dict, inverse: Any, ends: tuple = ()) -> Any:
         if inverse is None:
@@ -180,6 +184,7 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
                 "weibull_min, pareto, gumbel_r, rayleigh)"
             )
         shapes, loc, scale = self._parse(args, kwds)
+        q = _as_value(q)
         at0, at1 = ends or (self.lo, self.hi)
         inside = np.logical_and(np.greater(q, 0), np.less(q, 1))
         edge = np.where(np.equal(q, 0), at0, np.where(np.equal(q, 1), at1, np.nan))
@@ -409,6 +414,9 @@ class laplace_gen(rv_continuous):  # noqa: N801
     def _ppf(self, q):
         return np.where(np.less(q, 0.5), np.log(2 * q), -np.log(2 - 2 * q))
 
+    def _isf(self, q):
+        return -self._ppf(q)
+
 
 class cauchy_gen(rv_continuous):  # noqa: N801
     """The Cauchy distribution.
@@ -429,7 +437,13 @@ class cauchy_gen(rv_continuous):  # noqa: N801
         return 0.5 - np.arctan(z) / np.pi
 
     def _ppf(self, q):
-        return np.tan(np.pi * (q - 0.5))
+        # tan(π(q - ½)) loses q near 0 and 1 (1 - q rounds): -1/tan(πq) below ½, 1/tan(π(1-q))
+        low = np.less(q, 0.5)
+        return np.where(low, -1 / np.tan(np.pi * np.where(low, q, 0.25)),
+                        1 / np.tan(np.pi * np.where(low, 0.75, 1 - q)))  # fmt: skip
+
+    def _isf(self, q):
+        return -self._ppf(q)
 
 
 class logistic_gen(rv_continuous):  # noqa: N801
@@ -458,6 +472,9 @@ class logistic_gen(rv_continuous):  # noqa: N801
 
     def _ppf(self, q):
         return sp.logit(q)
+
+    def _isf(self, q):
+        return -sp.logit(q)
 
 
 class uniform_gen(rv_continuous):  # noqa: N801
@@ -673,6 +690,9 @@ class gumbel_r_gen(rv_continuous):  # noqa: N801
     def _ppf(self, q):
         return -np.log(-np.log(q))
 
+    def _isf(self, q):
+        return -np.log(-np.log1p(-q))
+
 
 class rayleigh_gen(rv_continuous):  # noqa: N801
     """The Rayleigh distribution.
@@ -715,7 +735,7 @@ class rv_discrete(rv_continuous):  # noqa: N801
 
     def _z(self, x: Any, args: tuple, kwds: dict) -> tuple:
         shapes, loc, _ = self._parse(args, kwds)
-        k = np.floor(stop_gradient(x) - stop_gradient(loc))
+        k = np.floor(stop_gradient(_as_value(x)) - stop_gradient(loc))
         return k, shapes, 1.0, self._inside(k, *shapes)
 
     def _mid(self, *shapes: Any) -> float:
@@ -727,7 +747,7 @@ class rv_discrete(rv_continuous):  # noqa: N801
     def logpmf(self, k: Any, *args: Any, **kwds: Any) -> Any:
         """Log of the probability mass at ``k`` (-inf off the integers of the support)."""
         shapes, loc, _ = self._parse(args, kwds)
-        kk = stop_gradient(k) - stop_gradient(loc)
+        kk = stop_gradient(_as_value(k)) - stop_gradient(loc)
         ok = np.logical_and(self._inside(kk, *shapes), np.equal(kk, np.floor(kk)))
         out = np.where(ok, self._logpmf(_safe(ok, kk, 0.0), *shapes), -np.inf)
         return _nan_unless(self._valid(kk, shapes, 1.0), out)
