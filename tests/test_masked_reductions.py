@@ -123,3 +123,15 @@ def test_ufunc_reduce_with_options_and_where_true():
     np.testing.assert_array_equal(fg.grad(lambda a: np.sum(a, where=True))(A), np.ones_like(A))
     g = fg.grad(lambda a: np.var(a, ddof=0, correction=1))(A)  # NumPy takes ddof=0 beside it
     np.testing.assert_allclose(g, 2 * (A - A.mean()) / (A.size - 1))
+
+
+def test_float32_stays_float32():
+    # the int64 count promoted float32 means and variances, and a float64 initial the sums
+    a = A.astype(np.float32)
+    for f in (lambda v: np.mean(v, axis=1, where=M), lambda v: np.var(v, axis=1, where=M),
+              lambda v: np.nanstd(v, where=M), lambda v: np.sum(v, initial=np.float64(2.0)),
+              lambda v: np.max(v, initial=np.float64(2.0)), lambda v: np.median(v),
+              lambda v: np.percentile(v, 30, axis=1)):  # fmt: skip
+        got = fg.jvp(f, (a,), (np.ones_like(a),))[0]
+        assert np.asarray(got).dtype == np.asarray(f(a)).dtype == np.float32
+        np.testing.assert_allclose(got, f(a), rtol=1e-6)

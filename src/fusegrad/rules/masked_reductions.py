@@ -49,6 +49,13 @@ def _kept(a: Any, ex: Any, fill: Any) -> Any:
     return a if ex is None else np.where(ex, fill, a)
 
 
+def _as_result(initial: Any, result: Any) -> Any:
+    """``initial`` in the reduction's dtype, as NumPy casts it (a traced one as it is)."""
+    if isinstance(initial, np.ndarray | np.generic | float | int):
+        return np.asarray(initial, dtype=np.result_type(primal(result)))
+    return initial
+
+
 def count(a: Any, ex: Any, axis: Any, keepdims: bool) -> Any:
     """How many elements of ``a`` are kept along ``axis``.
 
@@ -69,7 +76,7 @@ def masked_sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
     12.0
     """
     s = np.sum(_kept(a, excluded(a, where, skip_nan), 0), axis=axis, dtype=dtype, keepdims=keepdims)
-    return s if initial is None else s + initial
+    return s if initial is None else s + _as_result(initial, s)
 
 
 def masked_prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False,
@@ -81,7 +88,7 @@ def masked_prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = Fa
     """
     p = np.prod(_kept(a, excluded(a, where, skip_nan), 1), axis=axis, dtype=dtype,
                 keepdims=keepdims)  # fmt: skip
-    return p if initial is None else p * initial
+    return p if initial is None else p * _as_result(initial, p)
 
 
 def masked_extremum(kind: str, a: Any, axis: Any = None, keepdims: bool = False,
@@ -110,7 +117,7 @@ def masked_extremum(kind: str, a: Any, axis: Any = None, keepdims: bool = False,
     reduce = np.max if kind == "max" else np.min
     y = reduce(_kept(a, ex, fill), axis=axis, keepdims=keepdims)
     if initial is not None:
-        return getattr(np, name)(y, initial)
+        return getattr(np, name)(y, _as_result(initial, y))
     if ex is not None:  # (skip_nan) an all-nan slice
         y = np.where(np.all(ex, axis=axis, keepdims=keepdims), np.nan, y)
     return y
@@ -129,7 +136,7 @@ def masked_mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = Fa
     total = masked_sum(a, axis, dtype, keepdims, None, where, skip_nan)
     n = count(a, ex, axis, keepdims)
     out = total / np.where(n == 0, np.nan, n)  # (no division warning for an empty slice)
-    return out if dtype is None else out.astype(dtype)
+    return out.astype(dtype if dtype is not None else _mean_dtype(a))
 
 
 def masked_var(a: Any, axis: Any = None, dtype: Any = None, ddof: Any = 0, keepdims: bool = False,
@@ -150,7 +157,15 @@ def masked_var(a: Any, axis: Any = None, dtype: Any = None, ddof: Any = 0, keepd
     # nan for an empty slice; a negative count gave a negative variance)
     n = np.where(n <= 0, np.nan, n) if skip_nan else np.maximum(n, 0)
     v = np.sum(squares, axis=axis, dtype=dtype, keepdims=keepdims) / n
+    v = v.astype(dtype if dtype is not None else _mean_dtype(np.real(a)))
     return np.sqrt(v) if std else v
+
+
+def _mean_dtype(a: Any) -> np.dtype:
+    """NumPy's result dtype of a mean of ``a``: its own for inexact values, else float64 (the
+    count is an int64 array here, which promoted float32 to float64)."""
+    kind = np.result_type(primal(a))
+    return kind if kind.kind in "fc" else np.dtype(np.float64)
 
 
 # --------------------------------------------------------------------------------------------------

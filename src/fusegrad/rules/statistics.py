@@ -190,6 +190,9 @@ def _quantile_core(a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: 
         for i in axes:
             full[i] = 1
         res = np.reshape(res, qv.shape + tuple(full))
+    kind = np.result_type(primal(a))
+    if kind.kind == "f" and kind != np.float64:  # float32 data: float32 quantiles, as NumPy's
+        res = res.astype(kind)
     return res
 
 

@@ -1110,7 +1110,8 @@ def variation(a: Any, axis: Any = 0, nan_policy: str = "propagate", ddof: int = 
     n = np.sum(np.logical_not(np.isnan(a)), axis=axis) if omit else np.shape(a)[axis]
     with np.errstate(invalid="ignore", divide="ignore"):
         m, sd = mean(a, axis=axis), std(a, axis=axis)
-        out = sd * np.sqrt(np.divide(n, np.subtract(n, ddof, dtype=float))) / m
+        factor = np.sqrt(np.divide(n, np.subtract(n, ddof, dtype=float)))
+        out = sd * np.astype(factor, np.result_type(stop_gradient(sd))) / m  # (float32 stays)
         # n == ddof: SciPy's ±inf (the mean's sign) for a spread-out slice, nan for a constant one
         out = np.where(np.equal(n, ddof), np.where(np.greater(sd, 0), np.copysign(np.inf, m),
                                                    np.nan), out)  # fmt: skip
