@@ -83,6 +83,8 @@ def test_hand_derived():
 def test_numpys_errors():
     with pytest.raises(ValueError, match="to use a where mask one has to specify 'initial'"):
         fg.grad(lambda a: np.max(a, where=M))(A)
+    with pytest.raises(ValueError, match="'fmin' does not have an identity"):  # as NumPy's
+        fg.grad(lambda a: np.nanmin(a, where=M))(A)
     with pytest.raises(ValueError, match="ddof and correction"):
         fg.grad(lambda a: np.var(a, ddof=1, correction=1))(A)
     with pytest.raises(TypeError, match="out="):

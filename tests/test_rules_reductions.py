@@ -248,3 +248,10 @@ def test_reductions_in_broadcast_expressions():
         return np.sum(np.max(d, axis=1)) + np.mean(np.var(d, axis=0)) + np.std(d)
 
     check_grads(f)(x, y)
+
+
+def test_std_of_one_value_has_a_zero_derivative():
+    # a slice of one value has std 0 whatever the value: 0/0 gave nan in both directions
+    x = np.array([[2.0], [3.0]])
+    np.testing.assert_array_equal(fg.grad(lambda v: np.sum(np.std(v, axis=1)))(x), 0 * x)
+    np.testing.assert_array_equal(fg.jvp(lambda v: np.std(v, axis=1), (x,), (x,))[1], [0.0, 0.0])

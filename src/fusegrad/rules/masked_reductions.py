@@ -103,10 +103,11 @@ def masked_extremum(kind: str, a: Any, axis: Any = None, keepdims: bool = False,
     """
     name = "maximum" if kind == "max" else "minimum"
     ex = excluded(a, where, skip_nan)
-    if ex is not None and initial is None and not skip_nan:
+    if where is not None and where is not True and initial is None:
+        reduction = ("fmax" if kind == "max" else "fmin") if skip_nan else name
         raise ValueError(
-            f"reduction operation '{name}' does not have an identity, so to use a where mask "
-            "one has to specify 'initial'"
+            f"reduction operation '{reduction}' does not have an identity, so to use a where "
+            "mask one has to specify 'initial'"
         )
     dtype = np.result_type(primal(a))
     if dtype.kind in "fc":

@@ -311,6 +311,8 @@ def _std(a: Any, axis: Any = None, dtype: Any = None, ddof: int = 0, keepdims: b
     held = _held(la)
 
     def pullback(dy: Any) -> tuple:
+        if _count(shape, axes) == 1:  # one value a slice: std is 0 whatever it is (0/0 was nan)
+            return (_wrap(expand_back(dy, shape, axes, keepdims, held) * 0.0 * centered),)
         yk = y if keepdims or not axes else np.expand_dims(y, axes)
         return (_wrap(expand_back(dy, shape, axes, keepdims, held) * centered / (n * yk)),)
 
@@ -393,6 +395,8 @@ def _moment_jvp(fn: Callable) -> Callable:
             centered = np.conjugate(centered)
         dvar = np.sum(centered * lazy_tangent(t), axis=axes, keepdims=p["keepdims"]) * (2.0 / n)
         dvar = real_for(dvar, y)
+        if fn is np.std and _count(shape, axes) == 1:  # constant 0 (its 0/0 was nan)
+            return y, dvar * 0.0
         return y, (dvar if fn is np.var else dvar / (2 * y))
 
     rule.__doc__ = f"np.{fn.__name__}: ẏ = 2 sum((x - mean) ẋ) / (n - ddof) (/ 2y for std)."
