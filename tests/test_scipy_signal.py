@@ -237,3 +237,16 @@ def test_sosfilt_checks_scipys_a0_on_a_plain_sos():
     sos[0, 3] = 2.0
     with pytest.raises(ValueError, match=r"sos\[:, 3\] should be all ones"):
         fg.grad(lambda x: np.sum(ss.sosfilt(sos, x)))(np.ones(8))
+
+
+def test_sosfilt_with_initial_states():
+    sos = ss.butter(4, 0.2, output="sos")
+    x = np.random.default_rng(11).normal(size=(2, 30))
+    zi = np.random.default_rng(12).normal(size=(sos.shape[0], 2, 2))
+
+    def f(x, zi):
+        y, zf = ss.sosfilt(sos, x, zi=zi)
+        return np.sum(np.sin(y)) + np.sum(zf * zf)
+
+    np.testing.assert_allclose(fg.value_and_grad(f)(x, zi)[0], f(x, zi), rtol=1e-12)
+    check_grads(f, ("rev", "fwd"), order=1)(x, zi)

@@ -418,26 +418,28 @@ def _ensure_lfilter_registered() -> None:
 
 
 def sosfilt(sos: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
-    """``scipy.signal.sosfilt``: second-order sections in cascade, each an ``lfilter``.
+    """``scipy.signal.sosfilt``: second-order sections in cascade, each an ``lfilter`` (from its
+    own initial state ``zi[k]`` when ``zi`` is given: then ``(y, zf)``).
 
     >>> sosfilt(np.array([[1.0, 0, 0, 1, -0.5, 0]]), np.array([1.0, 0.0, 0.0]))
     array([1.  , 0.5 , 0.25])
     """
     if not _dispatch.traced((sos, x, zi), {}):
         return _dispatch.original(_ss.sosfilt)(sos, x, axis=axis, zi=zi)
-    if zi is not None:
-        raise NotImplementedError(
-            "scipy.signal.sosfilt with initial conditions zi has no derivative in fusegrad: "
-            "filter from rest (zi=None)"
-        )
     if np.ndim(sos) != 2 or np.shape(sos)[1] != 6:
         raise ValueError("sos array must be shape (n_sections, 6)")
     if not _dispatch.traced((sos,), {}) and not np.all(np.asarray(sos)[:, 3] == 1):
         raise ValueError("sos[:, 3] should be all ones")  # SciPy's check (a traced sos: a[0])
     y = x
+    if zi is None:
+        for k in range(np.shape(sos)[0]):
+            y = lfilter(sos[k, :3], sos[k, 3:], y, axis=axis)
+        return y
+    final = []  # each section from its own state zi[k], as SciPy's cascade
     for k in range(np.shape(sos)[0]):
-        y = lfilter(sos[k, :3], sos[k, 3:], y, axis=axis)
-    return y
+        y, zf = lfilter(sos[k, :3], sos[k, 3:], y, axis=axis, zi=zi[k])
+        final.append(zf)
+    return y, np.stack(final)
 
 
 def _patch(module: Any) -> None:
