@@ -435,3 +435,20 @@ def test_cubic_spline_of_traced_float32_data_is_solved_in_float64():
     q = np.linspace(0.05, 0.95, 5)
     got = fg.jvp(lambda v: si.CubicSpline(x, v)(q), (y,), (np.ones_like(y),))[0]
     np.testing.assert_allclose(got, si.CubicSpline(x, y)(q), rtol=1e-14)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_bspline_integrate_with_traced_bounds(k):
+    # SciPy's own integrate went into FITPACK with the traced bounds and failed
+    import scipy.interpolate as si
+
+    x = np.linspace(0.0, 3.0, 8)
+    bs = si.make_interp_spline(x, np.sin(x), k=k)
+    for a, b, extrapolate in ((0.3, 2.1, True), (2.1, 0.3, True), (-0.5, 3.5, False)):
+        value, g = fg.value_and_grad(lambda ab, e=extrapolate: bs.integrate(ab[0], ab[1], e))(
+            np.array([a, b])
+        )
+        np.testing.assert_allclose(value, bs.integrate(a, b, extrapolate=extrapolate), rtol=1e-12)
+        inside = extrapolate or (x[0] <= a <= x[-1] and x[0] <= b <= x[-1])
+        want = np.array([-bs(a), bs(b)]) if inside else np.zeros(2)  # the fundamental theorem
+        np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-15)

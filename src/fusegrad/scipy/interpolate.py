@@ -924,6 +924,25 @@ def _bspline_at_traced_points(self: Any, x: Any, nu: int = 0, extrapolate: Any =
     return _evaluate_bspline(self.t, self.c, self.k, x, nu, extrapolate, self.axis)
 
 
+def _bspline_integrate(self: Any, a: Any, b: Any, extrapolate: Any = None) -> Any:
+    """SciPy's ``BSpline.integrate`` with traced bounds: its antiderivative (a plain BSpline)
+    at ``b`` less at ``a``, the bounds clipped to the base interval without extrapolation."""
+    if extrapolate is None:
+        extrapolate = self.extrapolate
+    if extrapolate == "periodic":
+        raise NotImplementedError(
+            "scipy.interpolate.BSpline.integrate with traced bounds and periodic extrapolation: "
+            "integrate over the period with plain bounds, or use extrapolate=True/False"
+        )
+    k, t = self.k, self.t
+    n = np.shape(t)[0] - k - 1
+    if not extrapolate:
+        a, b = np.clip(a, t[k], t[n]), np.clip(b, t[k], t[n])
+    anti = self.antiderivative()
+    at = [_evaluate_bspline(anti.t, anti.c, anti.k, v, 0, True, 0) for v in (a, b)]
+    return at[1] - at[0]
+
+
 def _mirror_interp1d(f: Any) -> interp1d:
     """This module's ``interp1d`` with a SciPy ``interp1d``'s data and settings."""
     new = object.__new__(interp1d)
@@ -982,6 +1001,7 @@ def _patch(module: Any) -> None:
     _dispatch.patch_attr(_sip._PPolyBase, "__call__", _ppoly_at_traced_points)
     _dispatch.patch_attr(_sip.PPoly, "integrate", _ppoly_integrate)
     _dispatch.patch_attr(module.BSpline, "__call__", _bspline_at_traced_points)
+    _dispatch.patch_attr(module.BSpline, "integrate", _bspline_integrate)
     _patch_inherited(module.interp1d, "__call__", _interp1d_at_traced_points)
 
 
