@@ -452,3 +452,13 @@ def test_var_with_ddof_at_the_count_is_inf_as_numpy():
         assert np.isinf(value) and np.all(np.isinf(g))
         assert np.isinf(fg.jvp(lambda v: np.std(v, ddof=3), (x,), (np.ones(2),))[0])
         assert np.isnan(fg.value_and_grad(lambda v: st.zscore(v, ddof=1)[0])(np.ones(1))[0])
+
+
+def test_discrete_entropies():
+    for name, args in (("bernoulli", (0.3,)), ("geom", (0.35,)), ("binom", (6, 0.3))):
+        dist = getattr(st, name)
+        f = lambda p, d=dist, a=args: d.entropy(*a[:-1], p)  # noqa: E731
+        np.testing.assert_allclose(fg.value_and_grad(f)(args[-1])[0], dist.entropy(*args))
+        check_grads(f, ("rev", "fwd"), order=1)(args[-1])
+    # hand-derived: d/dp of the Bernoulli entropy is log((1 - p) / p)
+    assert fg.grad(lambda p: st.bernoulli(p).entropy())(0.3) == pytest.approx(np.log(0.7 / 0.3))

@@ -1198,6 +1198,19 @@ CLOSED_FORMS: dict[str, tuple[Callable, Callable, Callable]] = {
                  lambda a: _moment_ratio(a, 1, lambda v: 1 / (v - 1)),
                  lambda a: _moment_ratio(a, 2, lambda v: 1 / ((v - 1) ** 2 * (v - 2)))),
 }
+def _binom_entropy(n: Any, p: Any) -> Any:
+    """``-Σₖ pmf log pmf`` over ``k = 0..n``, as SciPy sums it (``n`` a plain whole number)."""
+    count = int(np.asarray(stop_gradient(n)))
+    k = np.reshape(np.arange(count + 1.0), (-1,) + (1,) * np.ndim(p))
+    return np.sum(sp.entr(np.exp(binom._logpmf(k, n, p))), axis=0)
+
+
+# the entropy of each discrete distribution with a closed form (or a finite sum)
+DISCRETE_ENTROPY: dict[str, Callable] = {
+    "bernoulli": lambda p: sp.entr(p) + sp.entr(1 - p),
+    "geom": lambda p: -np.log(p) - np.log1p(-p) * (1 - p) / p,
+    "binom": _binom_entropy,
+}
 # (mean, var) of each discrete distribution (loc shifts the mean)
 DISCRETE_MOMENTS: dict[str, tuple[Callable, Callable]] = {
     "poisson":   (lambda mu: mu, lambda mu: mu),
@@ -1240,10 +1253,12 @@ for _name, (_entropy_of, _mean_of, _var_of) in CLOSED_FORMS.items():
     _dist._entropy, _dist._mean, _dist._var = _entropy_of, _mean_of, _var_of
 for _name, (_mean_of, _var_of) in DISCRETE_MOMENTS.items():
     globals()[_name]._mean, globals()[_name]._var = _mean_of, _var_of
+for _name, _entropy_of in DISCRETE_ENTROPY.items():
+    globals()[_name]._entropy = _entropy_of
 
 _CONTINUOUS = ("logpdf", "pdf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf", "entropy", "mean",
                "var", "std", "median")  # fmt: skip
-_DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf", "mean", "var", "std")
+_DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf", "mean", "var", "std", "entropy")
 _MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, logistic, uniform,
                                  lognorm, chi2, halfnorm, weibull_min, pareto, invgamma, gumbel_r,
                                  rayleigh, poisson, binom, bernoulli, geom, nbinom)}  # fmt: skip
