@@ -452,3 +452,21 @@ def test_bspline_integrate_with_traced_bounds(k):
         inside = extrapolate or (x[0] <= a <= x[-1] and x[0] <= b <= x[-1])
         want = np.array([-bs(a), bs(b)]) if inside else np.zeros(2)  # the fundamental theorem
         np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-15)
+
+
+def test_pchip_interpolator_on_traced_data():
+    # it evaluated at traced points only; built on traced y or x it failed inside SciPy
+    import scipy.interpolate as si
+
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 5, 9))
+    y = np.cumsum(rng.normal(size=9))
+    q = np.linspace(x[0] + 0.01, x[-1] - 0.01, 13)
+    want = si.PchipInterpolator(x, y)(q)
+    for f, arg in ((lambda v: si.PchipInterpolator(x, v)(q), y),
+                   (lambda v: si.PchipInterpolator(v, y)(q), x)):  # fmt: skip
+        np.testing.assert_allclose(fg.jvp(f, (arg,), (np.ones_like(arg),))[0], want, atol=1e-14)
+    two = np.stack([y, y**2 / 5], 1)
+    got = fg.jvp(lambda v: si.PchipInterpolator(x, v, axis=1)(q), (two.T,), (0 * two.T,))[0]
+    np.testing.assert_allclose(got, si.PchipInterpolator(x, two.T, axis=1)(q), atol=1e-14)
+    check_grads(lambda v: np.sum(si.PchipInterpolator(x, v)(q) ** 2), ("rev", "fwd"))(y)

@@ -437,6 +437,49 @@ class CubicHermiteSpline(PPoly):
         self._set(_hermite_coeffs(x, y2, s, trailing), x, extrapolate, axis)
 
 
+def PchipInterpolator(x: Any, y: Any, axis: int = 0, extrapolate: Any = None) -> Any:  # noqa: N802
+    """``scipy.interpolate.PchipInterpolator`` on traced values or knots: the monotone cubic
+    Hermite spline whose slopes are SciPy's (weighted harmonic means of the neighbouring secants,
+    0 at a local extremum, its one-sided formula at the ends).
+
+    >>> import fusegrad as fg
+    >>> float(fg.grad(lambda y: PchipInterpolator([0.0, 1.0, 2.0], y)(0.5))(np.arange(3.0))[0])
+    0.5
+    """
+    if not _traced(x, y):
+        return _si.PchipInterpolator(x, y, axis=axis, extrapolate=extrapolate)
+    xs, y2, _, _ = _spline_data(x, y, axis)
+    slopes = _pchip_slopes(xs, y2)
+    shape = np.shape(np.moveaxis(_as_float(y), axis, 0))
+    dydx = np.moveaxis(np.reshape(slopes, shape), 0, axis)
+    return CubicHermiteSpline(x, y, dydx, axis=axis, extrapolate=extrapolate)
+
+
+def _pchip_slopes(x: Any, y: Any) -> Any:
+    """SciPy's ``PchipInterpolator._find_derivatives`` with NumPy operations (y: points first,
+    then one flat axis)."""
+    h = np.reshape(np.diff(x), (-1, 1))
+    m = np.diff(y, axis=0) / h
+    if np.shape(y)[0] == 2:
+        return np.concatenate([m, m], axis=0)
+    sign = np.sign(stop_gradient(m))
+    flat = (sign[1:] != sign[:-1]) | (sign[1:] == 0) | (sign[:-1] == 0)
+    w1, w2 = 2 * h[1:] + h[:-1], h[1:] + 2 * h[:-1]
+    safe_lo, safe_hi = np.where(flat, 1.0, m[:-1]), np.where(flat, 1.0, m[1:])
+    inner = np.where(flat, 0.0, (w1 + w2) / (w1 / safe_lo + w2 / safe_hi))
+    first = _pchip_end(h[0], h[1], m[0], m[1])
+    last = _pchip_end(h[-1], h[-2], m[-1], m[-2])
+    return np.concatenate([first[None], inner, last[None]], axis=0)
+
+
+def _pchip_end(h0: Any, h1: Any, m0: Any, m1: Any) -> Any:
+    """The one-sided three-point slope at an end, shape-preserving as SciPy's ``_edge_case``."""
+    d = ((2 * h0 + h1) * m0 - h0 * m1) / (h0 + h1)
+    s0, s1, sd = (np.sign(stop_gradient(v)) for v in (m0, m1, d))
+    overshoot = (s0 != s1) & (np.abs(stop_gradient(d)) > 3.0 * np.abs(stop_gradient(m0)))
+    return np.where(sd != s0, 0.0, np.where(overshoot, 3.0 * m0, d))
+
+
 def _boundary_conditions(bc_type: Any, trailing: tuple[int, ...]) -> list[Any]:
     """The two end conditions: ``'not-a-knot'``, ``'periodic'`` or ``(order, value)`` with the
     value flattened (SciPy's ``CubicSpline._validate_bc``)."""
@@ -997,6 +1040,7 @@ def _patch(module: Any) -> None:
     _redirect_constructor(module.PPoly, PPoly)
     _redirect_constructor(module.CubicHermiteSpline, CubicHermiteSpline)
     _redirect_constructor(module.CubicSpline, CubicSpline)
+    _redirect_constructor(module.PchipInterpolator, PchipInterpolator)
     _redirect_constructor(module.interp1d, interp1d)
     _dispatch.patch_attr(_sip._PPolyBase, "__call__", _ppoly_at_traced_points)
     _dispatch.patch_attr(_sip.PPoly, "integrate", _ppoly_integrate)
