@@ -444,7 +444,7 @@ def PchipInterpolator(x: Any, y: Any, axis: int = 0, extrapolate: Any = None) ->
 
     >>> import fusegrad as fg
     >>> float(fg.grad(lambda y: PchipInterpolator([0.0, 1.0, 2.0], y)(0.5))(np.arange(3.0))[0])
-    0.5
+    0.375
     """
     if not _traced(x, y):
         return _si.PchipInterpolator(x, y, axis=axis, extrapolate=extrapolate)
