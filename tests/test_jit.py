@@ -250,6 +250,35 @@ def test_a_number_scaling_a_reduction_stays_an_input():
         np.testing.assert_allclose(got[1], want[1])
 
 
+def test_numbers_under_a_profiler():
+    # cProfile holds the profile hook and cannot be chained: the watch raised TypeError inside
+    # it; the numbers are compiled in instead (a Python profiler is chained)
+    import cProfile
+    import sys
+
+    def loss(x, s):
+        return np.sum(np.tanh(x * s))
+
+    g = fg.jit(fg.grad(loss))
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        for s in (0.5, 0.7, 0.9):
+            np.testing.assert_allclose(g(np.ones(3), s), fg.grad(loss)(np.ones(3), s))
+    finally:
+        profiler.disable()
+    assert g.cache_info()[0].numbers == "compiled in"
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(event))
+    try:
+        h = fg.jit(fg.grad(loss))
+        for s in (0.5, 0.7, 0.9, 1.1):
+            np.testing.assert_allclose(h(np.ones(3), s), fg.grad(loss)(np.ones(3), s))
+    finally:
+        sys.setprofile(None)
+    assert calls and h.cache_info()[0].numbers == "inputs"
+
+
 def test_a_recordings_number_type_called_gives_a_plain_number():
     import statistics  # converts with type(s)(value); the recording's type had no value then
 

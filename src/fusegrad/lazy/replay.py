@@ -512,6 +512,13 @@ def watching_c_reads(rec: Recorder) -> Any:
     recordings cannot see a point test (``math.isclose(s, 1.0)``), this can. Conservative: the
     function may have read another value (then the numbers are compiled in needlessly)."""
     previous = sys.getprofile()
+    if previous is not None and not callable(previous):
+        # a C-level profiler (cProfile) holds the hook, and cannot be chained: numbers are
+        # compiled in instead, which C reads cannot fool
+        if rec.number_read is None:
+            rec.number_read = "a profiler is active, so C reads of it cannot be watched"
+        yield
+        return
 
     def profile(frame: Any, event: Any, arg: Any) -> None:
         if (
