@@ -585,3 +585,18 @@ def test_real_and_imag_parts_fuse(engine):
     assert np.real(real_only) is real_only
     zeros = real_only.imag
     assert zeros.shape == (4,) and not np.asarray(zeros).any()
+
+
+@pytest.mark.parametrize("n", [131072, 300000])
+def test_float16_mean_and_var_at_sizes_that_take_the_lazy_path(engine, n):
+    # a float16 mean was summed in float16 (inf at 65504) and divided by the count as a float16
+    # constant (300000 is inf there): inf, nan or 0 where NumPy gives 0.5
+    x = np.full(n, 0.5, np.float16)
+    y = (np.random.default_rng(n).normal(size=n) * 1e-3 + 0.01).astype(np.float16)
+    with np.errstate(all="ignore"):
+        for a in (x, y):
+            for f in (np.mean, np.var, np.std, lambda v: np.mean(np.reshape(v, (-1, 16)), 0)):
+                got = fl.materialize(f(fl.asarray(a) + np.float16(0)))
+                want = f(a)
+                assert got.dtype == want.dtype == np.float16
+                np.testing.assert_allclose(got, want, rtol=2e-3)

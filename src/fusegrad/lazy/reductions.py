@@ -117,12 +117,28 @@ def unrolled(kind: str, x: LazyArray, axes: tuple[int, ...]) -> LazyArray:
     return x
 
 
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _per_count(total: LazyArray, count: int) -> LazyArray:
+    """``total / count``; a float16 total divided in float32 (as NumPy, whose count is an
+    integer array: a Python count became a float16 constant, inf above 65504)."""
+    if total.dtype != _F16:
+        return make_map("divide", (total, count))
+    quotient = make_map("divide", (make_map("cast", (total,), _F32), np.float32(count)))
+    return make_map("cast", (quotient,), _F16)
+
+
 def mean(x: LazyArray, axis: Any = None, keepdims: bool = False) -> LazyArray:
-    """``np.mean``: the sum divided by the count (integers give float64, float32 stays)."""
+    """``np.mean``: the sum divided by the count (integers give float64, float32 stays, float16
+    is summed in float32 as NumPy's)."""
     axes = normalize_axes(axis, x.ndim)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     if x.dtype.kind in "biu":  # summed in float64, as NumPy (an int64 sum may wrap)
         x = make_map("cast", (x,), np.dtype(np.float64))
+    if x.dtype == _F16:  # (a float16 sum overflows at 65504)
+        total = reduce("sum", make_map("cast", (x,), _F32), axes, keepdims)
+        return make_map("cast", (make_map("divide", (total, np.float32(count))),), _F16)
     total = reduce("sum", x, axes, keepdims)
     return make_map("divide", (total, count))
 
@@ -131,13 +147,19 @@ def var(x: LazyArray, axis: Any = None, ddof: int = 0, keepdims: bool = False) -
     """``np.var``: the mean squared deviation from the mean (two passes, as NumPy)."""
     axes = normalize_axes(axis, x.ndim)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
-    dev = make_map("subtract", (x, mean(x, axes, keepdims=True)))
+    # NumPy's var takes float16's mean from a float16 sum (its mean() sums in float32)
+    centre = (
+        _per_count(reduce("sum", x, axes, True), count)
+        if x.dtype == _F16
+        else mean(x, axes, keepdims=True)
+    )
+    dev = make_map("subtract", (x, centre))
     if dev.dtype.kind == "c":  # |dev|^2, as NumPy: real(dev * conj(dev)), a real variance
         sq = make_map("real", (make_map("multiply", (dev, make_map("conjugate", (dev,)))),))
     else:
         sq = make_map("square", (dev,))
     total = reduce("sum", sq, axes, keepdims)
-    return make_map("divide", (total, max(count - ddof, 0)))
+    return _per_count(total, max(count - ddof, 0))
 
 
 def std(x: LazyArray, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> LazyArray:
