@@ -872,7 +872,9 @@ def checkpoint(fun: Callable) -> Callable:
     """``fun`` whose forward values are recomputed in the backward pass instead of stored.
 
     The tape keeps only ``fun``'s inputs; its pullback re-runs ``fun`` under ``vjp``. ``fun``
-    may return any pytree; keyword arguments are passed through as constants.
+    may return any pytree; keyword arguments are passed through as constants. The re-run reads
+    ``fun``'s closure arrays as they are then: a ``vjp`` pullback called after the caller wrote
+    into one sees the new values (pass such arrays as arguments, which are kept).
 
     >>> f = checkpoint(lambda x: np.sum(np.exp(x)))
     >>> grad(f)(np.zeros(2))
