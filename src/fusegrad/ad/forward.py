@@ -159,10 +159,12 @@ def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:
     tangents = tuple(_tangent_of(a, level) for a in args)
     if _all_zero(tangents):
         return f(*primals, **kwargs)
+    thunks = False
     for p in primals:
         if type(p) is not np.ndarray and isinstance(p, np.ndarray):
             check_operand(p, f)  # a masked array or a matrix: refused, as in reverse mode
-    if any(isinstance(p, AbstractThunk) for p in primals):
+        thunks = thunks or isinstance(p, AbstractThunk)
+    if thunks:
         # a reverse pass's cotangent under hvp (forward over reverse): a thunk, as a lazy value
         primals = tuple(operand(p) if isinstance(p, AbstractThunk) else p for p in primals)
     rule = _find_rule(f)

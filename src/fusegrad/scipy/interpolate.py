@@ -62,6 +62,18 @@ def _traced(*values: Any) -> bool:
     return _dispatch.traced(values, {})
 
 
+def _scipy_when_plain(scipy_cls: type) -> Any:
+    """A ``__new__`` building SciPy's own ``scipy_cls`` from the same arguments when none is
+    traced (SciPy's object, unchanged), this module's class otherwise."""
+
+    def new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if not _dispatch.traced(args, kwargs):
+            return scipy_cls(*args, **kwargs)
+        return object.__new__(cls)
+
+    return new
+
+
 def _as_float(a: Any) -> Any:
     """An argument as a float64 (or complex128) array, as SciPy computes (a traced float32 one
     was solved in float32)."""
@@ -195,10 +207,7 @@ class PPoly:
     extrapolate: Any
     axis: int
 
-    def __new__(cls, c: Any, x: Any, extrapolate: Any = None, axis: int = 0) -> Any:
-        if not _traced(c, x):
-            return _si.PPoly(c, x, extrapolate=extrapolate, axis=axis)
-        return object.__new__(cls)
+    __new__ = _scipy_when_plain(_si.PPoly)
 
     def __init__(self, c: Any, x: Any, extrapolate: Any = None, axis: int = 0) -> None:
         c, x = _as_float(c), _as_float(x)
@@ -424,10 +433,7 @@ class CubicHermiteSpline(PPoly):
     array([ 0.125, -0.125])
     """
 
-    def __new__(cls, x: Any, y: Any, dydx: Any, axis: int = 0, extrapolate: Any = None) -> Any:
-        if not _traced(x, y, dydx):
-            return _si.CubicHermiteSpline(x, y, dydx, axis=axis, extrapolate=extrapolate)
-        return object.__new__(cls)
+    __new__ = _scipy_when_plain(_si.CubicHermiteSpline)
 
     def __init__(self, x: Any, y: Any, dydx: Any, axis: int = 0, extrapolate: Any = None) -> None:
         if np.shape(y) != np.shape(dydx):
@@ -627,12 +633,7 @@ class CubicSpline(CubicHermiteSpline):
     array([ 0.40625,  0.6875 , -0.09375])
     """
 
-    def __new__(
-        cls, x: Any, y: Any, axis: int = 0, bc_type: Any = "not-a-knot", extrapolate: Any = None
-    ) -> Any:
-        if not _traced(x, y, bc_type):
-            return _si.CubicSpline(x, y, axis=axis, bc_type=bc_type, extrapolate=extrapolate)
-        return object.__new__(cls)
+    __new__ = _scipy_when_plain(_si.CubicSpline)
 
     def __init__(
         self,
@@ -778,21 +779,7 @@ class interp1d:  # noqa: N801  (SciPy's name)
     _fill_above: Any
     _fill_value_orig: Any
 
-    def __new__(
-        cls,
-        x: Any,
-        y: Any,
-        kind: Any = "linear",
-        axis: int = -1,
-        copy: bool = True,
-        bounds_error: Any = None,
-        fill_value: Any = np.nan,
-        assume_sorted: bool = False,
-    ) -> Any:
-        if not _traced(x, y, fill_value):
-            return _si.interp1d(x, y, kind=kind, axis=axis, copy=copy, bounds_error=bounds_error,
-                                fill_value=fill_value, assume_sorted=assume_sorted)  # fmt: skip
-        return object.__new__(cls)
+    __new__ = _scipy_when_plain(_si.interp1d)
 
     def __init__(
         self,
