@@ -396,3 +396,85 @@ def test_complex_inputs_match_finite_differences(f):
             loss(z + 1j * e) - loss(z - 1j * e)
         ) / (2 * h)
     np.testing.assert_allclose(fg.grad(loss)(z), fd, rtol=1e-6, atol=1e-8)
+
+
+# ------------------------------------------------ inverses and distribution functions (implicit)
+
+# (ufunc, its arguments, which arguments are differentiable to second order, to first order only)
+DISTRIBUTION_FUNCTIONS = [
+    (sp.gammaincinv, (2.3, UNIT), (1,), (0,)),
+    (sp.gammainccinv, (np.array([0.4, 2.3, 9.0]), UNIT), (1,), (0,)),
+    (sp.chdtr, (3.5, POS), (1,), (0,)),
+    (sp.chdtrc, (3.5, POS), (1,), (0,)),
+    (sp.chdtri, (3.5, UNIT), (1,), (0,)),
+    (sp.gdtr, (1.3, 2.2, POS), (0, 2), (1,)),
+    (sp.gdtrc, (1.3, 2.2, POS), (0, 2), (1,)),
+    (sp.pdtr, (3.0, POS), (1,), ()),
+    (sp.pdtrc, (3.7, POS), (1,), ()),
+    (sp.pdtri, (3.0, UNIT), (1,), ()),
+    (sp.betaincinv, (2.0, 3.5, UNIT), (2,), ()),
+    (sp.betainccinv, (2.0, 3.5, UNIT), (2,), ()),
+    (sp.stdtr, (4.5, REAL), (1,), ()),
+    (sp.stdtrit, (4.5, UNIT), (1,), ()),
+    (sp.ndtri_exp, (np.array([-3.0, -1.2, -0.5]),), (0,), ()),
+]
+
+
+@pytest.mark.parametrize("case", DISTRIBUTION_FUNCTIONS, ids=_id)
+def test_distribution_functions_and_inverses(case):
+    f, args, second, first = case
+    for i in second + first:
+
+        def in_arg(v, i=i):
+            return np.sum(f(*args[:i], v, *args[i + 1 :]))
+
+        # against central differences (check_grads), to second order where the partial's own
+        # partials are known (gammainc_da has none in a)
+        check_grads(in_arg, modes=("rev", "fwd"), order=2 if i in second else 1)(args[i])
+        # and against Richardson-extrapolated differences of SciPy's own function, per element
+        x = np.asarray(args[i], dtype=float)
+        got = fg.grad(in_arg)(x) if x.ndim else fg.grad(in_arg)(float(x))
+        for k in np.ndindex(x.shape):
+
+            def moved(u, k=k, x=x, in_arg=in_arg):
+                w = x.copy()
+                w[k] = u
+                return in_arg(w if x.ndim else float(w))
+
+            want = _richardson(moved, x[k], 1e-3 * max(1.0, abs(x[k])))
+            np.testing.assert_allclose(np.asarray(got)[k], want, rtol=1e-7, atol=1e-12)
+
+
+def test_inverse_derivatives_hand_derived():
+    # y = F⁻¹(q): dy/dq = 1 / F'(y), with F' the distribution's density
+    q = UNIT
+    y = sp.gammaincinv(2.3, q)
+    density = y**1.3 * np.exp(-y) / sp.gamma(2.3)
+    np.testing.assert_allclose(fg.elementwise_grad(lambda u: sp.gammaincinv(2.3, u))(q),
+                               1 / density, rtol=1e-12)  # fmt: skip
+    t = sp.stdtrit(4.5, q)
+    norm = sp.gamma(2.75) / (np.sqrt(4.5 * np.pi) * sp.gamma(2.25))
+    t_density = norm * (1 + t * t / 4.5) ** -2.75
+    np.testing.assert_allclose(fg.elementwise_grad(lambda u: sp.stdtrit(4.5, u))(q),
+                               1 / t_density, rtol=1e-12)  # fmt: skip
+    # log Φ(x) = q: dx/dq = Φ(x) / φ(x)
+    logq = np.array([-300.0, -30.0, *np.log(q)])  # and far in the tail
+    x = sp.ndtri_exp(logq)
+    phi = np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+    got = fg.elementwise_grad(sp.ndtri_exp)(logq)
+    np.testing.assert_allclose(got, sp.ndtr(x) / phi, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "f,args,index",
+    [(sp.betaincinv, (2.0, 3.0, 0.4), 0), (sp.betainccinv, (2.0, 3.0, 0.4), 1),
+     (sp.stdtrit, (4.0, 0.3), 0), (sp.stdtr, (4.0, 0.3), 0), (sp.pdtri, (3.0, 0.4), 0)],
+)  # fmt: skip
+def test_distribution_function_arguments_without_a_derivative_raise(f, args, index):
+    def at(v):
+        return f(*args[:index], v, *args[index + 1 :])
+
+    with pytest.raises(NoDerivativeError, match=f"scipy.special.{f.__name__}"):
+        fg.grad(at)(args[index])
+    with pytest.raises(NoDerivativeError, match=f"scipy.special.{f.__name__}"):
+        fg.jvp(at, (args[index],), (1.0,))

@@ -8,6 +8,7 @@ import scipy.stats as st
 
 import fusegrad as fg
 import fusegrad.scipy.stats as fst
+from fusegrad.rules.special import NoDerivativeError
 from fusegrad.testing import check_grads
 
 X = np.array([0.3, 0.6, 0.8])
@@ -60,7 +61,8 @@ def test_continuous_plain_scipy_call_differentiates(name, method):
 
 
 QUANTILES = ["norm", "expon", "uniform", "logistic", "cauchy", "laplace", "lognorm", "halfnorm",
-             "weibull_min", "pareto", "gumbel_r", "rayleigh"]  # fmt: skip
+             "weibull_min", "pareto", "gumbel_r", "rayleigh",
+             "t", "gamma", "beta", "chi2", "invgamma"]  # SciPy's inverses, implicitly  # fmt: skip
 
 
 @pytest.mark.parametrize("method", ["ppf", "isf"])
@@ -108,7 +110,11 @@ def test_entropy_and_moments(name, method):
             frozen = getattr(dist(*shapes, loc=0.3, scale=1.7), method)()
             np.testing.assert_allclose(frozen, want, rtol=1e-12)
             f = lambda sh, s: getattr(dist, method)(*sh, loc=0.3, scale=s)  # noqa: E731
-            check_grads(f, ("rev", "fwd"), order=1)(tuple(float(v) for v in shapes), 1.7)
+            sh = tuple(float(v) for v in shapes)
+            if method == "median" and name in ("t", "beta"):  # betainc's inverses: not in shapes
+                check_grads(lambda s, f=f, sh=sh: f(sh, s), ("rev", "fwd"), order=1)(1.7)
+            else:
+                check_grads(f, ("rev", "fwd"), order=1)(sh, 1.7)
 
 
 def test_entropy_hand_derived():
@@ -123,9 +129,49 @@ def test_entropy_hand_derived():
         fg.grad(lambda mu: st.poisson.entropy(mu))(2.0)
 
 
-def test_a_quantile_without_a_closed_form_is_named():
+def test_a_quantile_not_written_is_named():
+    class unwritten_gen(fst.gamma_gen):  # noqa: N801
+        _ppf = None
+
     with pytest.raises(TypeError, match=r"scipy\.stats\.gamma: .*no differentiable quantile"):
-        fg.grad(lambda q: st.gamma.ppf(q, 2.0))(0.3)
+        fg.grad(lambda q: unwritten_gen().ppf(q, 2.0))(0.3)
+
+
+@pytest.mark.parametrize("method", ["ppf", "isf"])
+def test_quantiles_in_the_shape_parameters(method):
+    # y(a) with F(y(a); a) = q held: dy/da = -(∂F/∂a) / pdf(y), against Richardson differences
+    q = np.array([0.05, 0.4, 0.93])
+    for name, shape in (("gamma", 2.5), ("chi2", 3.0), ("invgamma", 2.5)):
+        f = getattr(getattr(st, name), method)
+        got = fg.elementwise_grad(lambda a, f=f: f(q, a, 0.1, 1.3))(np.full(3, shape))
+        d = [(f(q, shape + h, 0.1, 1.3) - f(q, shape - h, 0.1, 1.3)) / (2 * h)
+             for h in (1e-2, 5e-3, 2.5e-3)]  # fmt: skip
+        r1, r2 = (4 * d[1] - d[0]) / 3, (4 * d[2] - d[1]) / 3
+        np.testing.assert_allclose(got, (16 * r2 - r1) / 15, rtol=1e-7, err_msg=name)
+    # t's and beta's go through betainc's inverses: no derivative in their shapes (as JAX's)
+    with pytest.raises(NoDerivativeError, match="degrees of freedom df"):
+        fg.grad(lambda df: getattr(st.t, method)(0.3, df))(3.0)
+    with pytest.raises(NoDerivativeError, match=r"scipy\.special\..* with respect to a "):
+        fg.grad(lambda a: getattr(st.beta, method)(0.3, a, 2.0))(3.0)
+
+
+@pytest.mark.parametrize("name,shapes", [("poisson", (2.4,)), ("binom", (10, 0.35)),
+                                         ("geom", (0.3,)), ("nbinom", (4, 0.6)),
+                                         ("bernoulli", (0.3,))])  # fmt: skip
+def test_discrete_quantiles_are_scipys_and_have_zero_derivative(name, shapes):
+    dist = getattr(st, name)
+    qs = np.array([-0.1, 0.0, 0.05, 0.3, 0.5, 0.9, 1.0, np.nan])
+    for method in ("ppf", "isf"):
+        want = getattr(dist, method)(qs, *shapes, loc=1)
+        np.testing.assert_array_equal(getattr(getattr(fst, name), method)(qs, *shapes, loc=1), want)
+        # integer-valued: derivative 0 in q and in every parameter (as np.floor's)
+        f = getattr(dist, method)
+        assert fg.grad(lambda q, f=f: np.sum(f(q, *shapes)))(qs[2:6]).tolist() == [0.0] * 4
+        p = float(shapes[-1])
+        assert fg.grad(lambda s, f=f: f(0.3, *shapes[:-1], s))(p) == 0.0
+    frozen = dist(*shapes)
+    assert fg.value_and_grad(lambda q: frozen.ppf(q))(0.3) == (dist.ppf(0.3, *shapes), 0.0)
+    assert fg.grad(lambda s: dist.median(*shapes[:-1], s))(float(shapes[-1])) == 0.0
 
 
 def test_norm_hand_derived():
@@ -433,8 +479,13 @@ def test_far_tails_and_edges():
         x = np.array([1.0, np.inf])
         got = fg.jvp(lambda s, d=dist, sh=shapes, x=x: d.logpdf(x, *sh, scale=s), (1.3,), (1.0,))[0]
         np.testing.assert_allclose(got, dist.logpdf(x, *shapes, scale=1.3), rtol=1e-14)
-    with pytest.raises(TypeError, match="no differentiable quantile"):
-        fg.grad(lambda q: st.chi2.isf(q, 3.0))(0.3)
+    # SciPy's inverses keep the far tails: d isf / dq = -1 / pdf(isf(q)) there too
+    q = np.array([1e-300, 1e-30, 0.3, 1 - 1e-12])
+    for name, shapes in (("chi2", (3.0,)), ("gamma", (2.5,)), ("t", (3.5,)), ("beta", (2.0, 3.0))):
+        dist = getattr(st, name)
+        x = dist.isf(q, *shapes)
+        got = fg.elementwise_grad(lambda u, d=dist, sh=shapes: d.isf(u, *sh))(q)
+        np.testing.assert_allclose(got, -1 / dist.pdf(x, *shapes), rtol=1e-9, err_msg=name)
 
 
 def test_a_list_argument_beside_a_traced_parameter():

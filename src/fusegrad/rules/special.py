@@ -14,6 +14,13 @@ fuses (``expit``, ``erf``, ``xlogy``, ...) are declared with their op in ``rules
 | ``beta``, ``betaln`` | ``y (ψ(a) - ψ(a+b))``, ``ψ(a) - ψ(a+b)`` (and in b) |
 | ``gammainc``, ``gammaincc`` | ``±exp(-x) x^(a-1) / Γ(a)`` in x; ``±gammainc_da(a, x)`` in a |
 | ``betainc(a, b, x)`` | ``x^(a-1) (1-x)^(b-1) / B(a, b)`` in x; in a, b: not implemented |
+| ``gammaincinv``, ``gammainccinv`` | ``±1 / p(a, y)``; in a ``-gammainc_da(a, y) / p(a, y)`` |
+| ``betaincinv``, ``betainccinv``, ``_beta_ppf`` | ``±1 / p_B(a, b, y)``; a, b: not implemented |
+| ``chdtr``, ``chdtrc``, ``chdtri`` (χ² cdf, sf, isf) | by ``gammainc(v/2, x/2)``: in x (or p), v |
+| ``gdtr``, ``gdtrc`` (gamma cdf, sf; rate a) | by ``gammainc(b, a x)``: in a, b and x |
+| ``pdtr``, ``pdtrc``, ``pdtri`` (Poisson; m) | by ``gammaincc(⌊k⌋+1, m)``: in m |
+| ``stdtr``, ``stdtrit`` (Student t cdf, ppf) | t's density (1 / it) in t (p); df: not implemented |
+| ``ndtri_exp`` (inverse of ``log_ndtr``) | ``exp(q + y²/2 + log√(2π))`` |
 | ``erfinv``, ``erfcinv``, ``erfcx`` | ``±√π/2 exp(y²)``, ``2 x y - 2/√π`` (x > 25: its series) |
 | ``ndtr``, ``ndtri``, ``log_ndtr`` | ``φ(x)``, ``1/φ(y)``, ``exp(-x²/2 - log√(2π) - y)`` |
 | ``entr`` | ``-(log x + 1)`` |
@@ -30,7 +37,10 @@ The order ``v``/``n`` of a Bessel function and ``a``, ``b`` of ``betainc`` get n
 function, so a constant order (float or int) costs nothing. ``a`` of ``gammainc``/``gammaincc``
 has one, :func:`gammainc_da` (forward-mode differentiation of the series and of the continued
 fraction that evaluate ``P(a, x)``), computed only when ``a`` is traced; its own derivative in
-``x`` is known, in ``a`` it is not (a second derivative in ``a`` raises).
+``x`` is known, in ``a`` it is not (a second derivative in ``a`` raises). So have the functions
+built on them: the inverses (``gammaincinv``, ...) by the implicit function theorem, their
+partials written in their own output ``y`` (``∂y/∂q = 1 / (∂F/∂x)(y)``), so that derivatives of
+every order come from differentiating the partials again.
 
 Example::
 
@@ -343,6 +353,28 @@ def _derivative_in_a(ufunc: np.ufunc, sign: float) -> None:
     register_frule(ufunc)(forward)
 
 
+def _gamma_density(a: Any, x: Any) -> Any:
+    """``∂P(a, x)/∂x = x^(a-1) e^(-x) / Γ(a)``, the gamma distribution's density."""
+    return np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a))
+
+
+def _beta_density(a: Any, b: Any, x: Any) -> Any:
+    """``∂I_x(a, b)/∂x = x^(a-1) (1-x)^(b-1) / B(a, b)``, the beta distribution's density."""
+    return np.exp(sp.xlogy(a - 1, x) + sp.xlog1py(b - 1, -x) - sp.betaln(a, b))
+
+
+def _t_density(df: Any, t: Any) -> Any:
+    """Student's t density with ``df`` degrees of freedom at ``t`` (``stdtr``'s derivative)."""
+    log_norm = sp.gammaln((df + 1) / 2) - sp.gammaln(df / 2) - 0.5 * np.log(np.pi * df)
+    return np.exp(log_norm - (df + 1) / 2 * np.log1p(t * t / df))
+
+
+def _inverse_in_a(a: Any, q: Any, y: Any) -> Any:
+    """``∂y/∂a`` of ``y = gammaincinv(a, q)`` (and of ``gammainccinv``): ``P(a, y)`` is held at
+    ``q``, so ``∂y/∂a = -(∂P/∂a) / (∂P/∂x)`` at ``(a, y)``."""
+    return -gammainc_da(a, y) / _gamma_density(a, y)
+
+
 def _declare() -> None:
     """The scalar_rule table of scipy.special's ufuncs (run once, when SciPy is installed)."""
     _zeta = _ufuncs._zeta
@@ -364,8 +396,26 @@ def _declare() -> None:
                               lambda a, b, y: y * (sp.digamma(b) - sp.digamma(a + b)))
     scalar_rule(sp.betaln,    lambda a, b, y: sp.digamma(a) - sp.digamma(a + b),
                               lambda a, b, y: sp.digamma(b) - sp.digamma(a + b))
-    scalar_rule(sp.gammainc,  None, lambda a, x, y: np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
-    scalar_rule(sp.gammaincc, None, lambda a, x, y: -np.exp(sp.xlogy(a - 1, x) - x - sp.gammaln(a)))
+    scalar_rule(sp.gammainc,  None, lambda a, x, y: _gamma_density(a, x))
+    scalar_rule(sp.gammaincc, None, lambda a, x, y: -_gamma_density(a, x))
+    # the inverses, by the implicit function theorem: partials in their output y
+    scalar_rule(sp.gammaincinv,  _inverse_in_a, lambda a, q, y: 1 / _gamma_density(a, y))
+    scalar_rule(sp.gammainccinv, _inverse_in_a, lambda a, q, y: -1 / _gamma_density(a, y))
+    scalar_rule(sp.chdtr,     lambda v, x, y: 0.5 * gammainc_da(v / 2, x / 2),
+                              lambda v, x, y: 0.5 * _gamma_density(v / 2, x / 2))
+    scalar_rule(sp.chdtrc,    lambda v, x, y: -0.5 * gammainc_da(v / 2, x / 2),
+                              lambda v, x, y: -0.5 * _gamma_density(v / 2, x / 2))
+    scalar_rule(sp.chdtri,    lambda v, p, y: _inverse_in_a(v / 2, p, y / 2),
+                              lambda v, p, y: -2 / _gamma_density(v / 2, y / 2))
+    scalar_rule(sp.gdtr,      lambda a, b, x, y: x * _gamma_density(b, a * x),
+                              lambda a, b, x, y: gammainc_da(b, a * x),
+                              lambda a, b, x, y: a * _gamma_density(b, a * x))
+    scalar_rule(sp.gdtrc,     lambda a, b, x, y: -x * _gamma_density(b, a * x),
+                              lambda a, b, x, y: -gammainc_da(b, a * x),
+                              lambda a, b, x, y: -a * _gamma_density(b, a * x))
+    scalar_rule(sp.pdtr,      None, lambda k, m, y: -_gamma_density(np.floor(k) + 1, m))
+    scalar_rule(sp.pdtrc,     None, lambda k, m, y: _gamma_density(np.floor(k) + 1, m))
+    scalar_rule(sp.pdtri,     None, lambda k, q, y: -1 / _gamma_density(np.floor(k) + 1, y))
     scalar_rule(sp.erfinv,    lambda x, y: SQRT_PI / 2 * np.exp(y * y))
     scalar_rule(sp.erfcinv,   lambda x, y: -SQRT_PI / 2 * np.exp(y * y))
     scalar_rule(sp.erfcx,     _erfcx_slope)
@@ -390,9 +440,12 @@ def _declare() -> None:
     scalar_rule(sp.ive,       None, lambda v, x, y: 0.5 * (sp.ive(v - 1, x) + sp.ive(v + 1, x))
                                                     + _ive_shift(x, y))
     scalar_rule(sp.kv,        None, lambda v, x, y: -0.5 * (sp.kv(v - 1, x) + sp.kv(v + 1, x)))
-    scalar_rule(sp.betainc,   None, None,
-                              lambda a, b, x, y: np.exp(sp.xlogy(a - 1, x) + sp.xlog1py(b - 1, -x)
-                                                        - sp.betaln(a, b)))
+    scalar_rule(sp.betainc,   None, None, lambda a, b, x, y: _beta_density(a, b, x))
+    scalar_rule(sp.betaincinv,  None, None, lambda a, b, q, y: 1 / _beta_density(a, b, y))
+    scalar_rule(sp.betainccinv, None, None, lambda a, b, q, y: -1 / _beta_density(a, b, y))
+    scalar_rule(sp.stdtr,     None, lambda df, t, y: _t_density(df, t))
+    scalar_rule(sp.stdtrit,   None, lambda df, p, y: 1 / _t_density(df, y))
+    scalar_rule(sp.ndtri_exp, lambda q, y: np.exp(q + 0.5 * y * y + LOG_SQRT_2PI))
     # fmt: on
 
     _no_derivative_in(_zeta, 0, "its order s (scipy.special.zeta(s, q))")
@@ -401,8 +454,18 @@ def _declare() -> None:
     for u in (sp.jv, sp.yv, sp.iv, sp.ive, sp.kv):
         _no_derivative_in(u, 0, "the order v (the derivative in x is implemented)")
     _no_derivative_in(sp.yn, 0, "the order n")
-    _no_derivative_in(sp.betainc, 0, "a (the derivative in x is implemented)")
-    _no_derivative_in(sp.betainc, 1, "b (the derivative in x is implemented)")
+    for u in (sp.betainc, sp.betaincinv, sp.betainccinv):
+        _no_derivative_in(u, 0, "a (the derivative in x is implemented)")
+        _no_derivative_in(u, 1, "b (the derivative in x is implemented)")
+    for u in (sp.stdtr, sp.stdtrit):
+        _no_derivative_in(u, 0, "the degrees of freedom df (the derivative in t is implemented)")
+    for u in (sp.pdtr, sp.pdtrc, sp.pdtri):
+        _no_derivative_in(u, 0, "k, a count (the derivative in m is implemented)")
+    beta_ppf = getattr(_ufuncs, "_beta_ppf", None)  # scipy.stats.beta.ppf's own (Boost's)
+    if beta_ppf is not None:
+        scalar_rule(beta_ppf, lambda q, a, b, y: 1 / _beta_density(a, b, y), None, None)
+        _no_derivative_in(beta_ppf, 1, "a (the derivative in q is implemented)")
+        _no_derivative_in(beta_ppf, 2, "b (the derivative in q is implemented)")
 
 
 if sp is not None:

@@ -1,15 +1,17 @@
 """``scipy.stats`` distributions for traced values, written with NumPy and scipy.special ops.
 
 Each distribution has SciPy's name and methods (``logpdf``/``pdf``/``logcdf``/``cdf``/``sf``/
-``logsf`` for continuous ones, and ``ppf``/``isf`` where the inverse has a closed form;
+``logsf`` for continuous ones, and ``ppf``/``isf`` (SciPy's inverses, differentiated implicitly
+where there is no closed form: ``d ppf / dq = 1 / pdf(ppf(q))``);
 ``logpmf``/``pmf``/``logcdf``/``cdf``/``sf``/``logsf`` for the discrete ``poisson``, ``binom``,
 ``bernoulli``, ``geom`` and ``nbinom``), takes its shape parameters, ``loc`` and ``scale``
 positionally or by keyword exactly as SciPy does (SciPy's own argument parser is used), and can
 be frozen
 (``norm(m, s).logpdf(x)``). Being NumPy code, every method traces and fuses, and has reverse and
 forward derivatives of any order in ``x`` and the parameters (the shape of ``t``/``beta``/
-``binom``'s ``cdf`` goes through ``betainc``, whose derivative is in ``x`` only; ``gamma``'s and
-``poisson``'s ``cdf`` likewise through ``gammainc``).
+``binom``'s ``cdf`` and ``ppf`` go through ``betainc`` and its inverses, whose derivative is in
+``x`` only; ``gamma``'s, ``chi2``'s, ``invgamma``'s and ``poisson``'s through ``gammainc`` and
+its inverses, of first order in the shape).
 
 Outside the support the log-density is ``-inf`` (the density 0), as SciPy. Where SciPy gives
 ``nan`` (invalid parameters: ``scale <= 0``, a shape outside its range, as SciPy's
@@ -42,10 +44,20 @@ from scipy.stats import _multivariate as _mv
 from ..numpy import stop_gradient
 from . import _dispatch
 
+# scipy.stats.beta.ppf's own ufunc (Boost's), where this SciPy has it: the same numbers as SciPy
+_beta_ppf = getattr(sp._ufuncs, "_beta_ppf", None) or (lambda q, a, b: sp.betaincinv(a, b, q))
+
 LOG_SQRT_2PI = float(0.5 * np.log(2 * np.pi))
 LOG2 = float(np.log(2.0))
 LOGPI = float(np.log(np.pi))
 SQRT2 = float(np.sqrt(2.0))
+
+
+def _with_quantiles() -> list[str]:
+    """The names of the distributions whose ``ppf``/``isf`` are written here."""
+    return sorted(
+        {d.name for d in globals().values() if isinstance(d, rv_continuous) and d._ppf is not None}
+    )
 
 
 def _safe(cond: Any, x: Any, fill: float) -> Any:
@@ -179,9 +191,7 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         if inverse is None:
             raise TypeError(
                 f"scipy.stats.{self.name}: fusegrad.scipy.stats has no differentiable quantile "
-                "function for it (ppf/isf are written for the distributions whose inverse has a "
-                "closed form: norm, expon, uniform, logistic, cauchy, laplace, lognorm, halfnorm, "
-                "weibull_min, pareto, gumbel_r, rayleigh)"
+                "function for it (ppf/isf are written for: " + ", ".join(_with_quantiles()) + ")"
             )
         shapes, loc, scale = self._parse(args, kwds)
         q = _as_value(q)
@@ -191,7 +201,7 @@ class rv_continuous:  # noqa: N801  (SciPy's name)
         x = np.where(inside, inverse(_safe(inside, q, 0.5), *shapes), edge)
         return _nan_unless(self._valid(q, shapes, scale), loc + scale * x)
 
-    _ppf: Any = None  # the standard quantile function of (q, *shapes), where it has a closed form
+    _ppf: Any = None  # the standard quantile function of (q, *shapes), where it is written
 
     # the standard distribution's entropy, mean and variance, of the shapes, where closed forms
     _entropy: Any = None
@@ -314,6 +324,12 @@ class t_gen(rv_continuous):  # noqa: N801
     def _sf(self, z, df):
         return self._cdf(-z, df)
 
+    def _ppf(self, q, df):
+        return sp.stdtrit(df, q)
+
+    def _isf(self, q, df):
+        return -sp.stdtrit(df, q)
+
 
 class gamma_gen(rv_continuous):  # noqa: N801
     """The gamma distribution with shape ``a``.
@@ -334,6 +350,12 @@ class gamma_gen(rv_continuous):  # noqa: N801
     def _sf(self, z, a):
         return sp.gammaincc(a, z)
 
+    def _ppf(self, q, a):
+        return sp.gammaincinv(a, q)
+
+    def _isf(self, q, a):
+        return sp.gammainccinv(a, q)
+
 
 class beta_gen(rv_continuous):  # noqa: N801
     """The beta distribution with shapes ``a``, ``b`` on [0, 1].
@@ -353,6 +375,12 @@ class beta_gen(rv_continuous):  # noqa: N801
 
     def _sf(self, z, a, b):
         return sp.betainc(b, a, 1 - z)
+
+    def _ppf(self, q, a, b):
+        return _beta_ppf(q, a, b)
+
+    def _isf(self, q, a, b):
+        return sp.betainccinv(a, b, q)
 
 
 class expon_gen(rv_continuous):  # noqa: N801
@@ -552,6 +580,12 @@ class chi2_gen(rv_continuous):  # noqa: N801
     def _sf(self, z, df):
         return sp.gammaincc(df / 2, z / 2)
 
+    def _ppf(self, q, df):
+        return 2 * sp.gammaincinv(df / 2, q)
+
+    def _isf(self, q, df):
+        return sp.chdtri(df, q)
+
 
 class halfnorm_gen(rv_continuous):  # noqa: N801
     """The half-normal distribution (``|x|`` of a standard normal).
@@ -659,6 +693,12 @@ class invgamma_gen(rv_continuous):  # noqa: N801
     def _sf(self, z, a):
         return sp.gammainc(a, 1 / z)
 
+    def _ppf(self, q, a):
+        return 1.0 / sp.gammainccinv(a, q)
+
+    def _isf(self, q, a):
+        return 1.0 / sp.gammaincinv(a, q)
+
 
 class gumbel_r_gen(rv_continuous):  # noqa: N801
     """The right-skewed Gumbel distribution.
@@ -757,6 +797,20 @@ class rv_discrete(rv_continuous):  # noqa: N801
         return np.exp(self.logpmf(k, *args, **kwds))
 
     logpdf = pdf = None  # type: ignore[assignment]
+
+    def ppf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        """SciPy's quantile function: integer-valued, so its derivative is 0 wherever it exists
+        (in ``q`` and in the parameters), as ``np.floor``'s."""
+        return self._constant("ppf", q, args, kwds)
+
+    def isf(self, q: Any, *args: Any, **kwds: Any) -> Any:
+        """SciPy's inverse survival function: integer-valued, derivative 0 (see ``ppf``)."""
+        return self._constant("isf", q, args, kwds)
+
+    def _constant(self, method: str, q: Any, args: tuple, kwds: dict) -> Any:
+        fn = getattr(getattr(_st, self.name), method)
+        values = (stop_gradient(_as_value(v)) for v in (q, *args))
+        return fn(*values, **{k: stop_gradient(_as_value(v)) for k, v in kwds.items()})
 
     def mean(self, *args: Any, **kwds: Any) -> Any:
         """The mean (``loc`` shifts it)."""
@@ -1258,7 +1312,8 @@ for _name, _entropy_of in DISCRETE_ENTROPY.items():
 
 _CONTINUOUS = ("logpdf", "pdf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf", "entropy", "mean",
                "var", "std", "median")  # fmt: skip
-_DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf", "mean", "var", "std", "entropy")
+_DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf", "mean", "var", "std",
+             "entropy", "median")  # fmt: skip
 _MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, logistic, uniform,
                                  lognorm, chi2, halfnorm, weibull_min, pareto, invgamma, gumbel_r,
                                  rayleigh, poisson, binom, bernoulli, geom, nbinom)}  # fmt: skip
