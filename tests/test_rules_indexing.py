@@ -13,7 +13,7 @@ import fusegrad.rules.indexing  # noqa: F401  (registers the rules)
 from fusegrad.rules.indexing import getitem, is_basic_index, scatter_add
 from fusegrad.rules.registry import RRULES, rrule
 from fusegrad.tangents import NoTangent, Thunk
-from fusegrad.testing import check_rrule
+from fusegrad.testing import check_grads, check_rrule
 
 DTYPES = [np.float64, np.float32]
 
@@ -299,3 +299,18 @@ def test_end_to_end_grad_through_these_rules():
         )
 
     check_grads(f)(a, x, w)
+
+
+@pytest.mark.parametrize(
+    "shape,index_shape,axis",
+    [((2, 3, 3), (2, 3, 1), -2), ((2, 1, 3), (2, 4, 3), 2), ((2, 3, 1), (2, 3, 4), 1),
+     ((4, 5), (1, 5), 0)],
+)  # fmt: skip
+def test_take_along_axis_with_indices_broadcast_against_the_array(shape, index_shape, axis):
+    # indices and array broadcast against each other off the axis: the pullback indexed only
+    # the first position of a broadcast dimension (a crash)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape)
+    idx = rng.integers(0, shape[axis], index_shape)
+    w = rng.standard_normal(np.take_along_axis(x, idx, axis=axis).shape)
+    check_grads(lambda v: np.sum(w * np.take_along_axis(v, idx, axis=axis)), ("rev", "fwd"), 2)(x)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fusegrad
+import fusegrad as fg
 import fusegrad.rules.linalg  # noqa: F401  (registers the rules)
 from fusegrad.rules.registry import rrule
 from fusegrad.tangents import NoTangent, Thunk, ZeroTangent, unthunk
@@ -432,3 +433,24 @@ def test_eigh_values_hand_derived():
     (g,) = pb((np.array([0.0, 1.0, 0.0]), ZeroTangent()))
     np.testing.assert_allclose(g, np.outer(v[:, 1], v[:, 1]), atol=1e-12)
     assert isinstance(unthunk(pb((ZeroTangent(), ZeroTangent()))[0]), ZeroTangent)
+
+
+def test_solve_jvp_with_a_stack_of_matrices_and_one_vector():
+    # b of shape (n,) beside A of shape (k, n, n): the tangent's right-hand side is (k, n), which
+    # np.linalg.solve read as a matrix (a crash in jvp, hessian and hvp)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 4, 4)) + 4 * np.eye(4)
+    b = rng.standard_normal(4)
+    check_grads(lambda m, v: np.linalg.solve(m, v), ("rev", "fwd"), order=2)(a, b)
+    h = 1e-6
+    ta, tb = rng.standard_normal(a.shape), rng.standard_normal(b.shape)
+    want = (np.linalg.solve(a + h * ta, b + h * tb) - np.linalg.solve(a - h * ta, b - h * tb)) / (
+        2 * h
+    )
+    np.testing.assert_allclose(fg.jvp(np.linalg.solve, (a, b), (ta, tb))[1], want, atol=1e-7)
+
+
+def test_norm_of_order_zero_has_a_zero_tangent():
+    x = np.array([1.0, 0.0, -2.0])
+    y, t = fg.jvp(lambda v: np.linalg.norm(v, 0), (x,), (np.ones(3),))
+    assert y == 2.0 and float(t) == 0.0

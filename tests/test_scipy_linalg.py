@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg as sl
@@ -48,6 +50,35 @@ def test_lu_factor_rules():
     check_frule(sl.lu_factor, A)
     p = RNG.permutation(3)  # pivoting: rows out of order
     check_rrule(sl.lu_factor, A[p])
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 3, 3), (2, 5, 3), (2, 3, 5), (4, 1), (1, 4)])
+def test_lu_factor_of_rectangular_and_stacked_matrices(shape):
+    # SciPy factors (M, N) and stacks of them: L is M×K, U is K×N (K = min(M, N)); a
+    # rectangular or stacked input crashed the rules
+    a = RNG.standard_normal(shape)
+    w = RNG.standard_normal(shape)
+    check_grads(lambda x: np.sum(w * sl.lu_factor(x)[0]), ("rev", "fwd"), order=2)(a)
+    lu, piv = sl.lu_factor(a)
+    got_lu, got_piv = fg.jvp(lambda x: sl.lu_factor(x)[0], (a,), (w,))[0], sl.lu_factor(a)[1]
+    np.testing.assert_array_equal(got_lu, lu)
+    np.testing.assert_array_equal(got_piv, piv)
+
+
+def test_sqrtm_of_a_stack_and_with_disp_false():
+    m = RNG.standard_normal((2, 3, 3))
+    s = m @ np.swapaxes(m, -1, -2) + 3 * np.eye(3)
+    check_grads(lambda x: np.sum(sl.sqrtm(x) ** 2), ("rev", "fwd"), order=2)(s)
+    per_matrix = [fg.grad(lambda x: np.sum(sl.sqrtm(x)))(s[i]) for i in range(2)]
+    np.testing.assert_allclose(fg.grad(lambda x: np.sum(sl.sqrtm(x)))(s), per_matrix)
+    # disp=False (deprecated in SciPy 1.17) returns (sqrtm, errest): [0] was sqrtm's first row
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        value, g = fg.value_and_grad(lambda x: np.sum(sl.sqrtm(x, disp=False)[0]))(s[0])
+        errest = fg.grad(lambda x: sl.sqrtm(x, disp=False)[1])(s[0])
+    assert np.all(np.abs(errest) < 1e-10)  # ‖Y Y - A‖²_F / ‖A‖_F: 0 and flat at the root
+    np.testing.assert_allclose(value, np.sum(sl.sqrtm(s[0])), rtol=1e-12)
+    np.testing.assert_allclose(g, per_matrix[0], rtol=1e-10)
 
 
 CASES = {

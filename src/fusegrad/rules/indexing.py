@@ -201,18 +201,21 @@ def _take(a, indices, *args, **kwargs):
     return np.take(a, indices, *args, **kwargs), pullback
 
 
-def _along_axis_index(indices: np.ndarray, axis: int) -> tuple:
-    """The full fancy index equivalent to ``take_along_axis(., indices, axis)``."""
-    ndim = indices.ndim
-    out = []
+def _along_axis_index(indices: np.ndarray, axis: int, shape: tuple, out: tuple) -> tuple:
+    """The full fancy index into an array of ``shape`` equivalent to ``take_along_axis(.,
+    indices, axis)``, whose result has shape ``out`` (the array and ``indices`` broadcast
+    against each other off ``axis``: a size-1 dimension of the array is read at 0)."""
+    ndim = len(out)
+    index = []
     for d in range(ndim):
         if d == axis:
-            out.append(indices)
+            index.append(np.broadcast_to(indices, out))
         else:
             shp = [1] * ndim
-            shp[d] = indices.shape[d]
-            out.append(np.reshape(np.arange(indices.shape[d]), shp))
-    return tuple(out)
+            shp[d] = out[d]
+            positions = np.arange(out[d]) if shape[d] != 1 else np.zeros(out[d], np.intp)
+            index.append(np.reshape(positions, shp))
+    return tuple(index)
 
 
 @register_rrule(np.take_along_axis)
@@ -228,9 +231,8 @@ def _take_along_axis(arr, indices, *args, **kwargs):
             g = scatter_add(dy, (idx,), (int(np.prod(shape, dtype=np.int64)),))
         else:
             ax = axis + len(shape) if axis < 0 else axis
-            full = _along_axis_index(idx, ax)
-            # Broadcast the non-axis dims of idx against arr's (take_along_axis broadcasts them).
-            g = scatter_add(np.broadcast_to(dy, y.shape), full, shape)
+            full = _along_axis_index(idx, ax, shape, np.shape(y))
+            g = scatter_add(np.broadcast_to(dy, np.shape(y)), full, shape)
         return (project(np.reshape(g, shape), arr), NoTangent(), *no_tangents(len(args)))
 
     return y, pullback

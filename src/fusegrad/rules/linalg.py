@@ -665,6 +665,8 @@ def _solve_jvp(tangents, a, b):
         ax = np.matmul(unthunk(ta), x2)
         ax = ax[..., 0] if vec else ax
         rhs = -ax if _zero(rhs) else rhs - ax
+    if vec:  # one right-hand side: a column, so a stacked rhs is not read as a matrix
+        return x, np.linalg.solve(a, np.expand_dims(rhs, -1))[..., 0]
     return x, np.linalg.solve(a, rhs)
 
 

@@ -449,4 +449,6 @@ def _norm_jvp(tangents, x, *args, **kwargs):
         xc = np.conjugate(x) if is_complex(x) else x
         return y, real_for(np.sum(xc * t, axis=red, keepdims=keepdims), y) / safe
     g = pullback(np.ones(np.shape(y)))[0]  # the cotangent weights w: ẏ = Re(Σ w ẋ)
+    if is_zero(g):  # ord=0 counts nonzeros: piecewise constant
+        return y, ZeroTangent()
     return y, real_for(np.sum(unthunk(g) * t, axis=red, keepdims=keepdims), y)

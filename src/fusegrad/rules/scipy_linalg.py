@@ -120,23 +120,45 @@ if sl is not None:
 
     _solve_triangular_frule.lazy = False  # type: ignore[attr-defined]
 
-    def _perm(piv: Any) -> np.ndarray:
-        """The row order ``p`` with ``A[p] = L U`` from LAPACK's sequential swaps ``piv``."""
-        p = np.arange(len(piv))
-        for i, j in enumerate(np.asarray(piv)):
-            p[i], p[j] = p[j], p[i]
-        return p
+    def _perm(piv: Any, rows: int | None = None) -> np.ndarray:
+        """The row order ``p`` with ``A[p] = L U`` from LAPACK's sequential swaps ``piv`` (of
+        ``rows`` rows: by default as many as swaps); for stacked pivots, one order per matrix."""
+        piv = np.asarray(piv)
+        rows = piv.shape[-1] if rows is None else rows
+        swaps = piv.reshape(-1, piv.shape[-1])
+        p = np.tile(np.arange(rows), (swaps.shape[0], 1))
+        for order, row in zip(p, swaps):
+            for i, j in enumerate(row):
+                order[i], order[j] = order[j], order[i]
+        return p.reshape(piv.shape[:-1] + (rows,))
+
+    def _rows(x: Any, p: np.ndarray) -> Any:
+        """``x[p]``, the rows of each matrix of a stack in its own order."""
+        if p.ndim == 1:
+            return x[p]
+        return np.take_along_axis(x, np.expand_dims(p, -1), axis=-2)
 
     def _split(lu: Any) -> tuple[Any, Any]:
-        n = np.shape(lu)[-1]
-        return np.tril(lu, -1) + np.eye(n, dtype=np.result_type(lu)), np.triu(lu)
+        """``(L, U)`` from the packed ``lu`` (M×N, K = min(M, N)): ``L`` M×K unit lower
+        trapezoidal, ``U`` K×N upper trapezoidal."""
+        m, n = np.shape(lu)[-2:]
+        k = min(m, n)
+        low = np.tril(lu[..., :, :k], -1) + np.eye(m, k, dtype=np.result_type(lu))
+        return low, np.triu(lu[..., :k, :])
+
+    # With K = min(M, N): L = [L1; L2] (L1 K×K), U = [U1, U2] (U1 K×K), A[p] = [[A11, A12],
+    # [A21, A22]]. F = L1⁻¹ Ȧ11 U1⁻¹ gives L̇1 = L1 tril₋₁(F), U̇1 = triu(F) U1; the rest follow
+    # from A21 = L2 U1 (tall) and A12 = L1 U2 (wide): L̇2 = (Ȧ21 - L2 U̇1) U1⁻¹, U̇2 =
+    # L1⁻¹ (Ȧ12 - L̇1 U2). The pullback is the transpose of that map.
 
     @register_rrule(sl.lu_factor)
     def _lu_factor(a, *args, **kwargs):
-        """A[p] = L U packed as lu = L - I + U: ā[p] = L⁻ᵀ (tril₋₁(Lᵀ L̄) + triu(Ū Uᵀ)) U⁻ᵀ."""
+        """A[p] = L U packed as lu = L - I + U: ā[p] = L⁻ᵀ (tril₋₁(Lᵀ L̄) + triu(Ū Uᵀ)) U⁻ᵀ (the
+        square case; rectangular: the blocks in the comment above)."""
         lu, piv = sl.lu_factor(a, *args, **kwargs)
-        p = _perm(piv)
-        inv_p = np.argsort(p)
+        m, n = np.shape(lu)[-2:]
+        k = min(m, n)
+        inv_p = np.argsort(_perm(piv, m), axis=-1)
 
         def pullback(ct):
             g = ct[0]
@@ -144,27 +166,52 @@ if sl is not None:
                 return (ZeroTangent(), *(ZeroTangent() for _ in args))
             g = unthunk(g)
             low, up = _split(lu)
-            inner = np.tril(np.matmul(_mT(low), np.tril(g, -1)), -1) + np.triu(
-                np.matmul(np.triu(g), _mT(up))
-            )
-            left = sl.solve_triangular(low, inner, trans=1, lower=True, unit_diagonal=True)
-            m = _mT(sl.solve_triangular(up, _mT(left), trans=0, lower=False))
-            return (project(m[inv_p], a), *(ZeroTangent() for _ in args))
+            l1, u1 = low[..., :k, :], up[..., :, :k]
+            g11 = g[..., :k, :k]
+            lower = np.matmul(_mT(l1), g11)
+            upper = np.matmul(g11, _mT(u1))
+            if m > k:  # tall: L2's cotangent g21
+                g21 = g[..., k:, :]
+                upper = upper - np.matmul(_mT(low[..., k:, :]), g21)
+            if n > k:  # wide: U2's cotangent g12
+                g12 = g[..., :, k:]
+                lower = lower - np.matmul(g12, _mT(up[..., :, k:]))
+            inner = np.tril(lower, -1) + np.triu(upper)
+            left = sl.solve_triangular(l1, inner, trans=1, lower=True, unit_diagonal=True)
+            a11 = _mT(sl.solve_triangular(u1, _mT(left), trans=0, lower=False))
+            if n > k:  # Ā12 = L1⁻ᵀ g12
+                a12 = sl.solve_triangular(l1, g12, trans=1, lower=True, unit_diagonal=True)
+                a11 = np.concatenate([a11, a12], axis=-1)
+            if m > k:  # Ā21 = g21 U1⁻ᵀ
+                a21 = _mT(sl.solve_triangular(u1, _mT(g21), trans=0, lower=False))
+                a11 = np.concatenate([a11, a21], axis=-2)
+            return (project(_rows(a11, inv_p), a), *(ZeroTangent() for _ in args))
 
         return (lu, piv), pullback
 
     @register_frule(sl.lu_factor)
     def _lu_factor_frule(tangents, a, *args, **kwargs):
-        """F = L⁻¹ Ȧ[p] U⁻¹: L̇ = L tril₋₁(F), U̇ = triu(F) U, packed as l̇u = L̇ + U̇."""
+        """F = L1⁻¹ Ȧ[p]₁₁ U1⁻¹: L̇1 = L1 tril₋₁(F), U̇1 = triu(F) U1, packed as l̇u = L̇ + U̇
+        (rectangular: the blocks in the comment above)."""
         lu, piv = sl.lu_factor(a, *args, **kwargs)
         t = tangents[0]
         if _zero(t):
             return (lu, piv), (ZeroTangent(), ZeroTangent())
+        m, n = np.shape(lu)[-2:]
+        k = min(m, n)
         low, up = _split(lu)
-        ta = unthunk(t)[_perm(piv)]
-        left = sl.solve_triangular(low, ta, lower=True, unit_diagonal=True)
-        f = _mT(sl.solve_triangular(up, _mT(left), trans=1, lower=False))
-        dlu = np.matmul(low, np.tril(f, -1)) + np.matmul(np.triu(f), up)
+        l1, u1 = low[..., :k, :], up[..., :, :k]
+        ta = _rows(unthunk(t), _perm(piv, m))
+        left = sl.solve_triangular(l1, ta[..., :k, :k], lower=True, unit_diagonal=True)
+        f = _mT(sl.solve_triangular(u1, _mT(left), trans=1, lower=False))
+        f_low, f_up = np.tril(f, -1), np.triu(f)
+        dlu = np.matmul(l1, f_low) + np.matmul(f_up, u1)
+        if n > k:  # U̇2 = L1⁻¹ Ȧ12 - tril₋₁(F) U2
+            du2 = sl.solve_triangular(l1, ta[..., :, k:], lower=True, unit_diagonal=True)
+            dlu = np.concatenate([dlu, du2 - np.matmul(f_low, up[..., :, k:])], axis=-1)
+        if m > k:  # L̇2 = Ȧ21 U1⁻¹ - L2 triu(F)
+            a21 = _mT(sl.solve_triangular(u1, _mT(ta[..., k:, :]), trans=1, lower=False))
+            dlu = np.concatenate([dlu, a21 - np.matmul(low[..., k:, :], f_up)], axis=-2)
         return (lu, piv), (dlu, ZeroTangent())
 
     _lu_factor_frule.lazy = False  # type: ignore[attr-defined]
@@ -201,12 +248,16 @@ if sl is not None:
     _expm_frule.lazy = False  # type: ignore[attr-defined]
 
     def _sylvester(m: Any, c: Any) -> Any:
-        """X with ``m X + X m = c`` (``m`` square n×n), via the n²×n² Kronecker system."""
+        """X with ``m X + X m = c`` (``m`` square n×n, or a stack of them), via the n²×n²
+        Kronecker system."""
         n = np.shape(m)[-1]
+        batch = np.broadcast_shapes(np.shape(m)[:-2], np.shape(c)[:-2])
         eye = np.eye(n)
-        k = np.einsum("ik,jl->ijkl", m, eye) + np.einsum("ik,lj->ijkl", eye, m)
-        sol = np.linalg.solve(np.reshape(k, (n * n, n * n)), np.reshape(c, (n * n,)))
-        return np.reshape(sol, (n, n))
+        k = np.einsum("...ik,jl->...ijkl", m, eye) + np.einsum("ik,...lj->...ijkl", eye, m)
+        k = np.broadcast_to(k, batch + (n,) * 4) if np.shape(k)[:-4] != batch else k
+        rhs = np.reshape(np.broadcast_to(c, batch + (n, n)), batch + (n * n, 1))
+        sol = np.linalg.solve(np.reshape(k, batch + (n * n, n * n)), rhs)
+        return np.reshape(sol, batch + (n, n))
 
     @register_rrule(sl.sqrtm)
     def _sqrtm(a, *args, **kwargs):

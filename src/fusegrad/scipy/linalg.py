@@ -186,13 +186,19 @@ def expm(a: Any) -> Any:
 
 
 def sqrtm(a: Any, disp: Any = None, blocksize: Any = None) -> Any:
-    """``scipy.linalg.sqrtm``: the principal square root ``Y``, ``Y @ Y = A``.
+    """``scipy.linalg.sqrtm``: the principal square root ``Y``, ``Y @ Y = A``; with
+    ``disp=False`` (deprecated in SciPy) ``(Y, errest)``, SciPy's ``‖Y Y - A‖²_F / ‖A‖_F``.
 
     >>> sqrtm(np.array([[4.0, 0.0], [0.0, 9.0]]))
     array([[2., 0.],
            [0., 3.]])
     """
-    return _apply("sqrtm", (a,), {})
+    y = _apply("sqrtm", (a,), {})
+    if disp is not False:
+        return y
+    if np.ndim(a) != 2:  # SciPy's norm(..., 'fro') raises on a stack: its errest is then inf
+        return y, np.inf
+    return y, np.linalg.norm(np.matmul(y, y) - a, "fro") ** 2 / np.linalg.norm(a, "fro")
 
 
 def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
