@@ -256,3 +256,23 @@ def test_jit_replays_structured_matrix_gradients():
             np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
     (info,) = jg.cache_info()
     assert info.replayable, info.reason
+
+
+STACK = RNG.standard_normal((2, 3, 3)) + 3 * np.eye(3)
+RHS = RNG.standard_normal((2, 3, 2))
+
+
+@pytest.mark.parametrize(
+    "a,b", [(STACK, RHS), (STACK, V), (STACK, B), (A, RHS)], ids=["both", "vector", "matrix", "one"]
+)
+@pytest.mark.parametrize("trans", [0, 1, 2])
+def test_lu_solve_and_solve_triangular_with_stacks(a, b, trans):
+    # stacked factors beside one right-hand side and the reverse (SciPy broadcasts the batch):
+    # lu_solve's pivots were applied to the batch axis, and a vector b's tangent was read as
+    # a matrix
+    want = sl.lu_solve(sl.lu_factor(a), b, trans=trans)
+    f = lambda m, r: sl.lu_solve(sl.lu_factor(m), r, trans=trans)  # noqa: E731
+    np.testing.assert_allclose(fg.value_and_grad(lambda m: np.sum(f(m, b)))(a)[0], want.sum())
+    check_grads(lambda m, r: np.sum(f(m, r) ** 2), ("rev", "fwd"), order=2)(a, b)
+    kw = {"lower": True, "trans": trans, "unit_diagonal": trans == 2}
+    check_grads(lambda m, r: np.sum(sl.solve_triangular(m, r, **kw) ** 2), ("rev", "fwd"), 2)(a, b)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, ZeroTangent, unthunk
-from .common import params, project
+from .common import params, project, unbroadcast_to
 from .registry import FRULES, RRULES, register_frule, register_rrule
 
 try:  # SciPy is optional.
@@ -79,6 +79,13 @@ def _da_of_op(m: Any, code: int) -> Any:
 
 if sl is not None:
 
+    def _columns(a: Any, rhs: Any, vec: bool, **kwargs: Any) -> Any:
+        """``solve_triangular(a, rhs)`` for the tangent or cotangent of a vector ``b``: beside a
+        stack of matrices it has a batch axis, and SciPy would read it as one matrix."""
+        if vec and np.ndim(rhs) > 1:
+            return sl.solve_triangular(a, rhs[..., None], **kwargs)[..., 0]
+        return sl.solve_triangular(a, rhs, **kwargs)
+
     @register_rrule(sl.solve_triangular)
     def _solve_triangular(a, b, *args, **kwargs):
         """x = op(A)⁻¹ b: b̄ = op(A)⁻ᵀ x̄, ā = tri(∂op ← -b̄ xᵀ)."""
@@ -89,14 +96,16 @@ if sl is not None:
         def pullback(dx):
             # op(A)⁻ᵀ as a solve with A: trans 0 -> 1, 1 -> 0; Aᴴ -> conj(A), trans 0
             if code == 2:
-                gb = sl.solve_triangular(np.conj(a), dx, lower=lower, unit_diagonal=unit)
+                gb = _columns(np.conj(a), dx, vec, lower=lower, unit_diagonal=unit)
             else:
-                gb = sl.solve_triangular(a, dx, trans=1 - code, lower=lower, unit_diagonal=unit)
-            x2 = x[:, None] if vec else x
-            gb2 = gb[:, None] if vec else gb
+                gb = _columns(a, dx, vec, trans=1 - code, lower=lower, unit_diagonal=unit)
+            x2 = x[..., None] if vec else x
+            gb2 = gb[..., None] if vec else gb
             m = -np.matmul(gb2, _mT(x2))  # the cotangent of op(A)
             ga = _tri(_da_of_op(m, code), lower, unit)
             rest = tuple(ZeroTangent() for _ in args)
+            # a stack of matrices beside one b (or the reverse): summed over the batch
+            ga, gb = unbroadcast_to(ga, np.shape(a)), unbroadcast_to(gb, np.shape(b))
             return (project(ga, a), project(gb, b), *rest)
 
         return x, pullback
@@ -106,17 +115,17 @@ if sl is not None:
         """ẋ = op(A)⁻¹ (ḃ - op(tri(Ȧ)) x)."""
         code, lower, unit = _st_params(args, kwargs)
         x = sl.solve_triangular(a, b, *args, **kwargs)
+        vec = np.ndim(b) == 1
         ta, tb = tangents[0], tangents[1]
         if _zero(ta) and _zero(tb):
             return x, ZeroTangent()
         rhs: Any = 0.0 if _zero(tb) else unthunk(tb)
         if not _zero(ta):
             opa = _op(_tri(unthunk(ta), lower, unit), code)
-            vec = np.ndim(b) == 1
-            ax = np.matmul(opa, x[:, None])[:, 0] if vec else np.matmul(opa, x)
+            ax = np.matmul(opa, x[..., None])[..., 0] if vec else np.matmul(opa, x)
             rhs = rhs - ax
         rhs = np.broadcast_to(rhs, np.shape(x)) if np.ndim(rhs) == 0 else rhs
-        return x, sl.solve_triangular(a, rhs, trans=code, lower=lower, unit_diagonal=unit)
+        return x, _columns(a, rhs, vec, trans=code, lower=lower, unit_diagonal=unit)
 
     _solve_triangular_frule.lazy = False  # type: ignore[attr-defined]
 
@@ -133,9 +142,13 @@ if sl is not None:
         return p.reshape(piv.shape[:-1] + (rows,))
 
     def _rows(x: Any, p: np.ndarray) -> Any:
-        """``x[p]``, the rows of each matrix of a stack in its own order."""
+        """The rows of ``x`` (a vector, a matrix or a stack) in the order ``p`` (one order per
+        matrix for stacked pivots)."""
         if p.ndim == 1:
-            return x[p]
+            return x[p] if np.ndim(x) == 1 else x[..., p, :]
+        missing = p.ndim + 1 - np.ndim(x)  # a matrix beside a stack of orders: broadcast
+        if missing > 0:
+            x = np.expand_dims(x, tuple(range(missing)))
         return np.take_along_axis(x, np.expand_dims(p, -1), axis=-2)
 
     def _split(lu: Any) -> tuple[Any, Any]:

@@ -219,13 +219,16 @@ def lu_solve(lu_and_piv: tuple, b: Any, trans: int = 0, overwrite_b: bool = Fals
         return _orig("lu_solve")((lu, piv), b, trans=trans, check_finite=check_finite)
     p = _rules._perm(piv)
     code = _rules._trans_code(trans)
+    vec = np.ndim(b) == 1  # one right-hand side (of every matrix of a stack): a column
+    rhs = np.expand_dims(b, -1) if vec and np.ndim(lu) > 2 else b
     if code == 0:  # A[p] = L U: x = U⁻¹ L⁻¹ b[p]
-        y = solve_triangular(lu, b[p], lower=True, unit_diagonal=True)
-        return solve_triangular(lu, y, lower=False)
-    # op(A) = Uᵀ Lᵀ P (or the conjugates): x[p] = op(L)⁻¹ op(U)⁻¹ b
-    y = solve_triangular(lu, b, trans=code, lower=False)
-    z = solve_triangular(lu, y, trans=code, lower=True, unit_diagonal=True)
-    return z[np.argsort(p)]
+        y = solve_triangular(lu, _rules._rows(rhs, p), lower=True, unit_diagonal=True)
+        x = solve_triangular(lu, y, lower=False)
+    else:  # op(A) = Uᵀ Lᵀ P (or the conjugates): x[p] = op(L)⁻¹ op(U)⁻¹ b
+        y = solve_triangular(lu, rhs, trans=code, lower=False)
+        z = solve_triangular(lu, y, trans=code, lower=True, unit_diagonal=True)
+        x = _rules._rows(z, np.argsort(p, axis=-1))
+    return x[..., 0] if rhs is not b else x
 
 
 def toeplitz(c: Any, r: Any = None) -> Any:
