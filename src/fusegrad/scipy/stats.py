@@ -768,6 +768,12 @@ class rayleigh_gen(rv_continuous):  # noqa: N801
 # --------------------------------------------------------------------------------------------------
 
 
+# A discrete entropy without a closed form sums the pmf's terms above ENTROPY_TAIL, at most
+# ENTROPY_TERMS of them.
+ENTROPY_TAIL = 1e-30
+ENTROPY_TERMS = 10**7
+
+
 class rv_discrete(rv_continuous):  # noqa: N801
     """A discrete distribution: subclasses give ``_logpmf``, ``_cdf``, ``_sf`` of integer k."""
 
@@ -811,6 +817,40 @@ class rv_discrete(rv_continuous):  # noqa: N801
         fn = getattr(getattr(_st, self.name), method)
         values = (stop_gradient(_as_value(v)) for v in (q, *args))
         return fn(*values, **{k: stop_gradient(_as_value(v)) for k, v in kwds.items()})
+
+    def _entropy(self, *shapes: Any) -> Any:
+        """``-Σ pmf log pmf`` over the support, summed where the pmf exceeds ``ENTROPY_TAIL``
+        (as SciPy's generic discrete entropy sums until its terms are negligible); the range
+        is chosen from the parameters' values, the sum is differentiable in them."""
+        plain = [np.asarray(stop_gradient(_as_value(v)), dtype=float) for v in shapes]
+        dist = getattr(_st, self.name)
+        with np.errstate(all="ignore"):
+            ok = np.asarray(self._argcheck(*plain), dtype=bool)
+            if not ok.any():
+                return np.full(ok.shape, np.nan)[()]
+            plain = [np.broadcast_to(v, ok.shape)[ok] for v in plain]
+            lo = dist.ppf(ENTROPY_TAIL, *plain)
+            # SciPy's isf is nan below ~1e-16 (1 - q rounds to 1): from its 1e-15 point, step out
+            # by that point's distance from the median until the pmf is below the tail
+            hi = dist.isf(1e-15, *plain)
+            step = np.maximum(hi - dist.ppf(0.5, *plain), 1.0)
+            for _ in range(64):
+                out = dist.logpmf(hi, *plain) > np.log(ENTROPY_TAIL)
+                if not out.any():
+                    break
+                hi = np.where(out, hi + step, hi)
+        first, last = int(max(np.min(lo), 0)), int(np.max(hi))
+        if last - first > ENTROPY_TERMS:
+            raise ValueError(
+                f"scipy.stats.{self.name}.entropy: its sum over the support would take "
+                f"{last - first + 1} terms here (at most {ENTROPY_TERMS} are summed); use a "
+                "closed form or an approximation for such parameters"
+            )
+        k = np.arange(first, last + 1, dtype=float).reshape((-1,) + (1,) * ok.ndim)
+        safe = [_safe(ok, v, 1.0 if i == 0 else 0.5) for i, v in enumerate(shapes)]
+        lp = self._logpmf(k, *safe)
+        terms = np.where(np.isfinite(lp), -np.exp(lp) * lp, 0.0)
+        return np.where(ok, np.sum(terms, axis=0), np.nan)[()]
 
     def mean(self, *args: Any, **kwds: Any) -> Any:
         """The mean (``loc`` shifts it)."""
