@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -99,6 +100,17 @@ def test_in_place_assignment():
 
     with pytest.raises(TypeError, match=r"in-place assignment into a traced array.*np\.where"):
         fg.grad(f)(X)
+
+
+@pytest.mark.parametrize("part,fix", [("real", "v + 1j"), ("imag", "np.real(x) + 1j")])
+def test_assigning_the_real_or_imaginary_part(part, fix):
+    def f(z):
+        w = z * 2
+        setattr(w, part, 0.0)  # NumPy writes in place; a traced array cannot
+        return np.sum(np.abs(w))
+
+    with pytest.raises(TypeError, match=rf"x\.{part} of a traced array.*x = {re.escape(fix)}"):
+        fg.grad(f)(np.array([1 + 1j, 2 - 1j]))
 
 
 def test_ufunc_out_argument():

@@ -548,3 +548,17 @@ def test_lazy_variance_of_complex_values_is_real(engine):
                 rtol=1e-13,
             )
     assert not is_differentiable(np.complex128)  # a type as an argument is static
+
+
+def test_sign_of_complex_values_is_z_over_abs_z():
+    # NumPy 2's sign(z) = z/|z|: differentiable away from 0 (it was treated as piecewise
+    # constant, a zero gradient); against finite differences in both directions, to order 2
+    z = np.array([1 + 2j, -0.5 + 0.3j, 3.0 - 0.1j])
+    w = np.array([0.3 - 1j, 2 + 0.5j, -1 + 0j])
+    check_grads(lambda v: np.real(np.sum(np.sign(v) * w)), ("rev", "fwd"), order=2)(z)
+    # hand-derived: f = Re(Σ w s), s = z/|z|: z̄ = (w - conj(w) conj(s)²) / (2|z|)
+    s = z / np.abs(z)
+    want = (w - np.conj(w) * np.conj(s) ** 2) / (2 * np.abs(z))
+    np.testing.assert_allclose(fg.grad(lambda v: np.real(np.sum(np.sign(v) * w)))(z), want)
+    assert fg.grad(lambda v: np.real(np.sum(np.sign(v))))(np.zeros(2, complex)).tolist() == [0, 0]
+    assert fg.grad(lambda x: np.sum(np.sign(x)))(np.array([1.0, -2.0])).tolist() == [0.0, 0.0]

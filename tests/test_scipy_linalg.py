@@ -276,3 +276,18 @@ def test_lu_solve_and_solve_triangular_with_stacks(a, b, trans):
     check_grads(lambda m, r: np.sum(f(m, r) ** 2), ("rev", "fwd"), order=2)(a, b)
     kw = {"lower": True, "trans": trans, "unit_diagonal": trans == 2}
     check_grads(lambda m, r: np.sum(sl.solve_triangular(m, r, **kw) ** 2), ("rev", "fwd"), 2)(a, b)
+
+
+@pytest.mark.parametrize("assume_a", ["her", "pos"])
+def test_hermitian_solves_read_the_real_part_of_the_diagonal(assume_a):
+    # LAPACK's Hermitian solvers ignore Im(diag): so does the value, and the derivative there is 0
+    m = RNG.standard_normal((3, 3)) + 1j * RNG.standard_normal((3, 3))
+    h = m @ m.conj().T + np.eye(3)
+    rhs = RNG.standard_normal((3, 2)) + 1j * RNG.standard_normal((3, 2))
+
+    def f(a):
+        return np.real(np.sum(sl.solve(a, rhs, assume_a=assume_a) * (1 + 1j)))
+
+    tilted = h + 0.3j * np.eye(3)  # the same matrix to SciPy
+    np.testing.assert_allclose(fg.value_and_grad(f)(tilted)[0], f(h), rtol=1e-12)
+    assert np.all(np.imag(np.diagonal(fg.grad(f)(h))) == 0)

@@ -258,6 +258,10 @@ def test_a_scipy_function_without_rule_is_named():
     x = np.linspace(0, 1, 6)
     with pytest.raises(TypeError, match=r"inside scipy\.interpolate\.Akima1DInterpolator, "):
         fg.grad(lambda y: np.sum(si.Akima1DInterpolator(x, y)(0.5)))(np.sin(x))
+    import scipy.linalg as sl  # behind SciPy's batching decorator (scipy._lib's ``wrapper``)
+
+    with pytest.raises(TypeError, match=r"inside scipy\.linalg\.schur, "):
+        fg.grad(lambda a: np.sum(sl.schur(a)[0]))(np.eye(3))
 
 
 @pytest.mark.slow  # JAX compiles each function on first use: about 40 s

@@ -167,6 +167,18 @@ def _no_setitem(self: Tracer, index: Any, value: Any) -> None:
     )
 
 
+def _no_part_setter(part: str) -> Any:
+    rebuilt = "v + 1j * np.imag(x)" if part == "real" else "np.real(x) + 1j * v"
+
+    def refuse(self: Tracer, value: Any) -> None:
+        raise TypeError(
+            f"in-place assignment to x.{part} of a traced array cannot be differentiated. Build "
+            f"a new array instead: x = {rebuilt}"
+        )
+
+    return refuse
+
+
 def _view(self: Tracer, *args: Any, **kwargs: Any) -> Any:
     if args or kwargs:
         raise TypeError(
@@ -262,8 +274,8 @@ def _install() -> None:
     cls.size = property(lambda self: int(np.size(_primal(self))))
     cls.T = property(lambda self: np.transpose(self))
     cls.mT = property(lambda self: np.swapaxes(self, -1, -2))
-    cls.real = property(lambda self: np.real(self))
-    cls.imag = property(lambda self: np.imag(self))
+    cls.real = property(lambda self: np.real(self), _no_part_setter("real"))
+    cls.imag = property(lambda self: np.imag(self), _no_part_setter("imag"))
     cls.conj = lambda self: np.conjugate(self)
     cls.conjugate = cls.conj
     cls.dot = lambda self, other: np.dot(self, other)

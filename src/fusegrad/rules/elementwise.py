@@ -60,7 +60,7 @@ from .common import is_zero as _zero
 from .lazy_values import as_cotangent as _as_cotangent
 from .lazy_values import as_lazy as _lazy
 from .lazy_values import operand as _operand
-from .registry import is_differentiable, primitive, register_rrule
+from .registry import FRULES, RRULES, is_differentiable, primitive, register_rrule
 
 
 def _balanced_eq(x: Any, y: Any, z: Any) -> Any:
@@ -435,6 +435,50 @@ def _where(condition: Any, x: Any, y: Any) -> tuple[Any, Callable]:
         )
 
     return out, pullback
+
+
+def _complex_sign() -> None:
+    """``np.sign`` of a complex ``z`` is ``z / |z|`` (NumPy 2), not piecewise constant: with
+    ``s = sign(z)``, ``ṡ = i s Im(ż / z) = (ż - s² conj(ż)) / (2|z|)``, so (JAX's convention for a
+    map ``A ż + B conj(ż)``: ``z̄ = ȳ A + conj(ȳ B)``) ``z̄ = (ȳ - conj(ȳ) conj(s)²) / (2|z|)``;
+    both 0 at ``z = 0``, as ``abs``'s. Real arguments keep the table's rules (derivative 0)."""
+    real_rule, lazy = RRULES[np.sign]
+    real_forward = FRULES[np.sign]
+
+    def half_inverse_abs(lz: Any) -> Any:
+        r = np.abs(lz)
+        return np.where(np.equal(r, 0), 0.0, 0.5 / np.where(np.equal(r, 0), 1.0, r))
+
+    def rule(x: Any, *args: Any, **kwargs: Any) -> tuple:
+        if not _is_complex(x):
+            return real_rule(x, *args, **kwargs)
+        lz = _lazy(x)
+        y = np.sign(lz)
+
+        def pullback(dy: Any) -> tuple:
+            d = _operand(dy)
+            g = (d - np.conjugate(d) * np.conjugate(y * y)) * half_inverse_abs(lz)
+            return (_as_cotangent(unbroadcast_to(g, np.shape(x))),)
+
+        return y, pullback
+
+    def forward(tangents: tuple, x: Any, *args: Any, **kwargs: Any) -> tuple:
+        if not _is_complex(x):
+            return real_forward(tangents, x, *args, **kwargs)
+        lz = _lazy(x)
+        y = np.sign(lz)
+        (t,) = tangents
+        if _zero(t):
+            return y, ZeroTangent()
+        lt = lazy_tangent(t)
+        return y, fit((lt - y * y * np.conjugate(lt)) * half_inverse_abs(lz), y)
+
+    rule.__name__, forward.__name__ = "rrule_sign", "frule_sign"
+    register_rrule(np.sign, lazy=lazy)(rule)
+    lazy_frule(np.sign)(forward)
+
+
+_complex_sign()
 
 
 @primitive

@@ -288,7 +288,9 @@ def _caller(frame: Any) -> tuple[str, str, str] | None:
     found = None
     while frame is not None:
         mod = frame.f_globals.get("__name__", "")
-        if mod.startswith("scipy.") or mod == "scipy":
+        if mod.startswith("scipy._lib."):
+            pass  # SciPy's own decorators (the batching ``wrapper``): name what they wrap
+        elif mod.startswith("scipy.") or mod == "scipy":
             found = frame
         elif found is not None and not mod.startswith(("numpy", "fusegrad.scipy")):
             break

@@ -159,10 +159,14 @@ _ASSUME = {"gen": "gen", "general": "gen", "sym": "sym", "symmetric": "sym", "he
 def _as_assumed(a: Any, kind: str, lower: bool) -> Any:
     """The matrix SciPy's solver for ``assume_a`` sees: only the entries that solver reads."""
     if kind in ("sym", "her", "pos"):
-        tri = np.tril(a) if lower else np.triu(a)
         strict = np.tril(a, -1) if lower else np.triu(a, 1)
         other = np.swapaxes(strict, -1, -2)
-        return tri + (other if kind == "sym" else np.conj(other))
+        diagonal = a * np.eye(np.shape(a)[-1])
+        if kind == "sym":
+            return strict + diagonal + other
+        # a Hermitian solver reads the real part of the diagonal only
+        real_diagonal = np.real(diagonal) if np.iscomplexobj(a) else diagonal
+        return strict + real_diagonal + np.conj(other)
     if kind == "diagonal":
         return a * np.eye(np.shape(a)[-1])
     if kind == "tridiagonal":
