@@ -59,10 +59,15 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
     if kwargs and _has_out(kwargs):
         raise TypeError(
             f"np.{ufunc.__name__}(..., out=...) writes into an array in place, which fusegrad "
-            "cannot differentiate: drop out= and use the returned value"
+            "cannot differentiate: drop out= and use the returned value. (Inside a NumPy "
+            "function, this is one that dispatches on its array argument only, given a plain "
+            "array beside a traced parameter, e.g. np.linalg.norm(x, ord) with a traced ord: "
+            "pass the array traced too, x + 0 * ord.)"
         )
     kwargs.pop("out", None)
     if method == "__call__":
+        if ufunc.signature is not None and kwargs.keys() & _CORE_AXES_KEYWORDS:
+            return _core_axes_last(ufunc, inputs, kwargs)
         return apply(ufunc, inputs, kwargs)
     if method == "reduce" and ufunc in UFUNC_REDUCE:
         kwargs.setdefault("axis", 0)
@@ -81,6 +86,36 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
         f"np.{ufunc.__name__}.{method} on a traced value is not differentiable by fusegrad; "
         f"write it with np.{ufunc.__name__}(...) calls or register a rule for a function doing it"
     )
+
+
+_CORE_AXES_KEYWORDS = frozenset(("axes", "axis", "keepdims"))
+
+
+def _core_axes_last(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Any:
+    """A gufunc call with ``axes=``/``axis=``/``keepdims=`` (``np.matmul(a, b, axes=...)``,
+    ``np.vecdot(a, b, axis=0)``) as the same call on operands whose core axes are moved last,
+    then the result's core axes moved where ``axes`` puts them: the rules of matmul, vecdot, ...
+    take their core axes last, as the call without the keywords has them."""
+    axes, axis = kwargs.pop("axes", None), kwargs.pop("axis", None)
+    keepdims = bool(kwargs.pop("keepdims", False))
+    out = str(ufunc.signature).split("->")[1]  # matmul: "(n?,k),(k,m?)->(n?,m?)"
+    n_out_core = len([d for d in out.strip("()").split(",") if d])
+    if axes is None:
+        # axis: every operand with one core dimension works on it; keepdims keeps the output's
+        at = -1 if axis is None else axis
+        axes = [(at,)] * ufunc.nin + [(at,) if keepdims else ()]
+    moved = []
+    for x, a in zip(inputs, axes):
+        core = (a,) if isinstance(a, int) else tuple(a)
+        moved.append(np.moveaxis(x, core, tuple(range(-len(core), 0))) if core else x)
+    y = apply(ufunc, tuple(moved), kwargs)
+    target = axes[ufunc.nin] if len(axes) > ufunc.nin else ()
+    target = (target,) if isinstance(target, int) else tuple(target)
+    if keepdims and n_out_core == 0:  # the reduced core axis kept as size 1
+        return np.expand_dims(y, target[0] if target else -1)
+    if target:
+        return np.moveaxis(y, tuple(range(-len(target), 0)), target)
+    return y
 
 
 def _only_trace_of(self: Tracer, inputs: tuple) -> bool:
@@ -202,7 +237,8 @@ def _binary(uf: np.ufunc) -> Any:
         # a number, an array or a value of self's trace: self's trace is the innermost
         if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
             return self._trace.apply(uf, (self, o), {})
-        if _opts_out(o):
+        if _opts_out(o) or isinstance(o, str):
+            # (a string: Python's answer, as a NumPy number's: ``ord == "fro"`` is False)
             return NotImplemented
         return apply(uf, (self, o), {})
 

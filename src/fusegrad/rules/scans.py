@@ -47,7 +47,7 @@ from .common import (
     shape_only,
     unbroadcast_to,
 )
-from .registry import register_rrule
+from .registry import is_differentiable, register_rrule
 
 
 def _revcumsum(g: Any, axis: int) -> Any:
@@ -353,16 +353,22 @@ def _unit(x: Any) -> Any:
     return x / np.where(ax == 0, np.ones((), dtype=np.result_type(ax)), ax)
 
 
-def _dnorm_dord(x, y, dy, p, axis, keepdims, matrix):
-    """d norm / d ord for a vector p-norm passed a float ``ord`` (a positional argument):
-    dy * y * (Σ|x|^p ln|x| / (p Σ|x|^p) - ln(Σ|x|^p) / p²); zero for ±inf and 0."""
+def _dnorm_dord_weights(x, y, p, axis, keepdims, matrix):
+    """∂ norm / ∂ ord, of the norm's shape, for a vector p-norm with a float ``ord``:
+    y (Σ|x|^p ln|x| / (p Σ|x|^p) - ln(Σ|x|^p) / p²); None (zero) for ±inf, 0 and matrices."""
     if matrix or not np.isfinite(p) or p == 0:
-        return ZeroTangent()
+        return None
     ax = np.abs(x)
     s = np.sum(ax**p, axis=axis, keepdims=keepdims)
     lg = np.log(np.where(ax == 0, 1.0, ax))
     t = np.sum(ax**p * lg, axis=axis, keepdims=keepdims)
-    return np.sum(dy * y * (t / (p * s) - np.log(s) / p**2))
+    return y * (t / (p * s) - np.log(s) / p**2)
+
+
+def _dnorm_dord(x, y, dy, p, axis, keepdims, matrix):
+    """The cotangent of a float ``ord`` (a positional argument): Σ ȳ ∂y/∂ord."""
+    w = _dnorm_dord_weights(x, y, p, axis, keepdims, matrix)
+    return ZeroTangent() if w is None else np.sum(dy * w)
 
 
 @register_rrule(np.linalg.norm)
@@ -415,12 +421,12 @@ def _norm(x, *args, **kwargs):
             g = dyk * _unit(xc) * hit / count
         elif ord_ == 0:
             return (ZeroTangent(), *no_tangents(len(args)))
-        else:
-            pord = float(ord_)
+        else:  # (ord itself may be traced, under a derivative in it of higher order)
+            pord = ord_ if is_differentiable(ord_) else float(ord_)
             ax_abs = np.abs(x)
             g = dyk * _unit(xc) * ax_abs ** (pord - 1) / yk ** (pord - 1)
         rest = list(no_tangents(len(args)))
-        if args and isinstance(ord_, float | np.floating):
+        if args and is_differentiable(ord_) and not isinstance(ord_, str | int):
             rest[0] = _dnorm_dord(x, y, dy, ord_, axis, keepdims, matrix)
         return (project(g, x), *rest)
 
@@ -430,9 +436,22 @@ def _norm(x, *args, **kwargs):
 @eager_frule(np.linalg.norm)
 def _norm_jvp(tangents, x, *args, **kwargs):
     """np.linalg.norm: ẏ = sum(G ∘ ẋ) over the normed axes, G the reverse rule's gradient
-    weights (``x / y`` for 2-norms and 'fro'); the tangent of a float ``ord`` is not propagated."""
+    weights (``x / y`` for 2-norms and 'fro'), plus ∂y/∂ord · ȯrd for a positional float
+    ``ord`` with a tangent."""
     p = params(args, kwargs, ord=None, axis=None, keepdims=False)
     ord_, axis, keepdims = p["ord"], p["axis"], p["keepdims"]
+    t_ord = tangents[1] if len(tangents) > 1 and args else None
+    if t_ord is not None and not is_zero(t_ord) and not isinstance(ord_, str | int | None):
+        y, dot_x = _norm_jvp((tangents[0], *(ZeroTangent() for _ in args)), x, *args, **kwargs)
+        ndim = np.ndim(x)
+        matrix = (axis is None and ndim == 2 and ord_ is not None) or (
+            axis is not None and np.ndim(axis) > 0
+        )
+        w = _dnorm_dord_weights(x, y, ord_, axis, keepdims, matrix)
+        if w is None:
+            return y, dot_x
+        dot_ord = w * unthunk(t_ord)
+        return y, dot_ord if is_zero(dot_x) else dot_x + dot_ord
     t = tangents[0]
     if is_zero(t):
         return np.linalg.norm(x, *args, **kwargs), ZeroTangent()
