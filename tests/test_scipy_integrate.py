@@ -179,3 +179,40 @@ def test_solve_ivp_result_plain_inputs_and_errors():
                                               dense_output=True).y))(Y0)  # fmt: skip
     with pytest.raises(NotImplementedError, match="second order"):
         fg.hessian(lambda y: np.sum(si.solve_ivp(ivp_rhs, (0, 1), y, args=(A, B)).y))(Y0)
+
+
+def _central(f, x, h=1e-6):
+    return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def test_odeint_with_tfirst():
+    # tfirst=True: func(t, y, ...). The adjoint and sensitivity systems called func(y, t, ...):
+    # a silently wrong gradient (-7.02 for -3.36)
+    def loss(k):
+        sol = si.odeint(lambda t, y, k: -k * y + np.sin(t), np.array([1.0]),
+                        np.array([0.0, 1.0, 2.0]), args=(k,), tfirst=True, rtol=1e-11,
+                        atol=1e-11)  # fmt: skip
+        return np.sum(sol**2)
+
+    want = _central(loss, 0.7)
+    np.testing.assert_allclose(fg.grad(loss)(0.7), want, rtol=1e-6)
+    np.testing.assert_allclose(fg.jvp(loss, (0.7,), (1.0,))[1], want, rtol=1e-6)
+
+
+def test_right_hand_sides_returning_lists():
+    # SciPy's documentation writes `return [y[1], -y[0]]`: the adjoint's vjp of it read the list
+    # as two outputs (an internal error)
+    def by_ivp(k):
+        sol = si.solve_ivp(lambda t, y, k: [-k * y[0], y[0] - y[1]], (0.0, 1.0), [1.0, 0.0],
+                           args=(k,), rtol=1e-11, atol=1e-12)  # fmt: skip
+        return sol.y[1, -1]
+
+    def by_odeint(k):
+        sol = si.odeint(lambda y, t, k: [-k * y[0], y[0] - y[1]], [1.0, 0.0], [0.0, 1.0],
+                        args=(k,), rtol=1e-11, atol=1e-12)  # fmt: skip
+        return sol[-1, 1]
+
+    for loss in (by_ivp, by_odeint):
+        want = _central(loss, 0.5)
+        np.testing.assert_allclose(fg.grad(loss)(0.5), want, rtol=1e-6)
+        np.testing.assert_allclose(fg.jvp(loss, (0.5,), (1.0,))[1], want, rtol=1e-6)

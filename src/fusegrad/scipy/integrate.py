@@ -40,6 +40,7 @@ import scipy.integrate as _si
 from scipy.integrate._ivp.ivp import OdeResult
 
 from .. import api
+from .. import numpy as fnp
 from ..rules import registry
 from ..rules.common import value
 from ..rules.registry import register_frule, register_rrule
@@ -54,6 +55,22 @@ _solve_ivp = _dispatch.original(_si.solve_ivp)
 def _solve(func: Any, y0: Any, t: Any, *params: Any, **opts: Any) -> Any:
     """``odeint`` with the parameters as positional arguments (one cotangent each)."""
     return _odeint(func, y0, t, args=params, **opts)
+
+
+def _as_vector(out: Any) -> Any:
+    """A right-hand side's value as one array: SciPy takes a list (``return [y[1], -y[0]]``, as
+    in its documentation), which fusegrad's ``vjp`` would read as a pytree of outputs."""
+    if isinstance(out, list | tuple):
+        return fnp.array(out)
+    return out
+
+
+def _at_time(func: Any, tt: Any, tfirst: bool) -> Any:
+    """``func`` of ``(y, *params)`` at the time ``tt``: odeint's ``func(y, t, ...)``, or
+    ``func(t, y, ...)`` with ``tfirst=True`` (solve_ivp's order)."""
+    if tfirst:
+        return lambda y_, *p_: _as_vector(func(tt, y_, *p_))
+    return lambda y_, *p_: _as_vector(func(y_, tt, *p_))
 
 
 def _adjoint_rhs(f: Any, s: np.ndarray, n: int, params: tuple) -> np.ndarray:
@@ -101,10 +118,11 @@ def _solve_rule(func, y0, t, *params, **opts):
     ys = _solve(func, y0, t, *params, **opts)
     ts = np.asarray(t, dtype=float)
     n = int(np.size(y0))
+    tfirst = bool(opts.get("tfirst", False))
     opts = {k: v for k, v in opts.items() if k in ("rtol", "atol", "mxstep", "hmax", "hmin")}
 
     def aug(s, tt):
-        return _adjoint_rhs(lambda y_, *p_: func(y_, tt, *p_), s, n, params)
+        return _adjoint_rhs(_at_time(func, tt, tfirst), s, n, params)
 
     def pullback(g):
         g = unthunk(g)
@@ -134,9 +152,11 @@ def _solve_frule(tangents, func, y0, t, *params, **opts):
     ]
     v0 = np.zeros(n) if isinstance(ty, AbstractZero) else np.ravel(unthunk(ty))
 
+    tfirst = bool(opts.get("tfirst", False))
+
     def aug(s, tt):
         y, v = s[:n], s[n:]
-        fy, dfy = api.jvp(lambda y_, *p_: func(y_, tt, *p_), (y, *params), (v, *tps))
+        fy, dfy = api.jvp(_at_time(func, tt, tfirst), (y, *params), (v, *tps))
         dfy = np.zeros(n) if isinstance(dfy, AbstractZero) else dfy
         return np.concatenate([np.ravel(fy), np.ravel(dfy)])
 
@@ -209,7 +229,7 @@ def _ivp_rule(fun, t0, t1, y0, t_eval, *params, **opts):
     y0v = np.ravel(np.asarray(y0, dtype=float))
 
     def aug(tt, s):
-        return _adjoint_rhs(lambda y_, *p_: fun(tt, y_, *p_), s, n, params)
+        return _adjoint_rhs(_at_time(fun, tt, True), s, n, params)
 
     def pullback(g):
         g = unthunk(g)
@@ -266,7 +286,7 @@ def _ivp_frule(tangents, fun, t0, t1, y0, t_eval, *params, **opts):
 
     def aug(tt, s):
         y, v = s[:n], s[n:]
-        fy, dfy = api.jvp(lambda y_, *p_: fun(tt, y_, *p_), (y, *params), (v, *tps))
+        fy, dfy = api.jvp(_at_time(fun, tt, True), (y, *params), (v, *tps))
         dfy = np.zeros(n) if isinstance(dfy, AbstractZero) else dfy
         return np.concatenate([np.ravel(fy), np.ravel(dfy)])
 
