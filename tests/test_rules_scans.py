@@ -282,3 +282,27 @@ def test_norm_int_ord_gets_no_tangent():
 def test_norm_unsupported_orders_have_no_rule():
     assert rrule(np.linalg.norm, np.ones((2, 2)), 1) is None  # matrix 1-norm
     assert rrule(np.linalg.norm, np.ones(3), "fro") is None
+
+
+@pytest.mark.parametrize(
+    "x",
+    [np.array([1e3, 1e3, 999.0, 998.0], np.float32), np.array([1e12, 1e12, 1e12 - 1, 1e12 - 2]),
+     np.array([1e17, 1e17])],
+    ids=["float32-1e3", "float64-1e12", "float64-1e17"],
+)  # fmt: skip
+def test_logsumexp_and_log_softmax_at_large_magnitudes(x):
+    import scipy.special as sp
+
+    # logsumexp's derivative is softmax: exp(a - y) alone carried y's rounding at the scale of
+    # max(a) ([1e17, 1e17] gave [1, 1]); log_softmax as x - logsumexp(x) carried it into values
+    want = sp.softmax(x.astype(np.float64)).astype(x.dtype)
+    eps = np.finfo(x.dtype).eps
+    np.testing.assert_allclose(fg.grad(sp.logsumexp)(x), want, rtol=4 * eps)
+    np.testing.assert_allclose(fg.jvp(sp.logsumexp, (x,), (np.ones_like(x),))[1], 1.0,
+                               rtol=4 * eps)  # fmt: skip
+    value = fg.value_and_grad(lambda a: (np.sum(sp.log_softmax(a)), sp.log_softmax(a)),
+                                    has_aux=True)(x)[0][1]  # fmt: skip
+    np.testing.assert_allclose(value, sp.log_softmax(x), rtol=4 * eps, atol=0)
+    b = np.linspace(0.5, 2.0, x.size).astype(x.dtype)  # with weights: Σ b w = 1
+    gb = fg.grad(lambda v: sp.logsumexp(x, b=v))(b)
+    np.testing.assert_allclose(np.sum(b * gb), 1.0, rtol=4 * eps)

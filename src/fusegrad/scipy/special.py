@@ -72,14 +72,18 @@ def softmax(x: Any, axis: Any = None) -> Any:
 
 
 def log_softmax(x: Any, axis: Any = None) -> Any:
-    """``scipy.special.log_softmax``: ``x - logsumexp(x, axis, keepdims=True)``.
+    """``scipy.special.log_softmax``: ``(x - m) - log(sum(exp(x - m)))`` with ``m`` the largest
+    finite ``x`` along ``axis``, as SciPy computes it (``x - logsumexp(x)`` carries
+    ``logsumexp``'s rounding at the scale of ``max(x)`` into every entry).
 
     >>> np.exp(log_softmax(np.zeros(2)))
     array([0.5, 0.5])
     """
     if not _dispatch.traced((x,), {}):
         return _dispatch.original(_sp.log_softmax)(x, axis=axis)
-    return x - logsumexp(x, axis=axis, keepdims=True)
+    m = stop_gradient(np.max(x, axis=axis, keepdims=True))
+    shifted = x - np.where(np.isfinite(m), m, 0.0)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
 def polygamma(n: Any, x: Any) -> Any:
