@@ -503,3 +503,28 @@ def test_norm_with_a_traced_order():
     # place: the error names the case and the fix
     with pytest.raises(TypeError, match=r"np\.linalg\.norm\(x, ord\).*x \+ 0 \* ord"):
         fg.grad(lambda q: np.linalg.norm(x[0], q))(p)
+
+
+def test_slogdet_of_a_singular_matrix_has_an_infinite_derivative():
+    # slogdet returns (0, -inf) there; its derivative A⁻ᵀ = cofactors / det is infinite (JAX's
+    # answer), where the rules raised LinAlgError from inv
+    s = np.array([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 1.0], [0.0, 3.0]]])  # singular, regular
+    g = fg.grad(lambda a: np.sum(np.linalg.slogdet(a)[1]))(s)
+    np.testing.assert_array_equal(g[0], [[np.inf, -np.inf], [-np.inf, np.inf]])
+    np.testing.assert_allclose(g[1], np.linalg.inv(s[1]).T)
+    _, dot = fg.jvp(lambda a: np.linalg.slogdet(a)[1], (s,), (np.ones_like(s),))
+    # det(S + t·1) = t for the singular one: log|t| has an infinite slope
+    assert dot[0] == np.inf and dot[1] == pytest.approx(np.trace(np.linalg.inv(s[1])))
+
+
+@pytest.mark.parametrize("subscripts", ["ii", "ii->i", "ij->", "ij->ji"])
+def test_einsum_of_an_empty_matrix(subscripts):
+    # a 0-size axis was taken as 1 (max(1, 0)) when sizing the pullback's broadcast
+    g = fg.grad(lambda x: np.sum(np.einsum(subscripts, x)))(np.zeros((0, 0)))
+    assert g.shape == (0, 0)
+
+
+def test_matrix_power_zero_keeps_the_dtype():
+    a = np.array([[2.0, 1.0], [0.5, 3.0]], np.float32)
+    y, t = fg.jvp(lambda m: np.linalg.matrix_power(m, 0), (a,), (np.ones_like(a),))
+    assert y.dtype == np.float32 and np.array_equal(y, np.eye(2))

@@ -390,9 +390,9 @@ def _lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
 
 def _matrix_power(a: Any, n: int) -> Any:
     n = int(n)
-    if n == 0:
+    if n == 0:  # the identity, in a's dtype (as NumPy's)
         shape = np.shape(a)
-        return np.broadcast_to(np.eye(shape[-1]), shape) + 0.0 * a
+        return np.broadcast_to(np.eye(shape[-1], dtype=np.result_type(a)), shape) + 0 * a
     if n < 0:
         a, n = np.linalg.inv(a), -n
     result = None

@@ -416,7 +416,8 @@ def _einsum(subscripts, *operands, **kwargs):
     sizes: dict[str, int] = {}
     for sub, shp in zip(ins, shapes, strict=True):
         for c, n in zip(sub, shp, strict=True):
-            sizes[c] = max(sizes.get(c, 1), n)
+            if sizes.get(c, 1) == 1:  # (broadcasting: a size-1 axis takes the other's, 0 too)
+                sizes[c] = n
     y = np.einsum(subscripts, *ops, **kwargs)
     pass_kwargs = {k: v for k, v in kwargs.items() if k == "optimize"}
 
@@ -560,7 +561,7 @@ def _slogdet(a):
         if is_zero(tau):
             return (ZeroTangent(),)
         s = np.expand_dims(tau, (-1, -2))
-        return (project(s * _mT(np.linalg.inv(a)), a),)
+        return (project(s * _inverse_transpose(a), a),)
 
     return y, pullback
 
@@ -680,9 +681,30 @@ def _inv_jvp(tangents, a):
     return y, -np.matmul(np.matmul(y, unthunk(t)), y)
 
 
+def _inverse_transpose(a: Any) -> Any:
+    """``A⁻ᵀ``, the derivative of ``log|det A|``; for a singular matrix (``inv`` raises) its
+    limit ``cofactors(A) / det(A)``: infinite where a cofactor is not zero (nan where it is),
+    as JAX's, rather than an error after ``slogdet`` itself returned ``(0, -inf)``."""
+    try:
+        return _mT(np.linalg.inv(a))
+    except np.linalg.LinAlgError:
+        if np.ndim(a) > 2:  # each matrix on its own: the singular ones only are infinite
+            return np.stack([_inverse_transpose(m) for m in a])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _cofactors(a, 0.0) / 0.0
+
+
 def _trace_inv_dot(a: Any, t: Any) -> Any:
-    """tr(A⁻¹ Ȧ) over the last two axes."""
-    return np.sum(_mT(np.linalg.inv(a)) * t, axis=(-2, -1))
+    """tr(A⁻¹ Ȧ) over the last two axes; of a singular matrix ``tr(cofactors(A)ᵀ Ȧ) / 0``
+    (summed before the division: ±inf, not inf - inf)."""
+    try:
+        return np.sum(_mT(np.linalg.inv(a)) * t, axis=(-2, -1))
+    except np.linalg.LinAlgError:
+        if np.ndim(a) > 2:
+            tb = np.broadcast_to(t, np.shape(a))
+            return np.stack([_trace_inv_dot(m, v) for m, v in zip(a, tb)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sum(_cofactors(a, 0.0) * t, axis=(-2, -1)) / 0.0
 
 
 @register_frule(np.linalg.det)
