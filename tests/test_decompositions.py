@@ -301,3 +301,16 @@ def test_against_jax():
     jct = np.zeros(4, complex)
     jct[order] = ct
     np.testing.assert_allclose(vjp(ct)[0], jvjp(jnp.asarray(jct))[0], atol=1e-9)
+
+
+def test_pinv_hermitian_has_the_symmetrised_derivatives():
+    # hermitian=True reads one triangle through eigh: its derivatives are symmetrised as eigh's
+    # (JAX's convention); they were the general matrix's, not symmetric
+    s = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+    w = np.arange(9.0).reshape(3, 3)
+    g = fg.grad(lambda a: np.sum(np.linalg.pinv(a, hermitian=True) * w))(s)
+    general = fg.grad(lambda a: np.sum(np.linalg.pinv(a) * w))(s)
+    np.testing.assert_allclose(g, (general + general.T) / 2, rtol=1e-12)
+    t = np.arange(9.0).reshape(3, 3)
+    dot = fg.jvp(lambda a: np.linalg.pinv(a, hermitian=True), (s,), (t,))[1]
+    np.testing.assert_allclose(dot, fg.jvp(np.linalg.pinv, (s,), ((t + t.T) / 2,))[1], rtol=1e-12)

@@ -326,11 +326,23 @@ def _qr_frule(tangents, a, *args, **kwargs):
 # --------------------------------------------------------------------------------------------------
 
 
+def _hermitian_pinv(args: tuple, kwargs: dict) -> bool:
+    """Whether ``pinv`` was told its matrix is Hermitian: it then reads one triangle (through
+    ``eigh``), and its derivatives are symmetrised as ``eigh``'s (JAX's convention)."""
+    return bool(params(args, kwargs, rcond=None, hermitian=False, rtol=None)["hermitian"])
+
+
+def _hermitian_part(g: Any) -> Any:
+    return (g + _H(g)) / 2
+
+
 @register_rrule(np.linalg.pinv)
 def _pinv(a, *args, **kwargs):
-    """np.linalg.pinv: Ā = −Pᴴ P̄ Pᴴ + (I − AP) P̄ᴴ P Pᴴ + Pᴴ P P̄ᴴ (I − PA)."""
+    """np.linalg.pinv: Ā = −Pᴴ P̄ Pᴴ + (I − AP) P̄ᴴ P Pᴴ + Pᴴ P P̄ᴴ (I − PA); with
+    ``hermitian=True`` its Hermitian part."""
     pm = np.linalg.pinv(a, *args, **kwargs)
     m, n = np.shape(a)[-2:]
+    hermitian = _hermitian_pinv(args, kwargs)
 
     def pullback(dp):
         gp = _conj(dp)
@@ -340,18 +352,22 @@ def _pinv(a, *args, **kwargs):
         g = g + np.matmul(np.matmul(left, _H(gp)), np.matmul(pm, ph))
         right = np.eye(n) - np.matmul(pm, a)
         g = g + np.matmul(np.matmul(ph, pm), np.matmul(_H(gp), right))
-        return (project(_conj(g), a), *no_tangents(len(args)))
+        g = _conj(g)
+        return (project(_hermitian_part(g) if hermitian else g, a), *no_tangents(len(args)))
 
     return pm, pullback
 
 
 @register_frule(np.linalg.pinv)
 def _pinv_frule(tangents, a, *args, **kwargs):
-    """np.linalg.pinv: Ṗ = −P Ȧ P + P Pᴴ Ȧᴴ (I − AP) + (I − PA) Ȧᴴ Pᴴ P."""
+    """np.linalg.pinv: Ṗ = −P Ȧ P + P Pᴴ Ȧᴴ (I − AP) + (I − PA) Ȧᴴ Pᴴ P (with
+    ``hermitian=True``, of Ȧ's Hermitian part)."""
     pm = np.linalg.pinv(a, *args, **kwargs)
     t = unthunk(tangents[0])
     if _zero(t):
         return pm, ZeroTangent()
+    if _hermitian_pinv(args, kwargs):
+        t = _hermitian_part(t)
     m, n = np.shape(a)[-2:]
     ph, th = _H(pm), _H(t)
     d = -np.matmul(np.matmul(pm, t), pm)
