@@ -216,3 +216,16 @@ def test_right_hand_sides_returning_lists():
         want = _central(loss, 0.5)
         np.testing.assert_allclose(fg.grad(loss)(0.5), want, rtol=1e-6)
         np.testing.assert_allclose(fg.jvp(loss, (0.5,), (1.0,))[1], want, rtol=1e-6)
+
+
+def test_an_error_inside_a_scipy_function_without_rule_names_it():
+    # SciPy's own code meeting a tracer fails in its own words ("Tracer is not a supported
+    # array type"): the error gets a note naming the function and what to do
+    with pytest.raises(TypeError) as info:
+        fg.grad(lambda y: np.sum(si.cumulative_trapezoid(y)))(np.ones(4))
+    notes = "".join(getattr(info.value, "__notes__", ()))
+    assert "inside scipy.integrate.cumulative_trapezoid" in notes and "no rule" in notes
+    # forward mode too
+    with pytest.raises(TypeError) as info:
+        fg.jvp(lambda y: si.cumulative_trapezoid(y), (np.ones(4),), (np.ones(4),))
+    assert "cumulative_trapezoid" in "".join(getattr(info.value, "__notes__", ()))

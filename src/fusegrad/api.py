@@ -29,6 +29,7 @@ from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
 from .lazy.nodes import current_scope, interning_scope
 from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
+from .scipy._dispatch import naming_scipy
 from .tangents import (
     AbstractThunk,
     AbstractZero,
@@ -444,11 +445,12 @@ def _traced_vjp(
     boxes = [_box_tree(p, trace) for p in primals]
     boxed = [b[0] for b in boxes]
     inputs_per_arg = [b[1] for b in boxes]
-    if snapshot:
-        with constants_copied():
+    with naming_scipy():
+        if snapshot:
+            with constants_copied():
+                result = fun(*boxed)
+        else:
             result = fun(*boxed)
-    else:
-        result = fun(*boxed)
     aux = None
     if has_aux:
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -588,12 +590,13 @@ def _grad_of_array(
     with interning_scope():
         trace = Trace()
         x = trace.input(args[n])
-        if len(args) == 1:
-            result = fun(x, **kwargs)
-        else:
-            full = list(args)
-            full[n] = x
-            result = fun(*full, **kwargs)
+        with naming_scipy():
+            if len(args) == 1:
+                result = fun(x, **kwargs)
+            else:
+                full = list(args)
+                full[n] = x
+                result = fun(*full, **kwargs)
         out, pairs = _unbox_output(result, trace, with_value)
         trace.done = True
         _check_scalar_output(out, False, who)

@@ -37,6 +37,7 @@ import numpy as np
 from ..lazy import LazyArray, materialize_many, small
 from ..rules.lazy_values import operand
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
+from ..scipy._dispatch import naming_scipy
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from ..tangents.thunks import AbstractThunk
 from . import core
@@ -349,7 +350,8 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
                 boxed.append(pl)
         boxed_args.append(rebuild(boxed))
     try:
-        out = fun(*boxed_args)
+        with naming_scipy():
+            out = fun(*boxed_args)
     finally:
         trace.done = True  # (its tracers are not to be used again)
     leaves, rebuild = flatten(out)
