@@ -393,3 +393,14 @@ def test_round_and_divmod_of_traced_values():
     for f in (fg.grad, lambda f: lambda x: fg.jvp(f, (x,), (1.0,))[1]):
         assert f(lambda a: round(a) * a)(2.7) == 3.0
         assert f(lambda a: divmod(a, 1.0)[1] + divmod(5.0, a)[0])(2.7) == 1.0
+
+
+def test_riemann_zeta_in_its_argument_is_named():
+    import scipy.special as sp
+
+    from fusegrad.rules.special import NoDerivativeError
+
+    # its error named SciPy's private ufunc scipy.special._riemann_zeta
+    with pytest.raises(NoDerivativeError, match=r"Riemann zeta function scipy\.special\.zeta"):
+        fg.grad(lambda s: sp.zeta(s))(3.0)
+    assert fg.grad(lambda q: sp.zeta(3.0, q))(2.0) == pytest.approx(-3 * sp.zeta(4.0, 2.0))

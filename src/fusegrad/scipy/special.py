@@ -115,8 +115,14 @@ def zeta(x: Any, q: Any = None, out: Any = None) -> Any:
     >>> round(float(zeta(2.0, 1.0)), 12)  # π²/6
     1.644934066848
     """
-    if q is None or out is not None or not _dispatch.traced((x, q), {}):
+    if out is not None or not _dispatch.traced((x, q), {}):
         return _orig_zeta(x, q, out)
+    if q is None:  # (NumPy's protocols would name SciPy's private _riemann_zeta)
+        raise NoDerivativeError(
+            "fusegrad has no derivative of the Riemann zeta function scipy.special.zeta(x) in x: "
+            "pass x as a constant (fusegrad.numpy.stop_gradient(x)), or register a rule with "
+            "fusegrad.register_rrule"
+        )
     return _ufuncs._zeta(x, q)
 
 
