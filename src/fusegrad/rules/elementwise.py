@@ -309,7 +309,7 @@ try:  # SciPy's ufuncs, when SciPy is installed.
     import scipy.special as sp
 
     # fmt: off
-    elementwise_op(sp.expit,     lambda x, y: y * (1 - y),
+    elementwise_op(sp.expit,     lambda x, y: y * sp.expit(-x),  # 1 - y is 0 from x = 37
                    numba="({T}(1) / ({T}(1) + vm.exp{f32}(-{0})))", expensive=True, float_only=True)  # noqa: E501
     elementwise_op(sp.logit,     lambda x, y: 1 / (x * (1 - x)),
                    numba="_logit({0})", expensive=True, float_only=True)
