@@ -662,3 +662,13 @@ def test_expit_slope_beyond_37(engine):
     with fg.use_engine(engine):
         g = fg.grad(lambda v: np.sum(sp.expit(v)))(x)[::1000]
     np.testing.assert_allclose(g, want, rtol=1e-14)
+
+
+def test_fused_erfc_is_zero_where_scipys_is():
+    """numba's erfc is libm's, which goes on into subnormals up to x = 27.2; SciPy's is 0 from
+    x² > 709.78 (x = 26.6417...)."""
+    x = np.repeat(np.array([26.6, 26.6417475570463, 26.65, 27.0, -27.0]), 1000)
+    with fg.use_engine("numba"):
+        got = fg.jvp(sp.erfc, (x,), (np.ones_like(x),))[0][::1000]
+    np.testing.assert_array_equal(got[2:], [0.0, 0.0, 2.0])
+    np.testing.assert_allclose(got[:2], sp.erfc(x[[0, 1000]]), rtol=1e-12)
