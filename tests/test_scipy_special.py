@@ -482,3 +482,193 @@ def test_distribution_function_arguments_without_a_derivative_raise(f, args, ind
         fg.grad(at)(args[index])
     with pytest.raises(NoDerivativeError, match=f"scipy.special.{f.__name__}"):
         fg.jvp(at, (args[index],), (1.0,))
+
+
+# --------------------------------------------------------------------------------------------------
+# Tails and special points (sweep X): references from mpmath at 50 digits or derived by hand
+# --------------------------------------------------------------------------------------------------
+
+mp = pytest.importorskip("mpmath")
+
+
+def _t_pdf(df, t):
+    with mp.workdps(50):
+        if df == np.inf:
+            return float(mp.npdf(t))
+        df, t = mp.mpf(df), mp.mpf(t)
+        lognorm = mp.loggamma((df + 1) / 2) - mp.loggamma(df / 2) - mp.log(mp.pi * df) / 2
+        return float(mp.exp(lognorm - (df + 1) / 2 * mp.log1p(t * t / df)))
+
+
+@pytest.mark.parametrize("df", [3.0, 39.9, 40.1, 1e3, 1e12, 1e16, np.inf])
+def test_t_density_keeps_its_digits_for_large_df(df):
+    """log Γ((df+1)/2) - log Γ(df/2) cancelled: 2e-4 off at df = 1e12, 5e-9 for 0.352 at 1e16,
+    NaN at inf (SciPy's stdtr is the normal cdf there)."""
+    assert fg.grad(lambda t: sp.stdtr(df, t))(0.5) == pytest.approx(
+        _t_pdf(df, 0.5), rel=1e-13, abs=0
+    )
+    p = fg.grad(lambda q: sp.stdtrit(df, q))(0.5)
+    assert p == pytest.approx(1 / _t_pdf(df, 0.0), rel=1e-13, abs=0)
+    # t's own slope of the density: -(df+1)/df · t/(1 + t²/df) · pdf (-t φ(t) at df = inf)
+    slope = -0.5 * _t_pdf(df, 0.5) * (1.0 if df == np.inf else (df + 1) / (df + 0.25))
+    assert fg.grad(fg.grad(lambda t: sp.stdtr(df, t)))(0.5) == pytest.approx(
+        slope, rel=1e-12, abs=0
+    )
+
+
+def test_log_ndtr_slope_in_the_far_left_tail():
+    """φ(x)/Φ(x) as exp(-x²/2 - log√2π - log Φ(x)) cancelled: 78% off at -1e8, inf at -1e10."""
+    x = np.array([-1e10, -1e8, -1e5, -40.0, -1.0, 0.0, 0.5, 5.0])
+    with mp.workdps(50):
+        want = [float(mp.npdf(v) / mp.ncdf(v)) for v in x]
+    np.testing.assert_allclose(fg.elementwise_grad(sp.log_ndtr)(x), want, rtol=1e-14)
+    with mp.workdps(50):
+        second = float(mp.diff(lambda v: mp.log(mp.ncdf(v)), -1e3, 2))
+    assert fg.grad(fg.grad(sp.log_ndtr))(-1e3) == pytest.approx(second, rel=1e-12, abs=0)
+
+
+def _ive_slope_mp(v, x):
+    with mp.workdps(40 + int(np.log10(abs(x)))):  # the difference cancels x-fold
+        x = mp.mpf(x)
+        dv = (mp.besseli(v - 1, x) + mp.besseli(v + 1, x)) / 2 - mp.sign(x) * mp.besseli(v, x)
+        return float(mp.re(mp.exp(-abs(x)) * dv))
+
+
+@pytest.mark.parametrize("v", [0.0, 1.0, 2.5, 3.0])
+def test_scaled_bessel_i_slopes_far_out(v):
+    """(I_{v-1} + I_{v+1})/2 e^-x - ive(v, x) cancels x-fold (21% off at 1e15), and SciPy's
+    ive(2, x) is NaN from 1e10 (i1e's gradient was NaN): the asymptotic series' derivative."""
+    f = {0.0: sp.i0e, 1.0: sp.i1e}.get(v, lambda x: sp.ive(v, x))
+    x = np.array([0.7, 999.0, 1e3, 3e4, 1e10, 1e15, 1e100] + ([-1e12, -5.0] if v % 1 == 0 else []))
+    want = [_ive_slope_mp(v, u) for u in x]
+    np.testing.assert_allclose(fg.elementwise_grad(f)(x), want, rtol=1e-12)
+    assert fg.grad(f)(np.inf) == 0.0
+    with mp.workdps(60):
+        second = float(mp.diff(lambda u: mp.besseli(v, u) * mp.exp(-u), 2e3, 2))
+    assert fg.grad(fg.grad(f))(2e3) == pytest.approx(second, rel=1e-10, abs=0)
+
+
+def test_bessel_slopes_where_a_neighbouring_order_overflows():
+    """SciPy's yv(-1.5, 1e-300) is inf and ive(-1.5, 1e-300) NaN (cos(-1.5π) is not 0), so the
+    symmetric recurrence failed; yv(-0.5, x) = J_½(x) = √(2/(πx)) sin x has slope ≈ 1/√(2πx)."""
+    assert fg.grad(lambda t: sp.yv(-0.5, t))(1e-300) == pytest.approx(
+        np.sqrt(2 / np.pi) / (2 * np.sqrt(1e-300)), rel=1e-13, abs=0
+    )
+    # ive(-0.5, x) = √(2/(πx)) cosh(x) e^-x: slope ≈ -x^(-3/2) / √(2π) - √(2/(πx)) near 0
+    x = 1e-100
+    want = -(x**-1.5) / np.sqrt(2 * np.pi) - np.sqrt(2 / (np.pi * x))
+    assert fg.grad(lambda t: sp.ive(-0.5, t))(x) == pytest.approx(want, rel=1e-14, abs=0)
+
+
+@pytest.mark.parametrize("a,b", [(1e5, 1e-8), (1e10, 0.5), (1e10, 3.0), (2.0, 1e-12),
+                                 (1e-300, 1e-12), (3.0, -0.7), (0.5, 1e4)])  # fmt: skip
+def test_betaln_slope_without_cancelling_digammas(a, b):
+    """ψ(a) - ψ(a+b) cancelled when |b| ≪ a (5e-3 off at (1e5, 1e-8))."""
+    with mp.workdps(400):  # (a + b exact at (1e-300, 1e-12): ψ(b) - ψ(a+b) is -1e-276)
+        a_, b_ = mp.mpf(a), mp.mpf(b)
+        da = float(mp.digamma(a_) - mp.digamma(a_ + b_))
+        db = float(mp.digamma(b_) - mp.digamma(a_ + b_))
+    ga, gb = fg.grad(sp.betaln, argnums=(0, 1))(a, b)
+    assert (ga, gb) == (pytest.approx(da, rel=1e-13, abs=0), pytest.approx(db, rel=1e-13, abs=0))
+    if a < 1e-100:
+        return
+    with mp.workdps(60):
+        h = [float(mp.psi(1, a_) - mp.psi(1, a_ + b_)), float(-mp.psi(1, a_ + b_))]
+    got = fg.hessian(lambda v: sp.betaln(v[0], v[1]))(np.array([a, b]))
+    np.testing.assert_allclose(got[0], h, rtol=1e-9)  # ψ' of a + b rounded: 1e-10 at (2, 1e-12)
+
+
+def test_beta_where_a_plus_b_is_a_pole():
+    """B(0.5, -1.5) = 0 (1/Γ(-1) = 0) and ψ(a+b) is infinite: the slope was 0 · inf = NaN."""
+    B = lambda a, b: mp.gamma(a) * mp.gamma(b) * mp.rgamma(a + b)  # noqa: E731
+    with mp.workdps(40):
+        a, b = mp.mpf(0.5), mp.mpf(-1.5)
+        want = [[float(mp.diff(B, (a, b), (2 - i - j, i + j))) for j in range(2)] for i in range(2)]
+        slope = float(mp.diff(B, (a, b), (1, 0)))
+    assert fg.grad(sp.beta)(0.5, -1.5) == pytest.approx(slope, rel=1e-13, abs=0)
+    assert fg.grad(sp.beta, argnums=1)(-1.5, 0.5) == pytest.approx(slope, rel=1e-13, abs=0)
+    got = fg.hessian(lambda v: sp.beta(v[0], v[1]))(np.array([0.5, -1.5]))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_rgamma_slope_at_its_zeros():
+    """1/Γ is entire; -ψ(x)/Γ(x) was 0 · inf = NaN at 0, -1, -2, ...: (-1)ⁿ n!, and the second
+    derivative -2 (-1)ⁿ n! ψ(n+1)."""
+    x = np.array([0.0, -1.0, -2.0, -3.0, -2.5, 1.5])
+    with mp.workdps(40):
+        first = [float(mp.diff(mp.rgamma, v)) for v in x]
+        second = [float(mp.diff(mp.rgamma, v, 2)) for v in x]
+    np.testing.assert_allclose(fg.elementwise_grad(sp.rgamma)(x), first, rtol=1e-14)
+    np.testing.assert_allclose(fg.elementwise_grad(fg.elementwise_grad(sp.rgamma))(x), second,
+                               rtol=1e-13)  # fmt: skip
+
+
+def test_gammainc_slope_in_x_at_infinity():
+    """x^(a-1) e^-x / Γ(a) at x = inf was exp(inf - inf) = NaN for a > 1."""
+    assert fg.grad(lambda x: sp.gammainc(2.5, x))(np.inf) == 0.0
+    assert fg.grad(lambda x: sp.gammaincc(2.5, x))(np.inf) == 0.0
+    g = fg.grad(lambda x: np.sum(sp.gammainc(2.5, x)))(np.array([1.0, np.inf]))
+    np.testing.assert_allclose(g, [np.exp(-1) / sp.gamma(2.5), 0.0], rtol=1e-15)
+
+
+def test_gammainc_da_at_the_ends_of_a():
+    """a = inf raised OverflowError; a = x = 1e10 took 15 s for one element. a = 0 (SciPy's
+    P(0, x) = 1): the limit -E₁(x), as ∂Q/∂a = E₁(x) + O(a)."""
+    import time
+
+    assert gammainc_da(np.inf, 2.0) == 0.0 and np.isnan(gammainc_da(np.inf, np.inf))
+    assert fg.grad(lambda a: sp.gammainc(a, 2.0))(np.inf) == 0.0
+    assert gammainc_da(0.0, 1.0) == pytest.approx(-sp.exp1(1.0), rel=1e-15, abs=0)
+    start = time.perf_counter()
+    a = np.array([1e10, 1e12, 1e300])
+    got = gammainc_da(a, a)
+    assert time.perf_counter() - start < 1.0
+    # P(a, a + t√a) ≈ Φ(t): ∂P/∂a ≈ -1/√(2πa) (1 + O(1/a)) at t = 0
+    np.testing.assert_allclose(got, -1 / np.sqrt(2 * np.pi * a), rtol=1e-10)
+
+
+@pytest.mark.parametrize("t", [-30.0, -3.0, 0.0, 1.0, 3.0])
+def test_gammainc_da_asymptotic_form_for_large_a(t):
+    """From a = 1e6 Temme's uniform expansion (the series: 1e-9 there, and 9√a terms)."""
+    a = 1e6
+    x = a + t * np.sqrt(a)
+    with mp.workdps(30):
+        want = float(mp.diff(lambda s: mp.gammainc(s, 0, x, regularized=True), a))
+    assert gammainc_da(a, x) == pytest.approx(want, rel=1e-11, abs=0)
+
+
+def test_rel_entr_and_kl_div_slopes_where_a_over_b_overflows():
+    """log(a/b) was ±inf where a/b over- or underflows, though rel_entr's value is finite."""
+    for a, b in ((1e300, 1e-10), (1e-300, 1e300), (2.0, 3.0)):
+        want = np.log(a) - np.log(b)
+        assert fg.grad(sp.rel_entr)(a, b) == pytest.approx(want + 1, rel=1e-15, abs=0)
+        assert fg.grad(sp.kl_div)(a, b) == pytest.approx(want, rel=1e-15, abs=0)
+
+
+def test_polygamma_of_order_0_near_zero():
+    """The unused ζ(2, x) branch had slope -2ζ(3, x) = -inf for x < 1e-103: 0 · inf = NaN."""
+    assert fg.grad(lambda t: fsp.polygamma(0, t))(1e-150) == pytest.approx(1e300, rel=1e-15, abs=0)
+    assert fg.grad(lambda t: fsp.polygamma(0, t))(1e-300) == np.inf
+    g = fg.elementwise_grad(lambda t: fsp.polygamma(np.array([0, 1]), t))(np.array([1e-150, 2.0]))
+    np.testing.assert_allclose(g, [1e300, sp.polygamma(2, 2.0)], rtol=1e-14)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_expit_slope_beyond_37(engine):
+    """y (1 - y) is 0 from x = 37, where 1 - y rounds to 0; y expit(-x) keeps e^-x."""
+    x = np.repeat(np.array([-800.0, -40.0, 0.0, 36.0, 40.0, 700.0]), 1000)
+    with mp.workdps(40):
+        want = [float(mp.exp(-abs(v)) / (1 + mp.exp(-abs(v))) ** 2) for v in x[::1000]]
+    with fg.use_engine(engine):
+        g = fg.grad(lambda v: np.sum(sp.expit(v)))(x)[::1000]
+    np.testing.assert_allclose(g, want, rtol=1e-14)
+
+
+def test_fused_erfc_is_zero_where_scipys_is():
+    """numba's erfc is libm's, which goes on into subnormals up to x = 27.2; SciPy's is 0 from
+    x² > 709.78 (x = 26.6417...)."""
+    x = np.repeat(np.array([26.6, 26.6417475570463, 26.65, 27.0, -27.0]), 1000)
+    with fg.use_engine("numba"):
+        got = fg.jvp(sp.erfc, (x,), (np.ones_like(x),))[0][::1000]
+    np.testing.assert_array_equal(got[2:], [0.0, 0.0, 2.0])
+    np.testing.assert_allclose(got[:2], sp.erfc(x[[0, 1000]]), rtol=1e-12)

@@ -309,14 +309,16 @@ try:  # SciPy's ufuncs, when SciPy is installed.
     import scipy.special as sp
 
     # fmt: off
-    elementwise_op(sp.expit,     lambda x, y: y * (1 - y),
+    elementwise_op(sp.expit,     lambda x, y: y * sp.expit(-x),  # 1 - y is 0 from x = 37
                    numba="({T}(1) / ({T}(1) + vm.exp{f32}(-{0})))", expensive=True, float_only=True)  # noqa: E501
     elementwise_op(sp.logit,     lambda x, y: 1 / (x * (1 - x)),
                    numba="_logit({0})", expensive=True, float_only=True)
     elementwise_op(sp.erf,       lambda x, y: TWO_OVER_SQRT_PI * np.exp(-x * x),
                    numba="math.erf({0})", expensive=True, float_only=True)
     elementwise_op(sp.erfc,      lambda x, y: -TWO_OVER_SQRT_PI * np.exp(-x * x),
-                   numba="math.erfc({0})", expensive=True, float_only=True)
+                   # SciPy's erfc is 0 from x² > 709.78 (libm's goes on into subnormals)
+                   numba="({T}(0) if {0} > 26.641747557046326 else math.erfc({0}))",
+                   expensive=True, float_only=True)
     elementwise_op(sp.xlogy,     lambda a, b, y: _xlog_da(np.log, a, b, 0.0),
                                  lambda a, b, y: _xlog_db(a, b, 0.0),
                    numba="({T}(0) if ({0} == 0 and {1} == {1}) else {0} * vm.log{f32}({1}))",

@@ -102,10 +102,14 @@ def polygamma(n: Any, x: Any) -> Any:
         )
     n = np.asarray(n)
     fac = (-1.0) ** (n + 1) * _sp.gamma(n + 1.0)
-    # ζ(n + 1, x) of the unused branch at n = 0 is ζ(1, x) = inf, whose 0 cotangent was NaN (and
-    # a RuntimeWarning): it takes ζ(2, x) there instead
-    s = np.where(np.equal(n, 0), 2.0, n + 1.0)
-    return np.where(np.equal(n, 0), _sp.digamma(x), fac * _ufuncs._zeta(s, x))
+    # each branch gets a safe x where it is not used: ζ(n + 1, x) at n = 0 would be ζ(1, x) = inf,
+    # and even ζ(2, x) has a slope -2ζ(3, x) that overflows for x < 1e-103; either made the
+    # unused branch's 0 cotangent NaN (0 · inf)
+    zero = np.equal(n, 0)
+    s = np.where(zero, 2.0, n + 1.0)
+    return np.where(
+        zero, _sp.digamma(np.where(zero, x, 1.0)), fac * _ufuncs._zeta(s, np.where(zero, 1.0, x))
+    )
 
 
 def zeta(x: Any, q: Any = None, out: Any = None) -> Any:
