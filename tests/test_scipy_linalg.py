@@ -291,3 +291,131 @@ def test_hermitian_solves_read_the_real_part_of_the_diagonal(assume_a):
     tilted = h + 0.3j * np.eye(3)  # the same matrix to SciPy
     np.testing.assert_allclose(fg.value_and_grad(f)(tilted)[0], f(h), rtol=1e-12)
     assert np.all(np.imag(np.diagonal(fg.grad(f)(h))) == 0)
+
+
+# --- decompositions and the functions built on them --------------------------------------------
+
+M4 = RNG.standard_normal((4, 4))
+SPD4 = M4 @ M4.T + 4 * np.eye(4)
+TALL = RNG.standard_normal((5, 3))
+WIDE = RNG.standard_normal((3, 5))
+CM = RNG.standard_normal((3, 3)) + 1j * RNG.standard_normal((3, 3))
+CSPD = CM @ CM.conj().T + 3 * np.eye(3)
+CTALL = RNG.standard_normal((4, 2)) + 1j * RNG.standard_normal((4, 2))
+
+
+def _sym(x):
+    return x + np.swapaxes(x, -1, -2)
+
+
+def _her(x):
+    return x + np.conj(np.swapaxes(x, -1, -2))
+
+
+def _leaves(out):
+    """The array outputs of a SciPy function (its tuple flattened; ints, None dropped)."""
+    if isinstance(out, tuple | list):
+        return [y for x in out for y in _leaves(x)]
+    return [] if out is None or isinstance(out, int | np.integer) else [np.asarray(out)]
+
+
+def _proj(v):  # v vᴴ: independent of each column's sign or phase
+    return v @ np.conj(np.swapaxes(v, -1, -2))
+
+
+# name -> (function of the traced arguments, arguments); symmetric problems take a + aᵀ. Each
+# output is compared with SciPy's on the same values, and a loss of the outputs is checked
+# against finite differences, forward and reverse, to second order.
+DECOMPOSITIONS = {
+    "eigh": (lambda a: sl.eigh(_sym(a)), (M4,)),
+    "eigh-upper": (lambda a: sl.eigh(_sym(a), lower=False), (M4,)),
+    "eigh-b": (lambda a, b: sl.eigh(_sym(a), b @ b.T + 4 * np.eye(4)), (M4, M4.T)),
+    "eigh-b-type2": (
+        lambda a, b: sl.eigh(_sym(a) / 5, b @ b.T / 5 + np.eye(4), type=2),
+        (M4, M4.T),
+    ),
+    "eigh-b-type3": (lambda a: sl.eigh(_sym(a) / 5, SPD4 / 5, type=3, lower=False), (M4,)),
+    "eigh-index": (lambda a: sl.eigh(_sym(a), subset_by_index=[1, 2], driver="evr"), (M4,)),
+    "eigh-value": (lambda a: sl.eigh(_sym(a), subset_by_value=(-1.0, np.inf)), (M4,)),
+    "eigh-only": (lambda a: sl.eigh(_sym(a), eigvals_only=True, subset_by_index=[2, 3]), (M4,)),
+    "eigvalsh": (lambda a: sl.eigvalsh(_sym(a), SPD4), (M4,)),
+    "eigvalsh-stack": (lambda a: sl.eigvalsh(_sym(a)), (STACK,)),
+    "svd": (lambda a: sl.svd(a, full_matrices=False), (TALL,)),
+    "svd-gesvd": (lambda a: sl.svd(a, lapack_driver="gesvd"), (M4,)),
+    "svdvals": (sl.svdvals, (WIDE,)),
+    "svdvals-stack": (sl.svdvals, (STACK,)),
+    "qr": (sl.qr, (M4,)),
+    "qr-economic": (lambda a: sl.qr(a, mode="economic"), (TALL,)),
+    "qr-wide": (sl.qr, (WIDE,)),
+    "qr-r": (lambda a: sl.qr(a, mode="r"), (TALL,)),
+    "qr-pivoting": (lambda a: sl.qr(a, pivoting=True, mode="economic"), (TALL,)),
+    "qr-stack": (sl.qr, (STACK,)),
+    "lu": (sl.lu, (M4,)),
+    "lu-tall": (lambda a: sl.lu(a, permute_l=True), (TALL,)),
+    "lu-indices": (lambda a: sl.lu(a, p_indices=True), (WIDE,)),
+    "lu-stack": (sl.lu, (STACK,)),
+    "pinv": (sl.pinv, (TALL,)),
+    "pinv-rank": (lambda a: sl.pinv(a @ a.T, atol=1e-8, return_rank=True), (TALL,)),
+    "pinv-stack": (lambda a: sl.pinv(a, atol=0.1), (STACK,)),
+    "lstsq": (sl.lstsq, (TALL, RNG.standard_normal(5))),
+    "lstsq-matrix": (lambda a, b: sl.lstsq(a, b, lapack_driver="gelsy"), (TALL, TALL)),
+    "lstsq-wide": (sl.lstsq, (WIDE, V)),
+    "norm": (sl.norm, (TALL,)),
+    "norm-2": (lambda a: sl.norm(a, 2), (TALL,)),
+    "norm-nuc": (lambda a: sl.norm(a, "nuc", axis=(1, 2), keepdims=True), (STACK,)),
+    "norm-axis": (lambda a: sl.norm(a, 3, axis=0), (TALL,)),
+    "eig": (lambda a: sl.eig(_sym(a))[0], (M4,)),
+    "eig-real-vectors": (lambda a: sl.eig(a + 4 * np.diag(np.arange(4.0)), left=True), (M4,)),
+    "eigvals": (sl.eigvals, (M4,)),
+    "eigvals-stack": (lambda a: sl.eigvals(a, homogeneous_eigvals=True), (STACK,)),
+    "polar": (sl.polar, (M4,)),
+    "polar-left": (lambda a: sl.polar(a, "left"), (TALL,)),
+    "polar-stack": (sl.polar, (STACK,)),
+    "null_space": (sl.null_space, (WIDE,)),
+    "orth": (lambda a: sl.orth(a @ WIDE), (TALL,)),
+    "solve_sylvester": (sl.solve_sylvester, (A, M4[:2, :2] + 3 * np.eye(2), B)),
+    "solve_sylvester-stack": (sl.solve_sylvester, (STACK, A, RHS[..., :1].repeat(3, -1))),
+}
+
+# Outputs whose derivative depends on a choice of basis: the loss reads only their span. SciPy's
+# eigenvector and singular vector signs jump between nearby matrices (its 'evr' driver flips
+# them within 5e-4 of M4), so finite differences see only products of a vector with itself.
+SPAN_ONLY = {"null_space": _proj, "orth": _proj}
+
+
+def _gauge_free(name):
+    if name in SPAN_ONLY:
+        return SPAN_ONLY[name]
+    if name.startswith(("eig", "svd")):
+        return lambda y: np.real(y * np.conj(y))
+    return lambda y: y
+
+
+def _loss(f, name):
+    weights = {}
+
+    def loss(*xs):
+        total = 0.0
+        for i, y in enumerate(_leaves(f(*xs))):
+            y = _gauge_free(name)(y)
+            w = weights.setdefault(i, np.cos(np.arange(np.size(y)).reshape(np.shape(y))))
+            total = total + np.sum(np.real(w * np.sin(y)))
+        return total
+
+    return loss
+
+
+@pytest.mark.parametrize("name", list(DECOMPOSITIONS))
+def test_decompositions_match_scipy_and_differentiate(name):
+    f, args = DECOMPOSITIONS[name]
+    want = f(*args)
+    got = fg.vjp(f, *args)[0] if len(args) == 1 else fg.vjp(lambda x: f(x, *args[1:]), args[0])[0]
+    assert type(got) is type(want)
+    for g, w in zip(_leaves(got), _leaves(want), strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-11)
+    if isinstance(want, tuple | list):  # the integer outputs (ranks, permutations) are SciPy's
+        for g, w in zip(got, want):
+            if isinstance(w, np.ndarray) and w.dtype.kind in "iu" or isinstance(w, int):
+                np.testing.assert_array_equal(g, w)
+    check_grads(_loss(f, name), ("rev", "fwd"), order=2)(*args)

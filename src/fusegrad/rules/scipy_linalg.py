@@ -1,4 +1,5 @@
-"""Reverse and forward rules for scipy.linalg's solve_triangular, lu_factor, expm and sqrtm.
+"""Reverse and forward rules for scipy.linalg's solve_triangular, lu_factor, expm, sqrtm and
+solve_sylvester.
 
 The other scipy.linalg functions fusegrad differentiates (``inv``, ``det``, ``solve``,
 ``cholesky``, ``cho_factor``/``cho_solve``, ``lu_solve``) are written in ``fusegrad.scipy.linalg``
@@ -10,6 +11,7 @@ with ``np.linalg`` calls and these rules, so they need none of their own.
 | ``lu_factor(a)`` → ``(lu, piv)`` | ``ā = P L⁻ᵀ (tril₋₁(Lᵀ L̄) + triu(Ū Uᵀ)) U⁻ᵀ`` |
 | ``expm(a)`` | ``ā = L(Aᵀ, ȳ)``, the Fréchet derivative: a block of ``expm([[Aᵀ, ȳ], [0, Aᵀ]])`` |
 | ``sqrtm(a)`` | ``ā`` solves the Sylvester equation ``Yᵀ ā + ā Yᵀ = ȳ`` (as a Kronecker system) |
+| ``solve_sylvester(a, b, q)`` | ``q̄`` solves ``Aᵀ q̄ + q̄ Bᵀ = x̄``; ``ā = -q̄ Xᵀ``, ``b̄ = -Xᵀ q̄`` |
 
 ``tri`` keeps the triangle ``a`` is read from (without the diagonal when ``unit_diagonal``);
 ``L̄``, ``Ū`` are the strict lower and the upper triangles of the packed ``lu`` cotangent.
@@ -293,11 +295,45 @@ if sl is not None:
 
     _sqrtm_frule.lazy = False  # type: ignore[attr-defined]
 
+    @register_rrule(sl.solve_sylvester)
+    def _solve_sylvester(a, b, q):
+        """A X + X B = Q: Q̄ solves Aᵀ Q̄ + Q̄ Bᵀ = X̄, Ā = -Q̄ Xᵀ, B̄ = -Xᵀ Q̄."""
+        x = sl.solve_sylvester(a, b, q)
+
+        def pullback(dx):
+            gq = sl.solve_sylvester(_mT(a), _mT(b), dx)
+            ga = -np.matmul(gq, _mT(x))
+            gb = -np.matmul(_mT(x), gq)
+            return tuple(
+                project(unbroadcast_to(g, np.shape(v)), v) for g, v in ((ga, a), (gb, b), (gq, q))
+            )
+
+        return x, pullback
+
+    @register_frule(sl.solve_sylvester)
+    def _solve_sylvester_frule(tangents, a, b, q):
+        """Ẋ solves A Ẋ + Ẋ B = Q̇ - Ȧ X - X Ḃ."""
+        x = sl.solve_sylvester(a, b, q)
+        ta, tb, tq = tangents
+        if _zero(ta) and _zero(tb) and _zero(tq):
+            return x, ZeroTangent()
+        rhs: Any = np.zeros(np.shape(x), np.result_type(x))
+        if not _zero(tq):
+            rhs = rhs + unthunk(tq)
+        if not _zero(ta):
+            rhs = rhs - np.matmul(unthunk(ta), x)
+        if not _zero(tb):
+            rhs = rhs - np.matmul(x, unthunk(tb))
+        return x, sl.solve_sylvester(a, b, rhs)
+
+    _solve_sylvester_frule.lazy = False  # type: ignore[attr-defined]
+
     _RULES = {
         sl.solve_triangular: (_solve_triangular, _solve_triangular_frule),
         sl.lu_factor: (_lu_factor, _lu_factor_frule),
         sl.expm: (_expm, _expm_frule),
         sl.sqrtm: (_sqrtm, _sqrtm_frule),
+        sl.solve_sylvester: (_solve_sylvester, _solve_sylvester_frule),
     }
 
 
