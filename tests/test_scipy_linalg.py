@@ -375,6 +375,19 @@ DECOMPOSITIONS = {
     "orth": (lambda a: sl.orth(a @ WIDE), (TALL,)),
     "solve_sylvester": (sl.solve_sylvester, (A, M4[:2, :2] + 3 * np.eye(2), B)),
     "solve_sylvester-stack": (sl.solve_sylvester, (STACK, A, RHS[..., :1].repeat(3, -1))),
+    # complex inputs (JAX's convention: the loss is real, its gradient ∂/∂x - i ∂/∂y)
+    "eigh-complex": (lambda a: sl.eigh(_her(a)), (CM,)),
+    "eigh-complex-b": (lambda a, b: sl.eigh(_her(a), b @ b.conj().T + 3 * np.eye(3)), (CM, CM.T)),
+    "svd-complex": (lambda a: sl.svd(a, full_matrices=False), (CTALL,)),
+    "qr-complex": (lambda a: sl.qr(a, mode="economic"), (CTALL,)),
+    "lu-complex": (sl.lu, (CM,)),
+    "pinv-complex": (sl.pinv, (CTALL,)),
+    "lstsq-complex": (sl.lstsq, (CTALL, CTALL[:, 0] + 1j)),
+    "eig-complex-pairs": (sl.eig, (M4,)),
+    "eig-complex": (lambda a: sl.eig(a, left=True, right=False), (CM,)),
+    "polar-complex": (lambda a: sl.polar(a, "left"), (CM,)),
+    "orth-complex": (sl.orth, (CTALL,)),
+    "solve_sylvester-complex": (sl.solve_sylvester, (CM + 3 * np.eye(3), CSPD, C3[:, None] * V)),
 }
 
 # Outputs whose derivative depends on a choice of basis: the loss reads only their span. SciPy's
@@ -384,8 +397,8 @@ SPAN_ONLY = {"null_space": _proj, "orth": _proj}
 
 
 def _gauge_free(name):
-    if name in SPAN_ONLY:
-        return SPAN_ONLY[name]
+    if name.split("-")[0] in SPAN_ONLY:
+        return SPAN_ONLY[name.split("-")[0]]
     if name.startswith(("eig", "svd")):
         return lambda y: np.real(y * np.conj(y))
     return lambda y: y
@@ -419,3 +432,97 @@ def test_decompositions_match_scipy_and_differentiate(name):
             if isinstance(w, np.ndarray) and w.dtype.kind in "iu" or isinstance(w, int):
                 np.testing.assert_array_equal(g, w)
     check_grads(_loss(f, name), ("rev", "fwd"), order=2)(*args)
+
+
+@pytest.mark.parametrize("f", [lambda a: sl.qr(a), lambda a: sl.svd(a)], ids=["qr", "svd"])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)], ids=["tall", "wide"])
+def test_full_bases_of_non_square_matrices(f, shape):
+    """The columns beyond min(M, N) (of Q, U; rows of Vh) are SciPy's at this point, and turn
+    with the complement: products that read only their span match finite differences."""
+    a = RNG.standard_normal(shape)
+    k = min(shape)
+    got = fg.vjp(f, a)[0]
+    for g, w in zip(got, f(a)):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+
+    def loss(x):
+        out = f(x)
+        q = out[0]
+        total = np.sum(np.sin(_proj(q[:, k:]))) + np.sum(np.sin(_proj(q[:, :k])))
+        if len(out) == 3:  # svd: Vh's extra rows
+            total = total + np.sum(np.cos(_proj(out[2][k:].T)))
+        return total + np.sum(np.cos(out[1]))
+
+    check_grads(loss, ("rev", "fwd"), order=2)(a)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_eigh_reads_the_triangle_scipy_reads(lower):
+    skew = _sym(M4) + np.triu(RNG.standard_normal((4, 4)), 1)  # the triangles disagree
+    b = SPD4 + np.tril(RNG.standard_normal((4, 4)), -1)
+    for rest in [(), (b,)]:
+        got = fg.vjp(lambda x, rest=rest: sl.eigh(x, *rest, lower=lower), skew)[0]
+        for g, w in zip(got, sl.eigh(skew, *rest, lower=lower)):
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    got = fg.vjp(lambda x: sl.eigvalsh(skew, x, lower=lower), b)[0]
+    np.testing.assert_allclose(got, sl.eigvalsh(skew, b, lower=lower), rtol=1e-10)
+
+
+def test_unsupported_options_are_clear_errors():
+    with pytest.raises(NotImplementedError, match=r"scipy.linalg.qr\(mode='raw'\)"):
+        fg.grad(lambda a: np.sum(sl.qr(a, mode="raw")[1]))(A)
+    with pytest.raises(NotImplementedError, match=r"scipy.linalg.eig\(a, b\)"):
+        fg.grad(lambda a: np.sum(np.abs(sl.eig(a, np.eye(3))[0])))(A)
+    with pytest.raises(ValueError, match="scipy.linalg.svd: lapack_driver"):
+        fg.grad(lambda a: np.sum(sl.svd(a, lapack_driver="gesvj")[1]))(A)
+    # SciPy's own errors on the values: a b that is not positive definite, a bad subset
+    with pytest.raises(np.linalg.LinAlgError):
+        fg.grad(lambda a: np.sum(sl.eigh(a, -np.eye(3))[0]))(_sym(A))
+    with pytest.raises(ValueError):
+        fg.grad(lambda a: np.sum(sl.eigh(a, subset_by_index=[2, 7])[0]))(_sym(A))
+
+
+def test_solve_sylvester_rules_and_hand_derived():
+    b = M4[:2, :2] + 3 * np.eye(2)
+    check_rrule(sl.solve_sylvester, A, b, B)
+    check_frule(sl.solve_sylvester, A, b, B)
+    # X is linear in Q: d sum(X) / dQ solves Aᵀ G + G Bᵀ = 1
+    g = fg.grad(lambda q: np.sum(sl.solve_sylvester(A, b, q)))(B)
+    np.testing.assert_allclose(A.T @ g + g @ b.T, np.ones((3, 2)), atol=1e-12)
+
+
+@pytest.mark.slow  # JAX compiles each function on first use: seconds
+def test_decompositions_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp, jsl = jax.numpy, pytest.importorskip("jax.scipy.linalg")
+    w4 = np.cos(np.arange(16.0)).reshape(4, 4)
+    c_inv = np.linalg.inv(np.linalg.cholesky(SPD4))  # JAX's eigh has no b
+    # (JAX's solve_sylvester has no derivative: its Schur form has none)
+    pairs = [
+        (lambda a: np.sum(w4 * sl.eigh(_sym(a))[1] ** 2) + np.sum(sl.eigh(_sym(a))[0] ** 3),
+         lambda a: (w4 * jsl.eigh(_sym(a))[1] ** 2).sum() + (jsl.eigh(_sym(a))[0] ** 3).sum()),
+        (lambda a: np.sum(sl.eigh(_sym(a), SPD4, eigvals_only=True) ** 2),
+         lambda a: (jnp.linalg.eigvalsh(c_inv @ _sym(a) @ c_inv.T) ** 2).sum()),
+        (lambda a: np.sum(w4 * sl.svd(a)[0] ** 2) + np.sum(np.sin(sl.svdvals(a))),
+         lambda a: (w4 * jsl.svd(a)[0] ** 2).sum() + jnp.sin(jsl.svd(a, compute_uv=False)).sum()),
+        (lambda a: np.sum(w4 * sl.qr(a)[0]) + np.sum(w4 * sl.qr(a)[1]),
+         lambda a: (w4 * jsl.qr(a)[0]).sum() + (w4 * jsl.qr(a)[1]).sum()),
+        (lambda a: np.sum(w4 * sl.lu(a)[1]) + np.sum(w4 * sl.lu(a)[2]),
+         lambda a: (w4 * jsl.lu(a)[1]).sum() + (w4 * jsl.lu(a)[2]).sum()),
+        (lambda a: np.sum(w4 * sl.pinv(a)), lambda a: (w4 * jnp.linalg.pinv(a)).sum()),
+        (lambda a: sl.norm(a, 2) + sl.norm(a, "nuc"),
+         lambda a: jnp.linalg.norm(a, 2) + jnp.linalg.norm(a, "nuc")),
+        (lambda a: np.sum(np.abs(sl.eigvals(a)) ** 2),
+         lambda a: (jnp.abs(jnp.linalg.eigvals(a)) ** 2).sum()),
+        (lambda a: np.sum(w4 * sl.polar(a)[0]) + np.sum(w4 * sl.polar(a, "left")[1]),
+         lambda a: (w4 * jsl.polar(a, method="svd")[0]).sum()
+         + (w4 * jsl.polar(a, "left", method="svd")[1]).sum()),
+        (lambda a: np.sum(sl.lstsq(a, w4[:, 0])[0] ** 2),
+         lambda a: (jnp.linalg.lstsq(a, w4[:, 0])[0] ** 2).sum()),
+    ]  # fmt: skip
+    for i, (ours, theirs) in enumerate(pairs):
+        np.testing.assert_allclose(
+            fg.grad(ours)(M4), np.asarray(jax.grad(theirs)(M4)), rtol=1e-7, atol=1e-10,
+            err_msg=str(i),
+        )  # fmt: skip
