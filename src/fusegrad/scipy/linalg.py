@@ -1,9 +1,13 @@
 """``scipy.linalg`` for traced values: solve_triangular, cholesky, cho_factor, cho_solve, inv,
-det, solve, expm, sqrtm, lu_factor, lu_solve, toeplitz, circulant, hankel, block_diag.
+det, solve, expm, sqrtm, lu_factor, lu_solve, lu, eigh, eigvalsh, svd, svdvals, qr, pinv, lstsq,
+norm, eig, eigvals, polar, null_space, orth, solve_sylvester, toeplitz, circulant, hankel,
+block_diag.
 
-``solve_triangular``, ``lu_factor``, ``expm`` and ``sqrtm`` have rules of their own
-(``fusegrad.rules.scipy_linalg``); the others are written here with ``np.linalg`` operations and
-those, so every one has reverse and forward derivatives of any order. Without a traced argument
+``solve_triangular``, ``lu_factor``, ``expm``, ``sqrtm`` and ``solve_sylvester`` have rules of
+their own (``fusegrad.rules.scipy_linalg``); the others are written here with ``np.linalg``
+operations and those, so every one has reverse and forward derivatives of any order. The
+decompositions also run SciPy on the plain values, and take from it what is a choice or a
+count: vector signs (matched by unit constants), ranks, pivots, subsets. Without a traced argument
 each calls SciPy's own function. On traced values ``cholesky`` and ``solve`` read the same
 entries as SciPy (the triangle ``lower`` names, the band ``assume_a`` names), and
 ``cho_factor`` returns a clean triangle (SciPy leaves the other triangle of its workspace).
