@@ -1,16 +1,17 @@
 """``scipy.linalg`` for traced values: solve_triangular, cholesky, cho_factor, cho_solve, inv,
 det, solve, expm, sqrtm, lu_factor, lu_solve, lu, eigh, eigvalsh, svd, svdvals, qr, pinv, lstsq,
-norm, eig, eigvals, polar, null_space, orth, solve_sylvester, toeplitz, circulant, hankel,
-block_diag.
+norm, eig, eigvals, polar, null_space, orth, solve_sylvester, logm, fractional_matrix_power,
+expm_frechet, toeplitz, circulant, hankel, block_diag.
 
-``solve_triangular``, ``lu_factor``, ``expm``, ``sqrtm`` and ``solve_sylvester`` have rules of
-their own (``fusegrad.rules.scipy_linalg``); the others are written here with ``np.linalg``
-operations and those, so every one has reverse and forward derivatives of any order. The
-decompositions also run SciPy on the plain values, and take from it what is a choice or a
-count: vector signs (matched by unit constants), ranks, pivots, subsets. Without a traced argument
-each calls SciPy's own function. On traced values ``cholesky`` and ``solve`` read the same
-entries as SciPy (the triangle ``lower`` names, the band ``assume_a`` names), and
-``cho_factor`` returns a clean triangle (SciPy leaves the other triangle of its workspace).
+``solve_triangular``, ``lu_factor``, ``expm``, ``sqrtm``, ``solve_sylvester``, ``logm`` and
+``fractional_matrix_power`` have rules of their own (``fusegrad.rules.scipy_linalg``); the
+others are written here with ``np.linalg`` operations and those, so every one has reverse and
+forward derivatives of any order. The decompositions also run SciPy on the plain values, and take
+from it what is a choice or a count: vector signs (matched by unit constants), ranks, pivots,
+subsets. Without a traced argument each calls SciPy's own function. On traced values
+``cholesky`` and ``solve`` read the same entries as SciPy (the triangle ``lower`` names, the band
+``assume_a`` names), and ``cho_factor`` returns a clean triangle (SciPy leaves the other
+triangle of its workspace).
 ``toeplitz``, ``circulant``, ``hankel`` and ``block_diag`` only place entries: SciPy's own
 function, run on the entries' positions, says where each goes, and the traced values are
 gathered from there (so the derivative is a scatter, and SciPy's conventions hold as they are).
@@ -720,10 +721,66 @@ def solve_sylvester(a: Any, b: Any, q: Any) -> Any:
     return _apply("solve_sylvester", (a, b, q), {})
 
 
+def logm(A: Any, disp: Any = True) -> Any:  # noqa: N803
+    """``scipy.linalg.logm``: the principal matrix logarithm (``(F, errest)`` with ``disp=False``,
+    deprecated in SciPy); its derivative is a block of the logarithm of ``[[A, E], [0, A]]``.
+
+    >>> logm(np.diag([1.0, np.e]))
+    array([[0., 0.],
+           [0., 1.]])
+    """
+    if not _dispatch.traced((A,), {}):
+        return _orig("logm")(A) if disp is not False else _orig("logm")(A, disp=False)
+    y = _apply("logm", (A,), {})
+    if disp is not False:
+        return y
+    return y, np.linalg.norm(expm(y) - A, 1) / np.linalg.norm(A, 1)
+
+
+def fractional_matrix_power(A: Any, t: Any) -> Any:  # noqa: N803
+    """``scipy.linalg.fractional_matrix_power``: ``A`` to the power ``t`` (a constant ``t``).
+
+    >>> fractional_matrix_power(np.diag([4.0, 9.0]), 0.5)
+    array([[2., 0.],
+           [0., 3.]])
+    """
+    if _dispatch.traced((t,), {}):
+        raise NotImplementedError(
+            "scipy.linalg.fractional_matrix_power: the power t has no derivative in fusegrad "
+            "(only A is differentiated); pass a constant t or write expm(t * logm(A))"
+        )
+    return _apply("fractional_matrix_power", (A, t), {})
+
+
+def expm_frechet(A: Any, E: Any, method: Any = None, compute_expm: bool = True,  # noqa: N803
+                 check_finite: bool = True) -> Any:  # fmt: skip
+    """``scipy.linalg.expm_frechet``: ``(expm(A), L(A, E))``, the Fréchet derivative of ``expm``
+    at ``A`` along ``E`` (``L`` alone without ``compute_expm``), as blocks of one ``expm``.
+
+    >>> expm_frechet(np.zeros((1, 1)), np.ones((1, 1)))
+    (array([[1.]]), array([[1.]]))
+    """
+    if not _dispatch.traced((A, E), {}):
+        return _orig("expm_frechet")(A, E, method=method, compute_expm=compute_expm,
+                                     check_finite=check_finite)  # fmt: skip
+    if method not in (None, "SPS", "blockEnlarge"):
+        raise ValueError(f"Unknown implementation {method}")
+    n = np.shape(A)[-1]
+    zeros = np.zeros(np.shape(A), np.result_type(value(A), value(E)))
+    big = np.concatenate(
+        [np.concatenate([A, E], axis=-1), np.concatenate([zeros, A], axis=-1)], axis=-2
+    )
+    full = expm(big)
+    if not compute_expm:
+        return full[..., :n, n:]
+    return _batched((full[..., :n, :n], full[..., :n, n:]), np.broadcast_to(zeros, np.shape(A)))
+
+
 _NAMES = ("solve_triangular", "cholesky", "cho_factor", "cho_solve", "inv", "det", "solve",
           "expm", "sqrtm", "lu_factor", "lu_solve", "eigh", "eigvalsh", "svd", "svdvals", "qr",
           "lu", "pinv", "lstsq", "norm", "eig", "eigvals", "polar", "null_space", "orth",
-          "solve_sylvester", "toeplitz", "circulant", "hankel", "block_diag")  # fmt: skip
+          "solve_sylvester", "logm", "fractional_matrix_power", "expm_frechet",
+          "toeplitz", "circulant", "hankel", "block_diag")  # fmt: skip
 
 
 def _patch(module: Any) -> None:
