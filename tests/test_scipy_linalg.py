@@ -540,3 +540,13 @@ def test_decompositions_against_jax():
             fg.grad(ours)(M4), np.asarray(jax.grad(theirs)(M4)), rtol=1e-7, atol=1e-10,
             err_msg=str(i),
         )  # fmt: skip
+
+
+def test_det_of_single_precision_is_scipys_double():
+    # SciPy factors float32 in float32 and returns a float64 (complex64: complex128)
+    for dtype in (np.float32, np.complex64):
+        a = (A * (1 + 0.5j) if dtype is np.complex64 else A).astype(dtype)
+        got = fg.jvp(sl.det, (a,), (np.ones_like(a),))[0]
+        want = sl.det(a)
+        assert np.asarray(got).dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -129,7 +129,11 @@ def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """
     if not _dispatch.traced((a,), {}):
         return _orig("det")(a, check_finite=check_finite)
-    return np.linalg.det(a)
+    y = np.linalg.det(a)
+    # SciPy factors single precision in single precision and returns the double of the result
+    wide = {np.dtype(np.float32): np.float64, np.dtype(np.complex64): np.complex128}
+    to = wide.get(np.result_type(y))
+    return y if to is None else y.astype(to)
 
 
 def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False,
