@@ -118,6 +118,35 @@ def test_ufunc_out_argument():
         fg.grad(lambda x: np.sum(np.sin(x, out=np.empty(3))))(X)
 
 
+OUT_CASES = {
+    "take": lambda a, buf: np.take(a, [2, 1, 0], out=buf),
+    "take-positional": lambda a, buf: np.take(a, [2, 1, 0], None, buf),
+    "cumsum": lambda a, buf: np.cumsum(a, out=buf),
+    "dot": lambda a, buf: np.dot(np.eye(3), a, buf),
+    "einsum": lambda a, buf: np.einsum("i,i->i", a, np.ones(3), out=buf),
+    "concatenate": lambda a, buf: np.concatenate([a[:1], a[1:]], out=buf),
+    "clip": lambda a, buf: np.clip(a, 0.0, 1.0, out=buf),
+    "choose": lambda a, buf: np.choose([0, 1, 0], [a, 2 * a], out=buf),
+    "compress": lambda a, buf: np.compress([True, True, True], a, out=buf),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_CASES))
+def test_array_functions_writing_out_are_refused(name):
+    # a traced value written into a plain buffer: the buffer held the value and the gradient
+    # was silently zero, clip/choose/compress never wrote it, and forward mode wrote the
+    # tangent over the returned value
+    f = OUT_CASES[name]
+    with pytest.raises(TypeError, match=r"\(\.\.\., out=\.\.\.\).*drop out="):
+        fg.grad(lambda a: np.sum(f(a, np.empty(3))))(X)
+    with pytest.raises(TypeError, match=r"out=.*drop out="):
+        fg.jvp(lambda a: f(a, np.empty(3)), (X,), (np.ones(3),))
+    np.argmax(X, out=np.empty((), np.intp))  # (no derivative: a plain call, as NumPy's)
+    buf = np.empty((), np.intp)
+    fg.grad(lambda a: np.sum(a) + 0 * np.argmax(a, out=buf))(X)
+    assert buf == np.argmax(X)
+
+
 def test_grad_of_a_non_scalar_output():
     with pytest.raises(TypeError, match=r"grad needs a scalar output.*shape \(3,\)") as info:
         fg.grad(lambda x: x * 2)(X)

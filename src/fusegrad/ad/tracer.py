@@ -126,6 +126,22 @@ def _only_trace_of(self: Tracer, inputs: tuple) -> bool:
     return True
 
 
+# Where NumPy functions take ``out`` positionally (np.take(a, idx, axis, out)): the index.
+_POSITIONAL_OUT = {
+    np.take: 3, np.cumsum: 3, np.cumprod: 3, np.nancumsum: 3, np.nancumprod: 3, np.dot: 2,
+    np.clip: 3, np.choose: 2, np.compress: 3, np.concatenate: 2, np.stack: 2, np.sum: 3,
+    np.prod: 3, np.mean: 3, np.max: 2, np.min: 2, np.round: 2, np.around: 2, np.median: 2,
+    np.outer: 2, np.trace: 5,
+}  # fmt: skip
+
+
+def _writes_out(func: Any, args: tuple, kwargs: dict) -> bool:
+    if kwargs.get("out") is not None:
+        return True
+    at = _POSITIONAL_OUT.get(func)
+    return at is not None and len(args) > at and args[at] is not None
+
+
 def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
     structural = STRUCTURAL.get(func)
     if structural is not None:
@@ -133,6 +149,13 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
     if func in NONDIFF:
         args = tuple(primal_tree(a) for a in args)
         return func(*args, **{k: primal_tree(v) for k, v in kwargs.items()})
+    if (kwargs or len(args) > 2) and _writes_out(func, args, kwargs):
+        # a traced value written into a plain array: the array would hold the value and lose
+        # the derivative (and forward mode wrote the tangent over the value)
+        raise TypeError(
+            f"np.{func.__name__}(..., out=...) writes into an array in place, which fusegrad "
+            "cannot differentiate: drop out= and use the returned value"
+        )
     composite = COMPOSITES.get(func)
     if composite is not None:
         return composite(*args, **kwargs)
