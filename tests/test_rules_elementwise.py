@@ -412,3 +412,15 @@ def test_expm1_slope_far_below_zero():
     # y + 1 lost e^x: 0 at -40 (it is 4.2e-18), 2e-8 off at -20
     x = np.array([-40.0, -20.0, -1e-3, 3.0])
     np.testing.assert_allclose(fg.grad(lambda v: np.sum(np.expm1(v)))(x), np.exp(x), rtol=1e-15)
+
+
+def test_hypot_at_the_origin_has_a_zero_derivative():
+    # a / hypot(a, b) was 0/0 there: a NaN that poisoned every gradient summed with it
+    import fusegrad as fg
+    from fusegrad.testing import check_grads
+
+    a = np.array([0.5, -1.0])
+    g = fg.grad(lambda v: np.sum(np.hypot(0 * v, 0 * v)) + np.sum(v))(a)
+    np.testing.assert_array_equal(g, [1.0, 1.0])
+    assert fg.grad(lambda x: np.hypot(x, 0.0))(0.0) == 0.0
+    check_grads(lambda u, v: np.sum(np.hypot(u, v)), ("rev", "fwd"), order=2)(a, a[::-1] + 0.3)

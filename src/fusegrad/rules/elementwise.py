@@ -76,6 +76,13 @@ def _abs_partial(x: Any, y: Any) -> Any:
     return np.sign(x) + np.equal(x, 0)
 
 
+def _over_norm(a: Any, y: Any) -> Any:
+    """``a / y`` for ``y = hypot(a, b)``, 0 at the origin (as ``norm``'s and JAX's), where
+    ``0/0`` was a NaN that poisoned every gradient summed with it."""
+    zero = np.equal(y, 0)
+    return np.where(zero, 0.0, a / np.where(zero, 1.0, y))
+
+
 def _is_number(b: Any) -> bool:
     return isinstance(b, int | float | complex | np.generic) or (
         isinstance(b, np.ndarray) and b.ndim == 0
@@ -277,7 +284,7 @@ elementwise_op(np.arctanh,     lambda x, y: 1 / (1 - x * x),
 elementwise_op(np.arctan2,     lambda a, b, y: b / (a * a + b * b),
                                lambda a, b, y: -a / (a * a + b * b),
                numba="math.atan2({0}, {1})", expensive=True, float_only=True)
-elementwise_op(np.hypot,       lambda a, b, y: a / y, lambda a, b, y: b / y,
+elementwise_op(np.hypot,       lambda a, b, y: _over_norm(a, y), lambda a, b, y: _over_norm(b, y),
                numba="math.hypot({0}, {1})", expensive=True, float_only=True)
 # fmt: on
 
