@@ -339,3 +339,16 @@ def test_complex_inputs_jax_convention(name):
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7, err_msg=name)
     check_grads(f, modes=("fwd",))(*args)
+
+
+def test_gradient_over_a_tuple_of_axes():
+    # axis=(0, 2) with one spacing per axis: int() of the tuple was an internal TypeError
+    import fusegrad as fg
+    from fusegrad.testing import check_grads
+
+    a = np.random.default_rng(2).standard_normal((4, 3, 5))
+    parts = np.gradient(a, 0.5, 2.0, axis=(0, 2))
+    value = fg.value_and_grad(lambda v: sum(np.sum(p**2) for p in np.gradient(v, 0.5, 2.0,
+                                                                              axis=(0, 2))))(a)[0]  # fmt: skip
+    np.testing.assert_allclose(value, sum(np.sum(p**2) for p in parts))
+    check_grads(lambda v: np.sum(np.gradient(v, 0.5, 2.0, axis=(0, 2))[1] ** 2), ("rev",), 2)(a)

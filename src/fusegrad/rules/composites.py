@@ -496,9 +496,12 @@ def _spacing(varargs: tuple, axes: list[int], shape: tuple) -> list[Any]:
 def _gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> Any:
     f = as_array(f)
     shape, ndim = np.shape(f), np.ndim(f)
-    axes = list(range(ndim)) if axis is None else [_norm_axis(int(axis), ndim)]
-    if axis is not None and np.ndim(axis) > 0:
+    if axis is None:
+        axes = list(range(ndim))
+    elif np.ndim(axis) > 0:  # (a tuple: int() of it was an internal TypeError)
         axes = [_norm_axis(int(a), ndim) for a in axis]
+    else:
+        axes = [_norm_axis(int(axis), ndim)]
     if edge_order not in (1, 2):
         raise ValueError("np.gradient: edge_order must be 1 or 2")
     outs = []
