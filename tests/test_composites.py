@@ -348,7 +348,10 @@ def test_gradient_over_a_tuple_of_axes():
 
     a = np.random.default_rng(2).standard_normal((4, 3, 5))
     parts = np.gradient(a, 0.5, 2.0, axis=(0, 2))
-    value = fg.value_and_grad(lambda v: sum(np.sum(p**2) for p in np.gradient(v, 0.5, 2.0,
-                                                                              axis=(0, 2))))(a)[0]  # fmt: skip
+
+    def loss(v):
+        return sum(np.sum(p**2) for p in np.gradient(v, 0.5, 2.0, axis=(0, 2)))
+
+    value = fg.value_and_grad(loss)(a)[0]
     np.testing.assert_allclose(value, sum(np.sum(p**2) for p in parts))
     check_grads(lambda v: np.sum(np.gradient(v, 0.5, 2.0, axis=(0, 2))[1] ** 2), ("rev",), 2)(a)
