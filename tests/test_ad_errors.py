@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 
 import numpy as np
@@ -433,3 +434,38 @@ def test_riemann_zeta_in_its_argument_is_named():
     with pytest.raises(NoDerivativeError, match=r"Riemann zeta function scipy\.special\.zeta"):
         fg.grad(lambda s: sp.zeta(s))(3.0)
     assert fg.grad(lambda q: sp.zeta(3.0, q))(2.0) == pytest.approx(-3 * sp.zeta(4.0, 2.0))
+
+
+@pytest.mark.parametrize("write", ["setitem", "fill"])
+def test_writing_a_traced_value_into_a_plain_array_gets_a_note(write):
+    # NumPy's own words ("setting an array element with a sequence") get a note saying what
+    # happened and what to build instead
+    def f(a):
+        y = np.zeros(3)
+        if write == "setitem":
+            y[0] = a[0]
+        else:
+            y.fill(a[0])
+        return np.sum(y)
+
+    with pytest.raises(ValueError) as info:
+        fg.grad(f)(X)
+    if sys.version_info >= (3, 11):
+        assert "written into a plain NumPy array" in info.value.__notes__[0]
+
+
+def test_ufunc_at_names_a_differentiable_form():
+    idx = np.array([0, 0, 2])
+
+    def f(a):
+        y = np.zeros(3)
+        np.add.at(y, idx, a)
+        return np.sum(y)
+
+    with pytest.raises(TypeError, match=r"np\.add\.at\(a, indices, b\) writes.*np\.bincount"):
+        fg.grad(f)(X)
+    # the suggested form: the same values, differentiable in b
+    y = np.zeros(3)
+    np.add.at(y, idx, X)
+    value = fg.value_and_grad(lambda a: np.sum(np.bincount(idx, weights=a, minlength=3) ** 2))(X)
+    np.testing.assert_allclose(value[0], np.sum(y**2))

@@ -23,13 +23,13 @@ import numpy as np
 
 from .ad import conversions
 from .ad.core import Trace, Tracer, backward, check_array_type, constants_copied
+from .ad.error_notes import annotated_errors
 from .ad.forward import argument_tuples, cast_like
 from .ad.forward import jvp as forward_jvp
 from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
 from .lazy.nodes import current_scope, interning_scope
 from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
-from .scipy._dispatch import naming_scipy
 from .tangents import (
     AbstractThunk,
     AbstractZero,
@@ -445,7 +445,7 @@ def _traced_vjp(
     boxes = [_box_tree(p, trace) for p in primals]
     boxed = [b[0] for b in boxes]
     inputs_per_arg = [b[1] for b in boxes]
-    with naming_scipy():
+    with annotated_errors():
         if snapshot:
             with constants_copied():
                 result = fun(*boxed)
@@ -590,7 +590,7 @@ def _grad_of_array(
     with interning_scope():
         trace = Trace()
         x = trace.input(args[n])
-        with naming_scipy():
+        with annotated_errors():
             if len(args) == 1:
                 result = fun(x, **kwargs)
             else:

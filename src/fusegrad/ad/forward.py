@@ -37,7 +37,6 @@ import numpy as np
 from ..lazy import LazyArray, materialize_many, small
 from ..rules.lazy_values import operand
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
-from ..scipy._dispatch import naming_scipy
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
 from ..tangents.thunks import AbstractThunk
 from . import core
@@ -53,6 +52,7 @@ from .core import (
     check_array_type,
     check_operand,
 )
+from .error_notes import annotated_errors
 from .pytree import flatten, same_structure
 
 
@@ -350,7 +350,7 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
                 boxed.append(pl)
         boxed_args.append(rebuild(boxed))
     try:
-        with naming_scipy():
+        with annotated_errors():
             out = fun(*boxed_args)
     finally:
         trace.done = True  # (its tracers are not to be used again)

@@ -82,6 +82,14 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
         a, b = inputs
         nb = np.ndim(_primal(b))
         return apply(ufunc, (np.reshape(a, np.shape(_primal(a)) + (1,) * nb), b), kwargs)
+    if method == "at":
+        raise TypeError(
+            f"np.{ufunc.__name__}.at(a, indices, b) writes into a in place, which fusegrad cannot "
+            "differentiate. Build the result instead: for np.add.at of a 1-d a, "
+            "a + np.bincount(indices, weights=b, minlength=a.size) (differentiable in b); in "
+            "general a gather's transpose: a + onehot.T @ b with onehot = (indices[:, None] == "
+            "np.arange(len(a)))"
+        )
     raise TypeError(
         f"np.{ufunc.__name__}.{method} on a traced value is not differentiable by fusegrad; "
         f"write it with np.{ufunc.__name__}(...) calls or register a rule for a function doing it"

@@ -35,8 +35,7 @@ import inspect
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -309,48 +308,6 @@ def _caller(frame: Any) -> tuple[str, str, str] | None:
         cls = type(owner).__name__
         return mod, cls if func == "__init__" else f"{cls}.{func}", func
     return mod, func, func
-
-
-def _innermost_frame(tb: Any) -> Any:
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb.tb_frame
-
-
-def _called_by_fusegrad(frame: Any) -> bool:
-    """Whether the outermost SciPy frame above ``frame`` was called by fusegrad's own code (a
-    mirror or a rule calling SciPy), not by the user's."""
-    outer = None
-    while frame is not None:
-        mod = frame.f_globals.get("__name__", "")
-        if mod.startswith("scipy.") and not mod.startswith("scipy._lib."):
-            outer = frame
-        elif outer is not None and not mod.startswith(("numpy", "scipy")):
-            return mod.startswith("fusegrad")
-        frame = frame.f_back
-    return False
-
-
-@contextmanager
-def naming_scipy() -> Iterator[None]:
-    """Errors raised inside a SciPy function the user called on traced values (SciPy's own code
-    meeting a tracer: ``Tracer is not a supported array type``, ``float()`` of one, a read-only
-    array...) get a note naming that function and what to do, as the conversion error has.
-
-    >>> with naming_scipy():
-    ...     pass
-    """
-    try:
-        yield
-    except Exception as error:
-        if error.__traceback__ is not None and "It happened inside" not in str(error):
-            frame = _innermost_frame(error.__traceback__)
-            hint = "" if _called_by_fusegrad(frame) else scipy_hint(frame)
-            notes = getattr(error, "__notes__", ())
-            add_note = getattr(error, "add_note", None)  # (Python 3.11+: 3.10 goes without)
-            if hint and add_note is not None and not any("It happened inside" in n for n in notes):
-                add_note(hint.strip())
-        raise
 
 
 def scipy_hint(frame: Any) -> str:
