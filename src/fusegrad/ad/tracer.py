@@ -106,6 +106,8 @@ def _core_axes_last(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Any:
     take their core axes last, as the call without the keywords has them."""
     axes, axis = kwargs.pop("axes", None), kwargs.pop("axis", None)
     keepdims = bool(kwargs.pop("keepdims", False))
+    if axes is None and axis is None and not keepdims:  # (keepdims=False alone: NumPy's default)
+        return apply(ufunc, inputs, kwargs)
     out = str(ufunc.signature).split("->")[1]  # matmul: "(n?,k),(k,m?)->(n?,m?)"
     n_out_core = len([d for d in out.strip("()").split(",") if d])
     if axes is None:
