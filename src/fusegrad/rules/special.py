@@ -59,8 +59,8 @@ finite; the scaled ``ive`` and ``kve`` families from x = 1e3 (and 50 v²) by the
 series; ``dawsn`` from |x| = 12 and ``wofz`` from |z| = 12 by theirs (the forms cancel 2|z|²-fold);
 ``ψ(z+m) - ψ(z)`` of ``poch`` as ``_digamma_step``.
 
-The order ``v``/``n`` of a Bessel function (and ``n`` of ``expn``, the branch ``k`` of
-``lambertw``) and ``a``, ``b`` of ``betainc`` get no derivative
+The order ``v``/``n`` of a Bessel function (and ``n`` of ``expn``) and ``a``, ``b`` of
+``betainc`` get no derivative
 (as in JAX): their cotangent is an error raised only if that argument is traced, naming the
 function, so a constant order (float or int) costs nothing. ``a`` of ``gammainc``/``gammaincc``
 has one, :func:`gammainc_da` (forward-mode differentiation of the series and of the continued
@@ -982,7 +982,8 @@ def _declare() -> None:
     scalar_rule(sp.owens_t,   _owens_t_in_h, _owens_t_in_a)
     # Bessel K of integer order, and the scaled functions (kve: K_v eˣ; jve, yve: e^-|Im z|)
     scalar_rule(sp.k0,        lambda x, y: -sp.k1(x))
-    # K_n' = -K_{|n|-1} - |n|/x K_n (all of one sign): kv(2, 700) and kn(2, 700) are 0 in SciPy
+    # K_n' = -K_{|n|-1} - |n|/x K_n (all of one sign): kv(2, 700) is 0 in SciPy (k1(700) is
+    # 4.7e-306; SciPy's kn(n ≥ 1, ·) itself is 0 from about 700, and so is its slope)
     scalar_rule(sp.k1,        lambda x, y: -sp.k0(x) - y / x)
     scalar_rule(sp.kn,        None, lambda n, x, y: -sp.kn(np.abs(n) - 1, x) - np.abs(n) / x * y)
     scalar_rule(sp.k0e,       lambda x, y: _kve_slope(0.0, x, y))
@@ -991,7 +992,8 @@ def _declare() -> None:
     scalar_rule(sp.jve,       None, lambda v, x, y: 0.5 * (sp.jve(v - 1, x) - sp.jve(v + 1, x)))
     scalar_rule(sp.yve,       None, _yve_slope)
     # lambertw(z, k, tol) is SciPy's _lambertw(z, k, tol): W' = 1 / (e^W (1 + W)) (1 at z = 0,
-    # where W / (z (1 + W)) is 0/0); the branch k has none, the tolerance tol none but 0
+    # where W / (z (1 + W)) is 0/0); the branch k is an integer (lambertw casts it: it cannot be
+    # traced), and W does not depend on the tolerance tol (its partial: 0)
     scalar_rule(_ufuncs._lambertw, lambda z, k, tol, y: 1 / (np.exp(y) * (1 + y)), None, None)
     # fmt: on
 
@@ -1003,7 +1005,6 @@ def _declare() -> None:
     _no_derivative_in(sp.yn, 0, "the order n")
     _no_derivative_in(sp.kn, 0, "the order n (the derivative in x is implemented)")
     _no_derivative_in(sp.expn, 0, "the order n (the derivative in x is implemented)")
-    _no_derivative_in(_ufuncs._lambertw, 1, "the branch k (scipy.special.lambertw(z, k))")
     for u in (sp.betainc, sp.betaincinv, sp.betainccinv):
         _no_derivative_in(u, 0, "a (the derivative in x is implemented)")
         _no_derivative_in(u, 1, "b (the derivative in x is implemented)")
