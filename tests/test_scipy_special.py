@@ -672,3 +672,205 @@ def test_fused_erfc_is_zero_where_scipys_is():
         got = fg.jvp(sp.erfc, (x,), (np.ones_like(x),))[0][::1000]
     np.testing.assert_array_equal(got[2:], [0.0, 0.0, 2.0])
     np.testing.assert_allclose(got[:2], sp.erfc(x[[0, 1000]]), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# The elementary, exponential-integral, elliptic, Box-Cox, Huber, Owen's T, scaled Bessel and
+# Lambert W rules: central differences at safe points, mpmath (or closed forms) at hard ones
+# --------------------------------------------------------------------------------------------------
+
+# (name, f of its differentiable arguments, those arguments): points away from every branch switch
+COVERAGE = [
+    ("expm1", sp.expm1, (REAL,)), ("log1p", sp.log1p, (UNIT - 0.6,)), ("exp2", sp.exp2, (REAL,)),
+    ("exp10", sp.exp10, (REAL,)), ("cbrt", sp.cbrt, (REAL,)), ("cosm1", sp.cosm1, (REAL,)),
+    ("exprel", sp.exprel, (np.array([-1.2, -0.3, 0.2, 0.45, 0.7, 3.0]),)),
+    ("sindg", sp.sindg, (np.array([-30.0, 10.0, 95.0]),)),
+    ("cosdg", sp.cosdg, (np.array([-30.0, 10.0, 95.0]),)),
+    ("tandg", sp.tandg, (np.array([-30.0, 10.0, 95.0]),)),
+    ("cotdg", sp.cotdg, (np.array([-30.0, 10.0, 95.0]),)),
+    ("radian", sp.radian, (REAL, POS, UNIT)),
+    ("k0", sp.k0, (POS,)), ("k1", sp.k1, (POS,)), ("k0e", sp.k0e, (POS,)), ("k1e", sp.k1e, (POS,)),
+    ("kn", lambda x: sp.kn(3, x), (POS,)), ("kve", lambda x: sp.kve(1.5, x), (POS,)),
+    ("jve", lambda x: sp.jve(1.5, x), (POS,)), ("yve", lambda x: sp.yve(2.5, x), (POS,)),
+    ("exp1", sp.exp1, (POS,)), ("expi", sp.expi, (REAL,)),
+    ("expn0", lambda x: sp.expn(0, x), (POS,)), ("expn3", lambda x: sp.expn(3, x), (POS,)),
+    ("erfi", sp.erfi, (REAL,)), ("dawsn", sp.dawsn, (np.array([-13.0, -1.2, 0.3, 1.7, 11.5]),)),
+    ("spence", sp.spence, (np.array([0.3, 0.9995, 1.0, 1.3, 2.5]),)),
+    ("ellipk", sp.ellipk, (np.array([-3.0, -0.1, 0.2, 0.3, 0.9]),)),
+    ("ellipe", sp.ellipe, (np.array([-3.0, -0.1, 0.2, 0.3, 0.9]),)),
+    ("poch", sp.poch, (POS, np.array([0.4, -0.3, 2.2]))),
+    ("boxcox", sp.boxcox, (POS, np.array([0.0, -0.7, 1.5]))),
+    ("boxcox1p", sp.boxcox1p, (UNIT - 0.3, np.array([0.0, -0.7, 1.5]))),
+    ("huber", sp.huber, (np.array([1.0, 0.5, 2.0]), np.array([0.3, -1.5, 3.0]))),
+    ("pseudo_huber", sp.pseudo_huber, (np.array([1.0, 0.5, 2.0]), np.array([0.3, -1.5, 3.0]))),
+    ("owens_t", sp.owens_t, (REAL, np.array([0.4, -2.0, 1.1]))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", COVERAGE, ids=[c[0] for c in COVERAGE])
+def test_more_special_functions_against_differences(case):
+    _, f, args = case
+    check_grads(lambda *v: np.sum(f(*v)), ("rev", "fwd"), order=2)(*args)
+
+
+_LAMBERTW = sp._ufuncs._lambertw  # lambertw(z, k, tol) is _lambertw(z, int k, tol)
+_Z = np.array([0.7 + 0.3j, 1.5 - 0.4j, -0.8 + 2.0j])
+# wofz: 13 + i, -14 + i/2 and 13 - i/2 take its series (|z| > 12), above and below the axis
+_Z_FAR = np.array([*_Z, 13.0 + 1.0j, -14.0 + 0.5j, 13.0 - 0.5j])
+COMPLEX_COVERAGE = [
+    (sp.expm1, (), _Z_FAR), (sp.log1p, (), _Z_FAR), (sp.exp1, (), _Z_FAR), (sp.expi, (), _Z_FAR),
+    (sp.erfi, (), _Z), (sp.dawsn, (), _Z_FAR), (sp.wofz, (), _Z_FAR), (sp.spence, (), _Z_FAR),
+    (sp.kve, (1,), _Z_FAR), (_LAMBERTW, (0, 1e-8), _Z_FAR), (_LAMBERTW, (-1, 1e-8), _Z_FAR),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "f,rest,z", COMPLEX_COVERAGE, ids=[f"{f.__name__}{r}" for f, r, _ in COMPLEX_COVERAGE]
+)
+def test_more_holomorphic_functions(f, rest, z):
+    if f is _LAMBERTW:  # (check_rrule would difference tol too: W is nan for tol - h < 0)
+        args = (z, np.asarray(rest[0], dtype=np.dtype("long")), rest[1])
+    else:
+        args = (*rest, z)
+        check_rrule(f, *args)  # ct * f'(z), against complex differences
+    tangents = tuple(np.ones_like(z) if a is z else fg.NoTangent() for a in args)
+    check_frule(f, *args, tangents=tangents)
+
+
+def test_lambertw_of_real_arguments():
+    check_grads(lambda x: np.sum(sp.lambertw(x).real), ("rev", "fwd"), order=2)(POS)
+    check_grads(lambda x: np.sum(sp.lambertw(x, -1).real), ("rev", "fwd"), order=2)(-UNIT / 3)
+
+
+def _mp_slope(f, x, n=1):
+    with mp.workdps(60):
+        x = mp.mpf(x)
+        return float(mp.diff(f, x, n, h=abs(x) * mp.mpf(10) ** -20))
+
+
+def _dawson(x):
+    return mp.sqrt(mp.pi) / 2 * mp.exp(-x * x) * mp.erfi(x)
+
+
+# (f, x, the reference, rtol): each point one where the plain closed form fails (noted)
+HARD_POINTS = [
+    (sp.exprel, 1e-7, lambda: 0.5 + 1e-7 / 3 + 1e-14 / 8, 1e-15),  # (eˣ - y)/x: 1e-9 off
+    (sp.exprel, -1e10, lambda: 1e-20, 1e-15),  # y (1 - 1/x) + 1/x: 6e-7 off
+    (sp.exprel, 700.0, lambda: _mp_slope(lambda x: mp.expm1(x) / x, 700), 1e-14),
+    (sp.cotdg, 1e-3, lambda: _mp_slope(lambda x: mp.cot(x * mp.pi / 180), 1e-3), 1e-14),  # 1 + y²
+    (sp.tandg, 89.9, lambda: _mp_slope(lambda x: mp.tan(x * mp.pi / 180), 89.9), 1e-14),
+    (sp.exp1, 700.0, lambda: float(-mp.exp(-700) / 700), 1e-15),  # exp(-x - log x): 4e-14
+    (sp.exp1, 1e-300, lambda: -1e300, 1e-15),
+    (sp.expi, 715.0, lambda: float(mp.exp(715) / 715), 1e-15),  # eˣ/x overflows
+    (lambda x: sp.expn(0, x), 1e-8, lambda: float(-mp.exp(-1e-8) * (1 + 1e-8) / 1e-16), 1e-15),
+    (sp.dawsn, 24.9, lambda: _mp_slope(_dawson, 24.9), 1e-14),  # 1 - 2xD: 8e-13 off
+    (sp.dawsn, 1e8, lambda: -5e-17 * (1 + 1.5e-16), 1e-15),  # 1 - 2xD: 0
+    (sp.spence, 1e-300, lambda: float(mp.log(mp.mpf(1e-300))), 1e-15),  # -log1p(z-1)/(z-1): -inf
+    (sp.spence, 1.0, lambda: -1.0, 0),
+    (sp.spence, 1 + 2**-30, lambda: _mp_slope(lambda z: mp.polylog(2, 1 - z), 1 + 2**-30), 1e-15),
+    (sp.ellipk, 1e-10, lambda: _mp_slope(mp.ellipk, 1e-10), 1e-15),  # the form cancels 1/m-fold
+    (sp.ellipk, 0.0, lambda: float(mp.pi / 8), 1e-15),
+    (sp.ellipe, 0.0, lambda: float(-mp.pi / 8), 1e-15),
+    (sp.ellipe, -1e10, lambda: _mp_slope(mp.ellipe, -1e10), 1e-14),
+    (sp.k1, 700.0, lambda: _mp_slope(lambda x: mp.besselk(1, x), 700), 1e-14),  # kv(2, 700) = 0
+    (lambda x: sp.kn(2, x), 600.0, lambda: _mp_slope(lambda x: mp.besselk(2, x), 600), 1e-14),
+    (sp.k0e, 1e15, lambda: _mp_slope(lambda x: mp.besselk(0, x) * mp.exp(x), 1e15), 1e-14),
+    (sp.k1e, 1e6, lambda: _mp_slope(lambda x: mp.besselk(1, x) * mp.exp(x), 1e6), 1e-14),
+    (lambda x: sp.kve(10.0, x), 1e7,
+     lambda: _mp_slope(lambda x: mp.besselk(10, x) * mp.exp(x), 1e7), 1e-14),
+    (lambda x: sp.kve(2.5, x), 1001.0,
+     lambda: _mp_slope(lambda x: mp.besselk(2.5, x) * mp.exp(x), 1001), 1e-14),
+    (lambda x: sp.jve(2.0, x), -30.0, lambda: _mp_slope(lambda x: mp.besselj(2, x), -30), 1e-14),
+    (lambda x: sp.yve(-1.5, x), 1e-3,
+     lambda: _mp_slope(lambda x: mp.bessely(-1.5, x), 1e-3), 1e-14),
+    (lambda m: sp.poch(1e5, m), 1e-8, lambda: _mp_slope(lambda m: mp.rf(1e5, m), 1e-8), 1e-14),
+    (lambda z: sp.poch(z, 1e-8), 1e5, lambda: _mp_slope(lambda z: mp.rf(z, 1e-8), 1e5), 1e-12),
+    (lambda lam: sp.boxcox(2.5, lam), 0.0, lambda: float(mp.log(2.5) ** 2 / 2), 1e-15),
+    (lambda lam: sp.boxcox1p(1e-10, lam), 1e-12,
+     lambda: _mp_slope(lambda lam: mp.expm1(lam * mp.log1p(1e-10)) / lam, 1e-12), 1e-14),
+    (lambda d: sp.pseudo_huber(d, 1.0), 1e8, lambda: 2.5e-25, 1e-15),  # 2y/δ - ...: all lost
+    (lambda d: sp.pseudo_huber(d, 2.0), 0.0, lambda: 2.0, 0),  # |r| at δ = 0
+    (lambda h: sp.owens_t(h, 5.0), 1e-8,
+     lambda: float(-mp.npdf(1e-8) * mp.erf(5e-8 / mp.sqrt(2)) / 2), 1e-15),
+    (lambda a: sp.owens_t(10.0, a), 0.5, lambda: float(mp.exp(-62.5) / (2.5 * mp.pi)), 1e-15),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("f,x,want,rtol", HARD_POINTS)
+def test_more_special_functions_at_hard_points(f, x, want, rtol):
+    assert fg.grad(f)(x) == pytest.approx(want(), rel=rtol, abs=0)
+    assert fg.jvp(f, (x,), (1.0,))[1] == pytest.approx(want(), rel=rtol, abs=0)
+
+
+def test_complex_slopes_far_out():
+    """w'(z) = -2zw + 2i/√π and kve's recurrence cancel for large |z|: the series (for w on both
+    sides of the real axis, its lower half by w(z) = 2e^(-z²) - w(-z))."""
+
+    def wofz_mp(z):
+        return mp.exp(-z * z) * mp.erfc(-1j * z)
+
+    for z in [1e8 + 0j, 24 + 1j, 30 - 2j, -30 + 5j, 1e4 - 1e3j, 5 - 20j, 40j]:
+        with mp.workdps(40):
+            want = complex(mp.diff(wofz_mp, mp.mpc(z)))
+        got = fg.jvp(sp.wofz, (np.complex128(z),), (np.complex128(1),))[1]
+        assert abs(got - want) <= 1e-15 * abs(want), z
+    with mp.workdps(40):
+        want = complex(mp.diff(mp.lambertw, mp.mpc(2, 3)))
+    got = fg.jvp(sp.lambertw, (np.complex128(2 + 3j),), (np.complex128(1),))[1]
+    assert abs(got - want) <= 1e-15 * abs(want)
+    assert fg.grad(lambda z: sp.lambertw(z).real)(0.0) == 1.0  # W/(z(1+W)) is 0/0 there
+
+
+SECOND_DERIVATIVES = [
+    (sp.exprel, 0.0, 1 / 3),  # a constant 1/2 at 0 would give 0
+    (sp.spence, 1.0, 0.5),
+    (sp.ellipk, 0.0, 9 * np.pi / 64),
+    (sp.ellipe, 0.0, -3 * np.pi / 64),
+    (lambda lam: sp.boxcox(2.5, lam), 0.0, np.log(2.5) ** 3 / 3),
+    (lambda z: sp.lambertw(z).real, 0.0, -2.0),
+    (sp.dawsn, 30.0, None),
+    (lambda x: sp.kve(2.5, x), 2e3, None),
+    (lambda r: sp.pseudo_huber(1.5, r), 1e6, 1.5**3 / (1.5**2 + 1e12) ** 1.5),  # δ/u - r²δ/u³
+    (lambda d: sp.pseudo_huber(d, 1.0), 1e3, None),
+]
+
+_SECOND_REFS = {
+    2: lambda x: _mp_slope(_dawson, x, 2),
+    3: lambda x: _mp_slope(lambda t: mp.besselk(2.5, t) * mp.exp(t), x, 2),
+    5: lambda x: _mp_slope(lambda d: d * d * (mp.sqrt(1 + 1 / (d * d)) - 1), x, 2),
+}
+
+
+@pytest.mark.parametrize("i", range(len(SECOND_DERIVATIVES)))
+def test_more_special_functions_second_derivatives(i):
+    f, x, want = SECOND_DERIVATIVES[i]
+    if want is None:
+        want = {6: _SECOND_REFS[2], 7: _SECOND_REFS[3], 9: _SECOND_REFS[5]}[i](x)
+    assert fg.grad(fg.grad(f))(x) == pytest.approx(want, rel=1e-13, abs=0)
+    assert float(fg.hessian(f)(x)) == pytest.approx(want, rel=1e-13, abs=0)
+
+
+def test_pseudo_huber_hessian_far_from_its_knee():
+    f = lambda d, r: mp.mpf(d) ** 2 * (mp.sqrt(1 + (mp.mpf(r) / d) ** 2) - 1)  # noqa: E731
+    for d0, r0 in [(1.5, 1e6), (1e6, 2.0), (1e-3, 2.0), (1.0, 1.0)]:
+        got = fg.hessian(lambda v: sp.pseudo_huber(v[0], v[1]))(np.array([d0, r0]))
+        with mp.workdps(50):
+            want = [[float(mp.diff(f, (d0, r0), (2 - j - k, j + k))) for k in (0, 1)]
+                    for j in (0, 1)]  # fmt: skip
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize(
+    "f,args,index",
+    [(sp.kn, (2, 1.5), 0), (sp.kve, (1.5, 2.0), 0), (sp.jve, (1.5, 2.0), 0),
+     (sp.yve, (1.5, 2.0), 0), (sp.expn, (2, 1.5), 0)],
+)  # fmt: skip
+def test_orders_of_the_new_functions_raise(f, args, index):
+    def at(v):
+        return f(*args[:index], v, *args[index + 1 :])
+
+    with pytest.raises(NoDerivativeError, match=f"scipy.special.{f.__name__} with respect to"):
+        fg.grad(at)(float(args[index]))
+    with pytest.raises(NoDerivativeError, match=f"scipy.special.{f.__name__}"):
+        fg.jvp(at, (float(args[index]),), (1.0,))
+    assert fg.grad(lambda x: f(args[0], x))(args[1]) != 0  # the other argument is differentiable

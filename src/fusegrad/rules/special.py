@@ -30,6 +30,24 @@ fuses (``expit``, ``erf``, ``xlogy``, ...) are declared with their op in ``rules
 | ``i0``, ``i1``, ``iv`` | ``I₁``, ``(I₀ + I₂)/2``, ``(I_{v-1} + I_{v+1})/2`` |
 | ``i0e``, ``i1e``, ``ive`` | the same of the scaled functions ``- sign(x) y`` † |
 | ``kv`` | ``-(K_{v-1} + K_{v+1})/2`` |
+| ``k0``, ``k1``, ``kn`` | ``-K₁``, ``-K₀ - K₁/x``, ``-K_{|n|-1} - (|n|/x) K_n`` |
+| ``k0e``, ``k1e``, ``kve`` | ``y - (K_{v-1} + K_{v+1}) eˣ/2`` (holomorphic) † |
+| ``jve``, ``yve`` | ``(f_{v-1} - f_{v+1})/2`` of the scaled functions (d/d(Re z) if complex) |
+| ``expm1``, ``log1p``, ``exp2``, ``exp10`` | ``eˣ``, ``1/(1+x)``, ``y log 2``, ``y log 10`` |
+| ``cbrt``, ``cosm1`` | ``1/(3y²)``, ``-sin x`` |
+| ``exprel`` | ``(eˣ - y)/x``, ``y (1 - 1/x) + 1/x`` for x > 0, its series for |x| < ½ |
+| ``sindg``, ``cosdg``, ``tandg``, ``cotdg`` | ``π/180`` × ``cosdg``, ``-sindg``, ``cosdg⁻²``, … |
+| (``cotdg``: ``-sindg⁻²``), ``radian(d, m, s)`` | ``π/180``, ``π/180/60``, ``π/180/3600`` |
+| ``exp1``, ``expi``, ``expn(n, x)`` | ``-e⁻ˣ/x``, ``eˣ/x`` (as ``e^(x/2) e^(x/2)/x``), ``-Eₙ₋₁`` |
+| ``erfi``, ``dawsn``, ``wofz`` | ``2/√π e^(x²)``, ``1 - 2xD(x)`` †, ``-2zw + 2i/√π`` † |
+| ``spence`` (``∫₁ᶻ log t/(1-t) dt``) | ``log z / (1 - z)`` (-1 at z = 1; its series near 1) |
+| ``ellipk``, ``ellipe`` (in m) | ``(E - (1-m)K) / (2m(1-m))``, ``(E - K)/(2m)``; |m| < ¼: series |
+| ``poch(z, m)`` | ``y (ψ(z+m) - ψ(z))``, ``y ψ(z+m)`` † |
+| ``boxcox``, ``boxcox1p`` (x, λ) | ``x^(λ-1)``; ``L² exprel'(λL)``, L = log x (for 1p: x → 1 + x) |
+| ``huber(δ, r)`` | ``0``, ``r`` inside (``|r| ≤ δ``); ``|r| - δ``, ``δ sign r`` outside |
+| ``pseudo_huber(δ, r)`` | ``r⁴/(u(u+δ)²)``, ``rδ/u`` (``u = √(δ²+r²)``) † |
+| ``owens_t(h, a)`` | ``-φ(h) erf(ah/√2)/2``, ``exp(-h²(1+a²)/2) / (2π(1+a²))`` |
+| ``lambertw(z, k)`` (``_lambertw``) | ``1 / (e^W (1 + W))`` |
 | ``np.sinc`` (also ``scipy.special.sinc``) | ``(cos(πx) - y) / x``, its series near 0 |
 
 † written otherwise where that form cancels or overflows: ``rgamma`` at 0, -1, ... (``(-1)ⁿ n!``
@@ -37,9 +55,12 @@ by reflection); ``ψ(a) - ψ(a+b)`` for |b| ≪ a (``_digamma_step``), and ``bet
 a pole; the t density's normaliser for large df, df = inf included (``_t_density``);
 ``log_ndtr`` for x ≤ 0 as ``√(2/π) / erfcx(-x/√2)``; ``log(a/b)`` as ``log a - log b`` where a/b
 overflows; ``yv`` and ``ive`` by the one-sided recurrence where a neighbouring order is not
-finite; the scaled ``ive`` family from x = 1e3 (and 50 v²) by its asymptotic series.
+finite; the scaled ``ive`` and ``kve`` families from x = 1e3 (and 50 v²) by their asymptotic
+series; ``dawsn`` from |x| = 12 and ``wofz`` from |z| = 12 by theirs (the forms cancel 2|z|²-fold);
+``ψ(z+m) - ψ(z)`` of ``poch`` as ``_digamma_step``.
 
-The order ``v``/``n`` of a Bessel function and ``a``, ``b`` of ``betainc`` get no derivative
+The order ``v``/``n`` of a Bessel function (and ``n`` of ``expn``) and ``a``, ``b`` of
+``betainc`` get no derivative
 (as in JAX): their cotangent is an error raised only if that argument is traced, naming the
 function, so a constant order (float or int) costs nothing. ``a`` of ``gammainc``/``gammaincc``
 has one, :func:`gammainc_da` (forward-mode differentiation of the series and of the continued
@@ -603,6 +624,254 @@ def _inverse_in_a(a: Any, q: Any, y: Any) -> Any:
     return -gammainc_da(a, y) / _gamma_density(a, y)
 
 
+# --------------------------------------------------------------------------------------------------
+# Elementary functions, exponential integrals, Dawson, Faddeeva, elliptic integrals, Box-Cox
+# --------------------------------------------------------------------------------------------------
+
+EXPREL_NEAR = 0.5  # below it exprel' is its series (the closed form cancels 1/x-fold)
+# exprel'(x) = Σₙ₌₁ n xⁿ⁻¹ / (n+1)!: the coefficients n / (n+1)! for n = 1..18 (the next term is
+# below 1e-23 at |x| = 0.5)
+_EXPREL_SERIES = tuple(n / float(np.prod(np.arange(1.0, n + 2))) for n in range(1, 19))
+
+
+def _exprel_slope(x: Any, y: Any) -> Any:
+    """``exprel'(x) = (eˣ - exprel x) / x``, for x > 0 written ``y (1 - 1/x) + 1/x`` (inf, not
+    inf - inf, where eˣ overflows); for |x| < 1/2, where that cancels (1e-9 off at 1e-7), its
+    series ``1/2 + x/3 + x²/8 + ...`` (a polynomial, so its own derivatives are right at 0 too).
+
+    >>> float(_exprel_slope(np.float64(0.0), np.float64(1.0)))
+    0.5
+    """
+    near = np.less(np.abs(x), EXPREL_NEAR)
+    xs = np.where(near, x, 0.0)
+    series: Any = 0.0
+    for c in reversed(_EXPREL_SERIES):
+        series = series * xs + c
+    xf = np.where(near, 1.0, x)  # safe values off each branch
+    yf = np.where(near, 1.0, y)
+    far = np.where(np.greater(xf, 0), yf * (1 - 1 / xf) + 1 / xf, (np.exp(xf) - yf) / xf)
+    return np.where(near, series, far)
+
+
+def _boxcox_in_lambda(lam: Any, log_x: Any) -> Any:
+    """``∂/∂λ (e^(λ L) - 1)/λ`` with ``L = log x`` (``log1p x`` for ``boxcox1p``): the function
+    is ``L exprel(λL)``, so this is ``L² exprel'(λL)``, ``L²/2`` at λ = 0 and no cancellation
+    for small λ."""
+    t = lam * log_x
+    return log_x * log_x * _exprel_slope(t, sp.exprel(t))
+
+
+def _exp_over(x: Any, sign: float) -> Any:
+    """``e^(sign x) / x`` (the slope of ``expi``; ``-`` that of ``exp1`` with sign -1), as
+    ``e^(sign x/2) (e^(sign x/2) / x)``: ``expi``'s does not overflow before its value does
+    (x ≤ 716), ``exp1``'s keeps its digits where ``e^-x`` alone is subnormal (x > 708), and
+    ``exp(sign x - log x)`` would lose ``|x| ε`` to the exponent's rounding."""
+    half = np.exp(0.5 * sign * x)
+    return half * (half / x)
+
+
+def _expn_slope(n: Any, x: Any, y: Any) -> Any:
+    """``E_n'(x) = -E_{n-1}(x)``; for n = 0 (SciPy has no ``E_{-1}``) ``-e^-x (x + 1) / x²``."""
+    zero = np.equal(n, 0)
+    xs = np.where(zero, x, 1.0)
+    return np.where(
+        zero, -np.exp(-xs) * (xs + 1) / (xs * xs), -sp.expn(np.where(zero, 1, n - 1), x)
+    )
+
+
+DAWSN_TAIL = 12.0  # beyond it 1 - 2 x D(x) cancels 2x²-fold: the asymptotic series instead
+_TAIL_TERMS = 20  # of the series in 1/(2x²) beyond 12 (the 20th is below 1e-24 there)
+
+
+def _dawsn_slope(x: Any, y: Any) -> Any:
+    """``D'(x) = 1 - 2 x D(x)``; for |x| > 12 its asymptotic series
+    ``-Σₙ₌₁ (2n-1)!! / (2x²)ⁿ`` (the difference keeps nothing at 1e8).
+
+    >>> float(_dawsn_slope(np.float64(1e8), np.float64(0.0)))  # ≈ -1 / (2 x²)
+    -5.0000000000000005e-17
+    """
+    if _is_complex(x):
+        return 1 - 2 * x * y
+    far = np.greater(np.abs(x), DAWSN_TAIL)
+    t = 0.5 / np.square(np.where(far, x, DAWSN_TAIL))  # the safe value off the branch
+    series: Any = 0.0
+    term: Any = 1.0
+    for n in range(1, _TAIL_TERMS + 1):
+        term = term * (2 * n - 1) * t
+        series = series - term
+    xn, yn = np.where(far, 0.0, x), np.where(far, 0.0, y)
+    return np.where(far, series, 1 - 2 * xn * yn)
+
+
+WOFZ_FAR = 12.0  # |z| beyond which w'(z) is its asymptotic series (-2zw + 2i/√π cancels)
+
+
+def _wofz_slope(z: Any, y: Any) -> Any:
+    """``w'(z) = -2 z w(z) + 2i/√π``, which cancels ``2|z|²``-fold for large |z| where w is small:
+    there (|z| > 12) ``-i/√π Σₙ₌₀ (2n+1)!! / (2ⁿ z^(2n+2))`` for Im z ≥ 0, and by
+    ``w(z) = 2 e^(-z²) - w(-z)`` ``-4 z e^(-z²)`` plus that series at ``-z`` below the axis.
+
+    >>> complex(_wofz_slope(np.complex128(1e8), np.complex128(0)))  # ≈ -i / (√π z²)
+    -5.641895835477564e-17j
+    """
+    z = np.asarray(z) + 0j if not _is_complex(z) else z
+    far = np.greater(np.abs(z), WOFZ_FAR)
+    upper = np.greater_equal(np.imag(z), 0)
+    zf = np.where(far, z, WOFZ_FAR)  # safe values off each branch
+    u = np.where(upper, zf, -zf)  # in the upper half plane
+    inv2 = 1 / (u * u)
+    series: Any = 0.0
+    term: Any = 1.0
+    for n in range(_TAIL_TERMS):
+        series = series + term
+        term = term * (2 * n + 3) * 0.5 * inv2
+    tail = -1j / SQRT_PI * series * inv2
+    lower = np.where(upper, 0.0, -4 * zf * np.exp(-(np.where(upper, 0.0, zf) ** 2)))
+    zn, yn = np.where(far, 0.0, z), np.where(far, 0.0, y)
+    return np.where(far, tail + lower, -2 * zn * yn + 2j / SQRT_PI)
+
+
+def _spence_slope(z: Any, y: Any) -> Any:
+    """``spence'(z) = log z / (1 - z)`` (SciPy's ``spence(z) = ∫₁ᶻ log t / (1 - t) dt``), written
+    ``-log1p(u)/u`` with ``u = z - 1`` (exact near 1), and for |u| < 1e-3 its series
+    ``-1 + u/2 - u²/3 + ...`` (-1 at z = 1, and its own derivatives right there); for
+    |u| ≥ 1/2 ``log z / (1 - z)`` itself (``z - 1`` is no longer exact: -1 for z = 1e-300)."""
+    u = z - 1
+    near = np.less(np.abs(u), 1e-3)
+    us = np.where(near, u, 0.0)
+    series: Any = 0.0
+    for k in range(8, 0, -1):
+        series = series * us + (-1.0) ** k / k
+    mid = np.less(np.abs(u), 0.5)
+    um = np.where(near | ~mid, 0.5, u)  # safe values off each branch
+    zf = np.where(mid, 2.0, z)
+    return np.where(near, series, np.where(mid, -np.log1p(um) / um, np.log(zf) / (1 - zf)))
+
+
+ELLIP_NEAR = 0.25  # below |m| = 1/4 the slopes of K and E are their series (the forms cancel)
+# K(m) = π/2 Σ cₙ² mⁿ, E(m) = π/2 Σ cₙ² mⁿ / (1 - 2n), cₙ = (1/2)ₙ / n!: 30 terms reach 1e-18
+_ELLIP_C2 = tuple(float(sp.poch(0.5, n) / sp.factorial(n)) ** 2 for n in range(31)) if sp else ()
+
+
+def _ellip_series(m: Any, of_e: bool) -> Any:
+    total: Any = 0.0
+    for n in range(30, 0, -1):
+        c = n * _ELLIP_C2[n] / (1 - 2 * n if of_e else 1)
+        total = total * m + c
+    return np.pi / 2 * total
+
+
+def _ellipk_slope(m: Any, y: Any) -> Any:
+    """``K'(m) = (E(m) - (1 - m) K(m)) / (2 m (1 - m))`` (DLMF 19.4.1), inf at m = 1; for
+    |m| < 1/4, where that cancels 1/m-fold, its series ``π/2 Σ n cₙ² mⁿ⁻¹`` (π/8 at 0)."""
+    near = np.less(np.abs(m), ELLIP_NEAR)
+    one = np.equal(m, 1)
+    mf = np.where(near | one, 0.5, m)  # safe values off each branch
+    form = (sp.ellipe(mf) - (1 - mf) * sp.ellipk(mf)) / (2 * mf * (1 - mf))
+    return np.where(near, _ellip_series(np.where(near, m, 0.0), False), np.where(one, np.inf, form))
+
+
+def _ellipe_slope(m: Any, y: Any) -> Any:
+    """``E'(m) = (E(m) - K(m)) / (2m)`` (DLMF 19.4.2), -inf at m = 1; for |m| < 1/4 its series
+    ``π/2 Σ n cₙ² mⁿ⁻¹ / (1 - 2n)`` (-π/8 at 0)."""
+    near = np.less(np.abs(m), ELLIP_NEAR)
+    one = np.equal(m, 1)
+    mf = np.where(near | one, 0.5, m)  # safe values off each branch
+    form = (sp.ellipe(mf) - sp.ellipk(mf)) / (2 * mf)
+    return np.where(near, _ellip_series(np.where(near, m, 0.0), True), np.where(one, -np.inf, form))
+
+
+def _huber_partials() -> tuple[Callable, Callable]:
+    """``huber(δ, r)``: ``r²/2`` for |r| ≤ δ, else ``δ (|r| - δ/2)`` (inf for δ < 0, where the
+    partials are nan)."""
+
+    def in_delta(d: Any, r: Any, y: Any) -> Any:
+        inner = np.less_equal(np.abs(r), d)
+        return np.where(np.less(d, 0), np.nan, np.where(inner, 0.0, np.abs(r) - d))
+
+    def in_r(d: Any, r: Any, y: Any) -> Any:
+        inner = np.less_equal(np.abs(r), d)
+        return np.where(np.less(d, 0), np.nan, np.where(inner, r, d * np.sign(r)))
+
+    return in_delta, in_r
+
+
+def _pseudo_huber_partials() -> tuple[Callable, Callable]:
+    """``pseudo_huber(δ, r) = δ² (√(1 + (r/δ)²) - 1)``; with ``u = √(δ² + r²)``:
+    ``∂r = r δ / u`` and ``∂δ = r⁴ / (u (u + δ)²)`` (that of ``2y/δ - r²/(δ s)``, without its
+    cancellation for δ ≫ r), |r| at δ = 0 and both 0 at δ = r = 0; nan for δ < 0 (inf there)."""
+
+    def parts(d: Any, r: Any) -> tuple[Any, Any, Any]:
+        u = np.hypot(d, r)
+        zero = np.equal(u, 0)
+        return zero, np.where(zero, 1.0, u), np.where(np.less(d, 0), np.nan, 0.0)
+
+    def in_delta(d: Any, r: Any, y: Any) -> Any:
+        zero, u, bad = parts(d, r)
+        r2 = r * r
+        return np.where(zero, 0.0, r2 * r2 / (u * np.square(u + d))) + bad
+
+    def in_r(d: Any, r: Any, y: Any) -> Any:
+        # r / √(1 + (r/δ)²) for |r| ≤ |δ|, δ sign(r) / √(1 + (δ/r)²) beyond: their own
+        # derivatives do not cancel (r δ / u's in r, δ³/u³, came out as δ/u - r²δ/u³: 1e-6 off
+        # at r = 1e6 δ; in δ, r³/u³ as r/u - rδ²/u³: 3e-5 off at δ = 5e5 r)
+        zero, _, bad = parts(d, r)
+        inner = np.less_equal(np.abs(r), np.abs(d))
+        rf = np.where(inner, 1.0, r)  # safe values off each branch
+        df = np.where(inner, d, 1.0)
+        outer = d * np.sign(rf) / np.sqrt(1 + np.square(d / rf))
+        near = r / np.sqrt(1 + np.square(r / df))
+        return np.where(zero, 0.0, np.where(inner, near, outer)) + bad
+
+    return in_delta, in_r
+
+
+def _owens_t_in_h(h: Any, a: Any, y: Any) -> Any:
+    """``∂T(h, a)/∂h = -φ(h) erf(a h / √2) / 2``."""
+    return -0.5 * INV_SQRT_2PI * np.exp(-0.5 * h * h) * sp.erf(a * h / SQRT_2)
+
+
+def _owens_t_in_a(h: Any, a: Any, y: Any) -> Any:
+    """``∂T(h, a)/∂a = exp(-h² (1 + a²)/2) / (2π (1 + a²))``, the integrand at a."""
+    s = 1 + a * a
+    return np.exp(-0.5 * h * h * s) / (2 * np.pi * s)
+
+
+def _kve_slope(v: Any, x: Any, y: Any) -> Any:
+    """``d/dx kve(v, x)``, ``kve = K_v(x) eˣ`` (holomorphic): ``kve - (kve(v-1) + kve(v+1))/2``,
+    which cancels x-fold; from |x| = max(1e3, 50 v²) the derivative of the asymptotic series
+    ``kve(v, x) ~ (π/2x)^½ Σₖ aₖ / xᵏ`` (``aₖ`` as in ``_ive_slope``, all of one sign):
+    ``-(π/2)^½ Σₖ aₖ (k + ½) x^(-k-3/2)``.
+
+    >>> float(_kve_slope(0.0, np.float64(1e15), sp.k0e(1e15)))  # ≈ -k0e(x) / 2x
+    -1.9816636488030047e-23
+    """
+    if _is_complex(x):
+        return y - 0.5 * (sp.kve(v - 1, x) + sp.kve(v + 1, x))
+    v2 = 4.0 * np.square(v)
+    threshold = np.maximum(IVE_FAR, 12.5 * v2)
+    far = np.greater_equal(x, threshold)
+    ax = np.where(far, x, threshold)  # the safe value off the branch
+    w = 1.0 / ax
+    coef: Any = 1.0
+    total: Any = 0.5
+    for k in range(1, _IVE_TERMS):
+        coef = coef * (v2 - (2 * k - 1) ** 2) / (8.0 * k) * w
+        total = total + coef * (k + 0.5)
+    asym = -total * w * np.sqrt(np.pi / (2 * ax))
+    xn, yn = np.where(far, 1.0, x), np.where(far, 1.0, y)
+    return np.where(far, asym, yn - 0.5 * (sp.kve(v - 1, xn) + sp.kve(v + 1, xn)))
+
+
+def _yve_slope(v: Any, x: Any, y: Any) -> Any:
+    """``d/d(Re z) yve(v, z)`` (``Y_v(z) e^-|Im z|``): ``(yve(v-1) - yve(v+1))/2``, or the
+    one-sided recurrence where that is not finite (as ``_yv_slope``)."""
+    sym = 0.5 * (sp.yve(v - 1, x) - sp.yve(v + 1, x))
+    step = np.where(np.less(v, 0), 1.0, -1.0)
+    alt = np.where(np.less(v, 0), -1.0, 1.0) * (sp.yve(v + step, x) - v / x * y)
+    return _recurrence_fallback(sym, alt)
+
+
 def _declare() -> None:
     """The scalar_rule table of scipy.special's ufuncs (run once, when SciPy is installed)."""
     _zeta = _ufuncs._zeta
@@ -675,14 +944,67 @@ def _declare() -> None:
     scalar_rule(sp.stdtr,     None, lambda df, t, y: _t_density(df, t))
     scalar_rule(sp.stdtrit,   None, lambda df, p, y: 1 / _t_density(df, y))
     scalar_rule(sp.ndtri_exp, lambda q, y: np.exp(q + 0.5 * y * y + LOG_SQRT_2PI))
+    # elementary functions (SciPy's own ufuncs, not NumPy's)
+    deg = np.pi / 180
+    scalar_rule(sp.expm1,     lambda x, y: np.exp(x))
+    scalar_rule(sp.log1p,     lambda x, y: 1 / (1 + x))
+    scalar_rule(sp.exp2,      lambda x, y: np.log(2.0) * y)
+    scalar_rule(sp.exp10,     lambda x, y: np.log(10.0) * y)
+    scalar_rule(sp.cbrt,      lambda x, y: 1 / (3 * y * y))
+    scalar_rule(sp.cosm1,     lambda x, y: -np.sin(x))
+    scalar_rule(sp.exprel,    _exprel_slope)
+    scalar_rule(sp.sindg,     lambda x, y: deg * sp.cosdg(x))
+    scalar_rule(sp.cosdg,     lambda x, y: -deg * sp.sindg(x))
+    # (not 1 + y²: SciPy's cotdg(1e-3) is 1e-12 off, its sindg and cosdg are not)
+    scalar_rule(sp.tandg,     lambda x, y: deg / np.square(sp.cosdg(x)))
+    scalar_rule(sp.cotdg,     lambda x, y: -deg / np.square(sp.sindg(x)))
+    scalar_rule(sp.radian,    lambda d, m, s, y: deg, lambda d, m, s, y: deg / 60,
+                              lambda d, m, s, y: deg / 3600)
+    # exponential integrals, Dawson's and Faddeeva's functions, erfi, Spence's function
+    scalar_rule(sp.exp1,      lambda x, y: -_exp_over(x, -1.0))
+    scalar_rule(sp.expi,      lambda x, y: _exp_over(x, 1.0))
+    scalar_rule(sp.expn,      None, _expn_slope)
+    scalar_rule(sp.erfi,      lambda x, y: 2 / SQRT_PI * np.exp(x * x))
+    scalar_rule(sp.dawsn,     _dawsn_slope)
+    scalar_rule(sp.wofz,      _wofz_slope)
+    scalar_rule(sp.spence,    _spence_slope)
+    # elliptic integrals, Pochhammer, Box-Cox, Huber losses, Owen's T
+    scalar_rule(sp.ellipk,    _ellipk_slope)
+    scalar_rule(sp.ellipe,    _ellipe_slope)
+    scalar_rule(sp.poch,      lambda z, m, y: -y * _digamma_step(z, m),
+                              lambda z, m, y: y * sp.digamma(z + m))
+    scalar_rule(sp.boxcox,    lambda x, lam, y: np.exp((lam - 1) * np.log(x)),
+                              lambda x, lam, y: _boxcox_in_lambda(lam, np.log(x)))
+    scalar_rule(sp.boxcox1p,  lambda x, lam, y: np.exp((lam - 1) * np.log1p(x)),
+                              lambda x, lam, y: _boxcox_in_lambda(lam, np.log1p(x)))
+    scalar_rule(sp.huber,     *_huber_partials())
+    scalar_rule(sp.pseudo_huber, *_pseudo_huber_partials())
+    scalar_rule(sp.owens_t,   _owens_t_in_h, _owens_t_in_a)
+    # Bessel K of integer order, and the scaled functions (kve: K_v eˣ; jve, yve: e^-|Im z|)
+    scalar_rule(sp.k0,        lambda x, y: -sp.k1(x))
+    # K_n' = -K_{|n|-1} - |n|/x K_n (all of one sign): kv(2, 700) is 0 in SciPy (k1(700) is
+    # 4.7e-306; SciPy's kn(n ≥ 1, ·) itself is 0 from about 700, and so is its slope)
+    scalar_rule(sp.k1,        lambda x, y: -sp.k0(x) - y / x)
+    scalar_rule(sp.kn,        None, lambda n, x, y: -sp.kn(np.abs(n) - 1, x) - np.abs(n) / x * y)
+    scalar_rule(sp.k0e,       lambda x, y: _kve_slope(0.0, x, y))
+    scalar_rule(sp.k1e,       lambda x, y: _kve_slope(1.0, x, y))
+    scalar_rule(sp.kve,       None, _kve_slope)
+    scalar_rule(sp.jve,       None, lambda v, x, y: 0.5 * (sp.jve(v - 1, x) - sp.jve(v + 1, x)))
+    scalar_rule(sp.yve,       None, _yve_slope)
+    # lambertw(z, k, tol) is SciPy's _lambertw(z, k, tol): W' = 1 / (e^W (1 + W)) (1 at z = 0,
+    # where W / (z (1 + W)) is 0/0); the branch k is an integer (lambertw casts it: it cannot be
+    # traced), and W does not depend on the tolerance tol (its partial: 0)
+    scalar_rule(_ufuncs._lambertw, lambda z, k, tol, y: 1 / (np.exp(y) * (1 + y)), None, None)
     # fmt: on
 
     _no_derivative_in(_zeta, 0, "its order s (scipy.special.zeta(s, q))")
     _derivative_in_a(sp.gammainc, 1.0)
     _derivative_in_a(sp.gammaincc, -1.0)
-    for u in (sp.jv, sp.yv, sp.iv, sp.ive, sp.kv):
+    for u in (sp.jv, sp.yv, sp.iv, sp.ive, sp.kv, sp.kve, sp.jve, sp.yve):
         _no_derivative_in(u, 0, "the order v (the derivative in x is implemented)")
     _no_derivative_in(sp.yn, 0, "the order n")
+    _no_derivative_in(sp.kn, 0, "the order n (the derivative in x is implemented)")
+    _no_derivative_in(sp.expn, 0, "the order n (the derivative in x is implemented)")
     for u in (sp.betainc, sp.betaincinv, sp.betainccinv):
         _no_derivative_in(u, 0, "a (the derivative in x is implemented)")
         _no_derivative_in(u, 1, "b (the derivative in x is implemented)")
