@@ -306,3 +306,26 @@ def test_logsumexp_and_log_softmax_at_large_magnitudes(x):
     b = np.linspace(0.5, 2.0, x.size).astype(x.dtype)  # with weights: Σ b w = 1
     gb = fg.grad(lambda v: sp.logsumexp(x, b=v))(b)
     np.testing.assert_allclose(np.sum(b * gb), 1.0, rtol=4 * eps)
+
+
+@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_running_maximum_and_minimum(ufunc, axis):
+    # np.maximum.accumulate (JAX's cummax) had no rule
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((4, 7)), rng.standard_normal((4, 7))
+    value = fg.value_and_grad(lambda v: np.sum(w * ufunc.accumulate(v, axis=axis)))(x)[0]
+    np.testing.assert_allclose(value, np.sum(w * ufunc.accumulate(x, axis=axis)))
+    check_grads(lambda v: np.sum(w * ufunc.accumulate(v, axis=axis)), ("rev", "fwd"), order=2)(x)
+
+
+def test_running_maximum_splits_ties_as_max_does():
+    # y[i] = max(a[:i+1]): with ties, the derivative is np.max's of each prefix (split evenly)
+    v = np.array([1.0, 3.0, 3.0, 2.0, 3.0, 5.0, 5.0, 4.0])
+    w = np.arange(1.0, 9.0)
+    prefix = lambda a: np.stack([np.max(a[: i + 1]) for i in range(len(a))])  # noqa: E731
+    np.testing.assert_allclose(fg.grad(lambda a: np.sum(w * np.maximum.accumulate(a)))(v),
+                               fg.grad(lambda a: np.sum(w * prefix(a)))(v))  # fmt: skip
+    t = np.arange(8.0)
+    np.testing.assert_allclose(fg.jvp(np.maximum.accumulate, (v,), (t,))[1],
+                               fg.jvp(prefix, (v,), (t,))[1])  # fmt: skip

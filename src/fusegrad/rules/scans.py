@@ -6,6 +6,7 @@ and ``diff`` are ``linear``).
 |---|---|
 | ``np.cumsum(a, axis)`` | ``da = flip(cumsum(flip(dy)))`` (a reverse cumulative sum) |
 | ``np.cumprod(a, axis)`` | no zeros: ``da = revcumsum(dy * y) / a``; with zeros: exact O(n²) form |
+| ``np.maximum.accumulate``, ``minimum`` | ``ā[j] = Σ ȳ[i] / ties(i)`` where a[j] attains y[i] |
 | ``np.sort(a, axis)`` | ``da = take_along_axis(dy, argsort(perm))`` (the inverse permutation) |
 | ``np.diff(a, n, axis)`` | ``n`` times ``da = concat([0], dy) - concat(dy, [0])`` |
 | ``scipy.special.logsumexp(a, axis, b)`` | ``da = dy * b * exp(a - y)``, ``db = dy * exp(a - y)`` |
@@ -47,7 +48,7 @@ from .common import (
     shape_only,
     unbroadcast_to,
 )
-from .registry import is_differentiable, register_rrule
+from .registry import is_differentiable, primitive, register_rrule
 
 
 def _revcumsum(g: Any, axis: int) -> Any:
@@ -158,6 +159,101 @@ def _diff(a, *args, **kwargs):
 
 
 linear(np.diff, constants=("prepend", "append"))  # the forward rule; added constants: zeros
+
+
+# --------------------------------------------------------------------------------------------------
+# running maximum and minimum (np.maximum.accumulate, np.minimum.accumulate)
+# --------------------------------------------------------------------------------------------------
+
+
+@primitive
+def cummax(a: Any, axis: int = 0) -> Any:
+    """``np.maximum.accumulate(a, axis)`` as a function (what the tracer records it as).
+
+    >>> cummax(np.array([1.0, 3.0, 2.0, 4.0]))
+    array([1., 3., 3., 4.])
+    """
+    return np.maximum.accumulate(a, axis=axis)
+
+
+@primitive
+def cummin(a: Any, axis: int = 0) -> Any:
+    """``np.minimum.accumulate(a, axis)`` as a function.
+
+    >>> cummin(np.array([3.0, 1.0, 2.0]))
+    array([3., 1., 1.])
+    """
+    return np.minimum.accumulate(a, axis=axis)
+
+
+def _within_runs(v: Any, start: np.ndarray) -> Any:
+    """The inclusive running sums of ``v`` along the last axis, restarted at each run's first
+    index (``start[i]``: the first index of ``i``'s run)."""
+    total = np.cumsum(v, axis=-1)
+    return total - np.take_along_axis(total - v, start, axis=-1)
+
+
+def _runs(a: np.ndarray, y: np.ndarray) -> tuple:
+    """For a running extremum ``y`` of ``a`` along the last axis: where ``a`` attains it
+    (``hit``), each index's run of equal ``y`` (its first and last index), and how many hits the
+    run has up to each index (``count``). ``y[i] = max(a[:i+1])`` is attained exactly at the hits
+    of ``i``'s run up to ``i``."""
+    n = a.shape[-1]
+    index = np.broadcast_to(np.arange(n), a.shape)
+    new = np.concatenate([np.ones(a.shape[:-1] + (1,), bool), y[..., 1:] != y[..., :-1]], -1)
+    last = np.concatenate([new[..., 1:], np.ones(a.shape[:-1] + (1,), bool)], -1)
+    start = np.maximum.accumulate(np.where(new, index, 0), axis=-1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(last, index, n), -1), axis=-1), -1)
+    hit = a == y
+    count = _within_runs(hit.astype(np.int64), start)
+    return hit, start, end, count
+
+
+def _running_extremum_rule(f: Any) -> Any:
+    """The reverse rule of ``cummax``/``cummin``: ``y[i]`` is the extremum of ``a[:i+1]``, whose
+    derivative is split evenly over its ties (as ``np.max``'s), so ``ā[j] = hit[j] Σ ȳ[i] /
+    count[i]`` over the ``i ≥ j`` of ``j``'s run."""
+
+    def rule(a: Any, *args: Any, **kwargs: Any) -> tuple:
+        axis = params(args, kwargs, axis=0)["axis"]
+        y = f(a, axis)
+        ax = int(axis) % max(np.ndim(a), 1)
+        hit, start, end, count = _runs(np.moveaxis(a, ax, -1), np.moveaxis(y, ax, -1))
+        share = np.where(count > 0, 1.0 / np.maximum(count, 1), 0.0)
+
+        def pullback(dy: Any) -> tuple:
+            r = np.moveaxis(unthunk(dy), ax, -1) * share
+            upto = _within_runs(r, start)  # Σ r over the run up to each index
+            whole = np.take_along_axis(upto, end, axis=-1)  # ... up to the run's last index
+            g = np.where(hit, whole - upto + r, 0.0)
+            return (project(np.moveaxis(g, -1, ax), a), *no_tangents(len(args)))
+
+        return y, pullback
+
+    return rule
+
+
+def _running_extremum_jvp(f: Any) -> Any:
+    """``ẏ[i] = Σ ȧ[j] / count[i]`` over the hits ``j`` of ``i``'s run up to ``i``."""
+
+    def forward(tangents: tuple, a: Any, *args: Any, **kwargs: Any) -> tuple:
+        axis = params(args, kwargs, axis=0)["axis"]
+        y = f(a, axis)
+        t = tangents[0]
+        if is_zero(t):
+            return y, ZeroTangent()
+        ax = int(axis) % max(np.ndim(a), 1)
+        hit, start, _, count = _runs(np.moveaxis(a, ax, -1), np.moveaxis(y, ax, -1))
+        ta = np.where(hit, np.moveaxis(unthunk(t), ax, -1), 0.0)
+        dot = np.where(count > 0, _within_runs(ta, start) / np.maximum(count, 1), 0.0)
+        return y, np.moveaxis(dot, -1, ax)
+
+    return forward
+
+
+for _f in (cummax, cummin):
+    register_rrule(_f)(_running_extremum_rule(_f))
+    eager_frule(_f)(_running_extremum_jvp(_f))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .common import primal
 from .composites import COMPOSITES as _COMPOSITES
 from .decompositions import DECOMPOSITIONS
 from .fft import FFT_COMPOSITES
+from .scans import cummax, cummin
 from .statistics import STATISTICS
 from .surface import SURFACE
 
@@ -87,7 +88,8 @@ NONDIFF: set[Any] = {
 }
 
 UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
-UFUNC_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod}
+UFUNC_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod, np.maximum: cummax,
+                    np.minimum: cummin}  # fmt: skip
 
 
 def _clip(a: Any, a_min: Any = None, a_max: Any = None, **kwargs: Any) -> Any:
