@@ -45,7 +45,7 @@ import numpy as np
 
 from .. import lazy
 from . import registry
-from .common import as_array, dispatch, is_complex_value, primal, scalar_rule, value
+from .common import as_array, cast, dispatch, dtype_of, is_complex_value, primal, scalar_rule, value
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -339,7 +339,7 @@ _PAD_STAT: dict[str, Any] = {
 
 def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
     array = as_array(array)
-    shape, ndim = np.shape(array), np.ndim(array)
+    shape, ndim, dt = np.shape(array), np.ndim(array), dtype_of(array)
     widths = np.broadcast_to(np.asarray(value(pad_width), dtype=np.int64), (ndim, 2))
     if callable(mode):
         raise TypeError(
@@ -373,7 +373,8 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
         return _gather_codes(array, codes)
     if mode == "constant":
         cv = _pairs(kwargs["constant_values"], ndim, "constant_values")
-        vals = np.stack([np.stack([b, a]) for b, a in cv]) + np.zeros((ndim, 2))
+        # NumPy writes the constants into an array of the input's dtype
+        vals = cast(np.stack([np.stack([b, a]) for b, a in cv]) + np.zeros((ndim, 2)), dt)
         # NumPy fills axis by axis; codes -1 - k mark the k-th constant, the corners as NumPy does.
         ccodes = -1 - _codes((ndim, 2))
         codes = _codes(shape)
@@ -418,19 +419,22 @@ def _pad_axis(x: Any, ax: int, b: int, a: int, mode: Any, kwargs: dict, ndim: in
         ev = _pairs(kwargs.get("end_values", 0), ndim, "end_values")[ax]
         # The ramp is linear in (edge, end value): its weights from NumPy's own ramp of (0, 1).
         w = np.pad(np.zeros(n), (b, a), mode="linear_ramp", end_values=1.0)
+        # (NumPy's ramps are in the array's dtype: the float64 weights and end values are not)
+        dt = dtype_of(x)
         pieces = []
         if b:
             wb = w[:b]
-            pieces.append(x_last[..., :1] * (1 - wb) + ev[0] * wb)
+            pieces.append(cast(x_last[..., :1] * (1 - wb) + ev[0] * wb, dt))
         pieces.append(x_last)
         if a:
             wa = w[b + n :]
-            pieces.append(x_last[..., -1:] * (1 - wa) + ev[1] * wa)
+            pieces.append(cast(x_last[..., -1:] * (1 - wa) + ev[1] * wa, dt))
         return np.moveaxis(np.concatenate(pieces, axis=-1), -1, ax)
     # Odd reflection: each padded entry is a fixed linear combination of the line, read off
     # NumPy's own padding of the identity.
     m = np.pad(np.eye(n), ((b, a), (0, 0)), mode=mode, **kwargs)
-    rows = np.concatenate([m[:b], m[b + n :]], axis=0)
+    # (its entries are small integers, exact in the array's dtype, which NumPy's result keeps)
+    rows = np.concatenate([m[:b], m[b + n :]], axis=0).astype(dtype_of(x))
     pad_vals = np.tensordot(x_last, rows, axes=([-1], [1]))
     return np.moveaxis(
         np.concatenate([pad_vals[..., :b], x_last, pad_vals[..., b:]], axis=-1), -1, ax
@@ -468,11 +472,12 @@ def _piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> A
         raise ValueError(f"np.piecewise: with {n} condition(s), give {n} or {n + 1} functions")
     if len(funclist) == n + 1:
         conds.append(~np.any(conds, axis=0))
-    out = np.zeros(np.shape(xv), dtype=np.result_type(xv, np.float64)) + 0.0 * x
+    # NumPy fills zeros_like(x): the result has x's dtype, whatever the pieces' dtypes
+    out: Any = np.zeros(np.shape(xv), dtype=np.asarray(xv).dtype)
     for cond, f in zip(conds, funclist, strict=True):
         val = f(x, *args, **kw) if callable(f) else f
         out = np.where(cond, val, out)
-    return out
+    return cast(out, np.asarray(xv).dtype)
 
 
 def _spacing(varargs: tuple, axes: list[int], shape: tuple) -> list[Any]:
