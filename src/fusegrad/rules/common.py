@@ -391,6 +391,14 @@ def dtype_of(x: Any) -> np.dtype:
     return np.dtype(dt) if dt is not None else np.asarray(value(x)).dtype
 
 
+def probe(x: Any) -> Any:
+    """A stand-in for ``x`` in NumPy's dtype rules: a Python scalar as it is (NumPy promotes it
+    weakly), anything else a 0-d zero of its dtype (traced values included)."""
+    if type(x) in (bool, int, float, complex):
+        return x
+    return np.zeros((), dtype_of(x))
+
+
 def cast(x: Any, dtype: Any) -> Any:
     """``x`` as ``dtype``, as NumPy stores a result into an array of that dtype: ``x`` itself
     when it already has it (no cast recorded, the values untouched).
@@ -909,6 +917,7 @@ __all__ = [
     "params",
     "primal",
     "primal_tree",
+    "probe",
     "project",
     "sym",
     "unbroadcast_to",

@@ -45,7 +45,17 @@ import numpy as np
 
 from .. import lazy
 from . import registry
-from .common import as_array, cast, dispatch, dtype_of, is_complex_value, primal, scalar_rule, value
+from .common import (
+    as_array,
+    cast,
+    dispatch,
+    dtype_of,
+    is_complex_value,
+    primal,
+    probe,
+    scalar_rule,
+    value,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -271,21 +281,21 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
     num = int(num)
     if num < 0:
         raise ValueError(f"np.linspace: number of samples, {num}, must be non-negative")
+    dt = np.linspace(probe(start), probe(stop), 2).dtype  # NumPy's (Python scalars weak)
     start, stop = as_array(start), as_array(stop)
     div = (num - 1) if endpoint else num
-    t = np.arange(num, dtype=np.float64)
+    t = np.arange(num, dtype=np.finfo(dt).dtype)
     bshape = np.broadcast_shapes(np.shape(start), np.shape(stop))
     t = np.reshape(t, (-1,) + (1,) * len(bshape))
     delta = stop - start
     step = delta / div if div > 0 else delta * np.nan
     y = start + t * step if div > 0 else start + t * delta
     if endpoint and num > 1:
-        last = np.reshape(stop + np.zeros(bshape), (1,) + tuple(bshape))
+        last = np.reshape(stop + np.zeros(bshape, dt), (1,) + tuple(bshape))
         y = np.concatenate([y[:-1], last], axis=0)
     if axis != 0:
         y = np.moveaxis(y, 0, axis)
-    if dtype is not None:
-        y = y.astype(dtype)
+    y = cast(y, dt if dtype is None else dtype)
     return (y, step) if retstep else y
 
 
@@ -297,7 +307,9 @@ def _logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0)
 
 
 def _geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    start, stop = as_array(start), as_array(stop)
+    # NumPy computes in the ends' dtype promoted with float64 (or with dtype=): float32 ends too
+    dt = np.result_type(dtype_of(start), dtype_of(stop), float(num), np.zeros((), dtype))
+    start, stop = cast(as_array(start), dt), cast(as_array(stop), dt)
     sign = np.sign(value(start))
     y = sign * np.exp(_linspace(np.log(start * sign), np.log(stop * sign), num, endpoint))
     if num > 0:
@@ -509,6 +521,9 @@ def _gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> A
         axes = [_norm_axis(int(axis), ndim)]
     if edge_order not in (1, 2):
         raise ValueError("np.gradient: edge_order must be 1 or 2")
+    # NumPy writes every derivative into an array of f's dtype (float64 for integers): float64
+    # coordinates or spacings do not make a float32 f's derivative float64
+    otype = dtype_of(f) if np.issubdtype(dtype_of(f), np.inexact) else np.dtype(np.float64)
     outs = []
     for ax, dx in zip(axes, _spacing(varargs, axes, shape), strict=True):
         n = shape[ax]
@@ -544,7 +559,7 @@ def _gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> A
                 + (2.0 * b2 + b1) / (b2 * (b1 + b2)) * g[..., -1:]
             )
         pieces = [first, inner, last] if n > 2 else [first, last]
-        outs.append(np.moveaxis(np.concatenate(pieces, axis=-1), -1, ax))
+        outs.append(cast(np.moveaxis(np.concatenate(pieces, axis=-1), -1, ax), otype))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -643,7 +658,7 @@ def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
 def _polyval(p: Any, x: Any) -> Any:
     x = as_array(x)
     p = as_array(p)
-    y = np.zeros(np.shape(x)) + 0.0 * x
+    y: Any = np.zeros(np.shape(x), dtype_of(x))  # NumPy's zeros_like(x): x's dtype, not float64
     for i in range(np.shape(p)[0]):
         y = y * x + p[i]
     return y
@@ -763,8 +778,9 @@ def _real_if_close(a: Any, tol: float = 100) -> Any:
 
 
 def _unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * np.pi) -> Any:
-    pv = np.asarray(value(p), dtype=np.result_type(value(p), np.float64))
-    # The unwrapping adds multiples of the period: piecewise constant, no derivative.
+    pv = np.asarray(value(p))
+    # The unwrapping adds multiples of the period: piecewise constant, no derivative. NumPy's own
+    # unwrap of the value, in NumPy's dtype (p's and the period's: float32 stays float32).
     return p + (np.unwrap(pv, discont=discont, axis=axis, period=period) - pv)
 
 
