@@ -355,3 +355,70 @@ def test_gradient_over_a_tuple_of_axes():
     value = fg.value_and_grad(loss)(a)[0]
     np.testing.assert_allclose(value, sum(np.sum(p**2) for p in parts))
     check_grads(lambda v: np.sum(np.gradient(v, 0.5, 2.0, axis=(0, 2))[1] ** 2), ("rev",), 2)(a)
+
+
+# The result's dtype is NumPy's: where a Python float or a float64 constant enters a composite
+# (float32 in, float64 out), and where NumPy computes in float64 (cov: float32 in, float64 out).
+_XS = np.cumsum([0.3, 0.5, 0.2, 0.9, 0.4, 0.7, 0.1])  # float64 coordinates
+_DATA = np.array([0.1, 0.7, 0.8, 0.3, 0.95, 0.45, 0.2])
+DTYPE_CASES = {
+    "piecewise": (lambda a: np.piecewise(a, [np.real(a) < 0], [lambda t: t**3, 2.0]), X),
+    "pad_linear_ramp": (lambda a: np.pad(a, 2, mode="linear_ramp", end_values=0.5), X),
+    "pad_reflect_odd": (lambda a: np.pad(a, 3, mode="reflect", reflect_type="odd"), X),
+    "pad_traced_constant": (lambda a: np.pad(a, 2, constant_values=a[0]), X),
+    "ediff1d_to_end": (lambda a: np.ediff1d(a, to_end=np.array([1.0, 2.0])), X),
+    "gradient_coords": (lambda a: np.gradient(a, _XS), X),
+    "gradient_coords_order2": (lambda a: np.gradient(a, _XS, edge_order=2), X),
+    "cumulative_sum_initial": (lambda a: np.cumulative_sum(a, include_initial=True), X),
+    "unwrap": (lambda a: np.unwrap(a * 4), X),
+    "polyval": (lambda a: np.polyval(a, X[:3].astype(a.dtype)), X),
+    "average_weights": (lambda a: np.average(M.astype(a.dtype), axis=1, weights=a[:5] ** 2 + 1), X),
+    "average_returned": (lambda a: np.average(a, axis=1, returned=True)[1], M),
+    "histogram_weights": (lambda a: np.histogram(_DATA, bins=3, weights=a)[0], X),
+    "histogram_edges": (lambda a: np.histogram(a, bins=3)[1], X),
+    "histogram_density": (lambda a: np.histogram(a, bins=3, density=True)[0], X),
+    "linspace": (lambda a: np.linspace(a[0], 2.0, 4), X),
+    "geomspace": (lambda a: np.geomspace(np.abs(a[0]), 2.0, 4), X),
+    "quantile_q_array": (lambda a: np.quantile(a, np.array([0.1, 0.5])), X),
+    "quantile_q_float": (lambda a: np.quantile(a, 0.3), X),
+    "percentile_lower": (lambda a: np.percentile(a, [10, 50], method="lower"), X),
+    "cov": (lambda a: np.cov(a), M),
+    "cov_y": (lambda a: np.cov(a[0], a[1]), M),
+    "corrcoef": (lambda a: np.corrcoef(a), M),
+}
+
+
+def _dtype_cases():
+    for name, (f, x) in DTYPE_CASES.items():
+        for dt in (np.float32, np.float64, np.complex64, np.int64):
+            v = (x * (1 + 0.5j) if np.dtype(dt).kind == "c" else 3 * x).astype(dt)
+            try:  # complex and integer inputs where NumPy takes them (not discarding imag)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    warnings.simplefilter("error", np.exceptions.ComplexWarning)
+                    f(v.copy())
+            except (TypeError, ValueError, np.exceptions.ComplexWarning):
+                assert np.dtype(dt).kind in "ci", name
+                continue
+            yield pytest.param(f, v, id=f"{name}-{np.dtype(dt).name}")
+
+
+@pytest.mark.parametrize(("f", "x"), list(_dtype_cases()))
+def test_result_dtype_is_numpys(f, x):
+    want = np.asarray(f(x.copy()))
+    y, vjp = fg.vjp(f, x)
+    assert np.asarray(y).dtype == want.dtype
+    single = {np.dtype(np.float32), np.dtype(np.complex64)} & {x.dtype, want.dtype}
+    tol = 1e-5 if single else 1e-12
+    np.testing.assert_allclose(np.asarray(y), want, rtol=tol, atol=tol)
+    (g,) = vjp(np.ones(want.shape, want.dtype))
+    if x.dtype.kind in "fc":  # the gradient stays in the input's dtype
+        assert np.asarray(g).dtype == x.dtype
+
+
+@pytest.mark.parametrize(
+    "name", ["piecewise", "pad_linear_ramp", "gradient_coords", "average_weights", "corrcoef"]
+)
+def test_dtype_fixed_composites_derivatives(name):
+    f, x = DTYPE_CASES[name]
+    check_grads(f, modes=("rev", "fwd"))(x)

@@ -385,6 +385,33 @@ def as_array(x: Any) -> Any:
     return np.asarray(x)
 
 
+def dtype_of(x: Any) -> np.dtype:
+    """The dtype of ``x``'s value (traced or not; a Python float is float64)."""
+    dt = getattr(x, "dtype", None)
+    return np.dtype(dt) if dt is not None else np.asarray(value(x)).dtype
+
+
+def probe(x: Any) -> Any:
+    """A stand-in for ``x`` in NumPy's dtype rules: a Python scalar as it is (NumPy promotes it
+    weakly), anything else a 0-d zero of its dtype (traced values included)."""
+    if type(x) in (bool, int, float, complex):
+        return x
+    return np.zeros((), dtype_of(x))
+
+
+def cast(x: Any, dtype: Any) -> Any:
+    """``x`` as ``dtype``, as NumPy stores a result into an array of that dtype: ``x`` itself
+    when it already has it (no cast recorded, the values untouched).
+
+    >>> cast(np.ones(2), np.float32).dtype, cast(np.ones(2), np.float64).dtype
+    (dtype('float32'), dtype('float64'))
+    """
+    dtype = np.dtype(dtype)
+    if dtype_of(x) == dtype:
+        return x
+    return x.astype(dtype) if registry._traced(x) else np.asarray(x).astype(dtype)
+
+
 def call(f: Any, *args: Any, **kwargs: Any) -> Any:
     """``f(*args, **kwargs)``, recorded by an outer trace when an argument is traced (for
     functions that NumPy's protocols do not dispatch, such as SciPy's).
@@ -866,6 +893,8 @@ linear(scatter_add, _gather)  # the adjoint of the gather x[index] is the gather
 
 __all__ = [
     "call",
+    "cast",
+    "dtype_of",
     "fit",
     "is_complex",
     "is_const",
@@ -888,6 +917,7 @@ __all__ = [
     "params",
     "primal",
     "primal_tree",
+    "probe",
     "project",
     "sym",
     "unbroadcast_to",

@@ -45,7 +45,17 @@ import numpy as np
 
 from .. import lazy
 from . import registry
-from .common import as_array, dispatch, is_complex_value, primal, scalar_rule, value
+from .common import (
+    as_array,
+    cast,
+    dispatch,
+    dtype_of,
+    is_complex_value,
+    primal,
+    probe,
+    scalar_rule,
+    value,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Helpers
@@ -271,21 +281,21 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
     num = int(num)
     if num < 0:
         raise ValueError(f"np.linspace: number of samples, {num}, must be non-negative")
+    dt = np.linspace(probe(start), probe(stop), 2).dtype  # NumPy's (Python scalars weak)
     start, stop = as_array(start), as_array(stop)
     div = (num - 1) if endpoint else num
-    t = np.arange(num, dtype=np.float64)
+    t = np.arange(num, dtype=np.finfo(dt).dtype)
     bshape = np.broadcast_shapes(np.shape(start), np.shape(stop))
     t = np.reshape(t, (-1,) + (1,) * len(bshape))
     delta = stop - start
     step = delta / div if div > 0 else delta * np.nan
     y = start + t * step if div > 0 else start + t * delta
     if endpoint and num > 1:
-        last = np.reshape(stop + np.zeros(bshape), (1,) + tuple(bshape))
+        last = np.reshape(stop + np.zeros(bshape, dt), (1,) + tuple(bshape))
         y = np.concatenate([y[:-1], last], axis=0)
     if axis != 0:
         y = np.moveaxis(y, 0, axis)
-    if dtype is not None:
-        y = y.astype(dtype)
+    y = cast(y, dt if dtype is None else dtype)
     return (y, step) if retstep else y
 
 
@@ -297,7 +307,9 @@ def _logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0)
 
 
 def _geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    start, stop = as_array(start), as_array(stop)
+    # NumPy computes in the ends' dtype promoted with float64 (or with dtype=): float32 ends too
+    dt = np.result_type(dtype_of(start), dtype_of(stop), float(num), np.zeros((), dtype))
+    start, stop = cast(as_array(start), dt), cast(as_array(stop), dt)
     sign = np.sign(value(start))
     y = sign * np.exp(_linspace(np.log(start * sign), np.log(stop * sign), num, endpoint))
     if num > 0:
@@ -339,7 +351,7 @@ _PAD_STAT: dict[str, Any] = {
 
 def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
     array = as_array(array)
-    shape, ndim = np.shape(array), np.ndim(array)
+    shape, ndim, dt = np.shape(array), np.ndim(array), dtype_of(array)
     widths = np.broadcast_to(np.asarray(value(pad_width), dtype=np.int64), (ndim, 2))
     if callable(mode):
         raise TypeError(
@@ -373,7 +385,8 @@ def _pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> A
         return _gather_codes(array, codes)
     if mode == "constant":
         cv = _pairs(kwargs["constant_values"], ndim, "constant_values")
-        vals = np.stack([np.stack([b, a]) for b, a in cv]) + np.zeros((ndim, 2))
+        # NumPy writes the constants into an array of the input's dtype
+        vals = cast(np.stack([np.stack([b, a]) for b, a in cv]) + np.zeros((ndim, 2)), dt)
         # NumPy fills axis by axis; codes -1 - k mark the k-th constant, the corners as NumPy does.
         ccodes = -1 - _codes((ndim, 2))
         codes = _codes(shape)
@@ -418,19 +431,22 @@ def _pad_axis(x: Any, ax: int, b: int, a: int, mode: Any, kwargs: dict, ndim: in
         ev = _pairs(kwargs.get("end_values", 0), ndim, "end_values")[ax]
         # The ramp is linear in (edge, end value): its weights from NumPy's own ramp of (0, 1).
         w = np.pad(np.zeros(n), (b, a), mode="linear_ramp", end_values=1.0)
+        # (NumPy's ramps are in the array's dtype: the float64 weights and end values are not)
+        dt = dtype_of(x)
         pieces = []
         if b:
             wb = w[:b]
-            pieces.append(x_last[..., :1] * (1 - wb) + ev[0] * wb)
+            pieces.append(cast(x_last[..., :1] * (1 - wb) + ev[0] * wb, dt))
         pieces.append(x_last)
         if a:
             wa = w[b + n :]
-            pieces.append(x_last[..., -1:] * (1 - wa) + ev[1] * wa)
+            pieces.append(cast(x_last[..., -1:] * (1 - wa) + ev[1] * wa, dt))
         return np.moveaxis(np.concatenate(pieces, axis=-1), -1, ax)
     # Odd reflection: each padded entry is a fixed linear combination of the line, read off
     # NumPy's own padding of the identity.
     m = np.pad(np.eye(n), ((b, a), (0, 0)), mode=mode, **kwargs)
-    rows = np.concatenate([m[:b], m[b + n :]], axis=0)
+    # (its entries are small integers, exact in the array's dtype, which NumPy's result keeps)
+    rows = np.concatenate([m[:b], m[b + n :]], axis=0).astype(dtype_of(x))
     pad_vals = np.tensordot(x_last, rows, axes=([-1], [1]))
     return np.moveaxis(
         np.concatenate([pad_vals[..., :b], x_last, pad_vals[..., b:]], axis=-1), -1, ax
@@ -468,11 +484,12 @@ def _piecewise(x: Any, condlist: Any, funclist: Any, *args: Any, **kw: Any) -> A
         raise ValueError(f"np.piecewise: with {n} condition(s), give {n} or {n + 1} functions")
     if len(funclist) == n + 1:
         conds.append(~np.any(conds, axis=0))
-    out = np.zeros(np.shape(xv), dtype=np.result_type(xv, np.float64)) + 0.0 * x
+    # NumPy fills zeros_like(x): the result has x's dtype, whatever the pieces' dtypes
+    out: Any = np.zeros(np.shape(xv), dtype=np.asarray(xv).dtype)
     for cond, f in zip(conds, funclist, strict=True):
         val = f(x, *args, **kw) if callable(f) else f
         out = np.where(cond, val, out)
-    return out
+    return cast(out, np.asarray(xv).dtype)
 
 
 def _spacing(varargs: tuple, axes: list[int], shape: tuple) -> list[Any]:
@@ -504,6 +521,9 @@ def _gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> A
         axes = [_norm_axis(int(axis), ndim)]
     if edge_order not in (1, 2):
         raise ValueError("np.gradient: edge_order must be 1 or 2")
+    # NumPy writes every derivative into an array of f's dtype (float64 for integers): float64
+    # coordinates or spacings do not make a float32 f's derivative float64
+    otype = dtype_of(f) if np.issubdtype(dtype_of(f), np.inexact) else np.dtype(np.float64)
     outs = []
     for ax, dx in zip(axes, _spacing(varargs, axes, shape), strict=True):
         n = shape[ax]
@@ -539,7 +559,7 @@ def _gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> A
                 + (2.0 * b2 + b1) / (b2 * (b1 + b2)) * g[..., -1:]
             )
         pieces = [first, inner, last] if n > 2 else [first, last]
-        outs.append(np.moveaxis(np.concatenate(pieces, axis=-1), -1, ax))
+        outs.append(cast(np.moveaxis(np.concatenate(pieces, axis=-1), -1, ax), otype))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -638,7 +658,7 @@ def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
 def _polyval(p: Any, x: Any) -> Any:
     x = as_array(x)
     p = as_array(p)
-    y = np.zeros(np.shape(x)) + 0.0 * x
+    y: Any = np.zeros(np.shape(x), dtype_of(x))  # NumPy's zeros_like(x): x's dtype, not float64
     for i in range(np.shape(p)[0]):
         y = y * x + p[i]
     return y
@@ -758,8 +778,9 @@ def _real_if_close(a: Any, tol: float = 100) -> Any:
 
 
 def _unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * np.pi) -> Any:
-    pv = np.asarray(value(p), dtype=np.result_type(value(p), np.float64))
-    # The unwrapping adds multiples of the period: piecewise constant, no derivative.
+    pv = np.asarray(value(p))
+    # The unwrapping adds multiples of the period: piecewise constant, no derivative. NumPy's own
+    # unwrap of the value, in NumPy's dtype (p's and the period's: float32 stays float32).
     return p + (np.unwrap(pv, discont=discont, axis=axis, period=period) - pv)
 
 

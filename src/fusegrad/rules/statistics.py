@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import as_array, primal, value
+from .common import as_array, cast, dtype_of, primal, probe, value
 from .masked_reductions import masked_extremum, masked_mean, masked_prod, masked_sum, masked_var
 from .registry import _traced
 
@@ -141,7 +141,9 @@ _POSITION_SLOPE = {
 }
 
 
-def _quantile_core(a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: bool) -> Any:
+def _quantile_core(
+    a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: bool, dtype: Any
+) -> Any:
     a = as_array(a)
     qv = np.asarray(value(q), dtype=np.float64)
     if np.any((qv < 0) | (qv > 1)):
@@ -190,10 +192,14 @@ def _quantile_core(a: Any, q: Any, axis: Any, method: str, keepdims: bool, nan: 
         for i in axes:
             full[i] = 1
         res = np.reshape(res, qv.shape + tuple(full))
-    kind = np.result_type(primal(a))
-    if kind.kind == "f" and kind != np.float64:  # float32 data: float32 quantiles, as NumPy's
-        res = res.astype(kind)
-    return res
+    return cast(res, dtype)
+
+
+def _numpy_dtype(f: Any, a: Any, q: Any, method: str) -> np.dtype:
+    """The dtype of NumPy's quantile function ``f`` of ``a`` at ``q``, by its own rules: a's
+    dtype for the methods that pick values; for the interpolating ones promoted with q's, where a
+    Python float q is weak (float32 data, q=0.3: float32) and an array's is not (float64)."""
+    return np.asarray(f(np.zeros(1, dtype_of(a)), probe(q), method=method)).dtype
 
 
 def _quantile_fn(name: str, scale: float, nan: bool) -> Callable:
@@ -207,7 +213,8 @@ def _quantile_fn(name: str, scale: float, nan: bool) -> Callable:
             )
         if interpolation is not None:
             method = interpolation
-        return _quantile_core(a, as_array(q) / scale, axis, method, keepdims, nan)
+        dtype = _numpy_dtype(getattr(np, name), a, q, method)
+        return _quantile_core(a, as_array(q) / scale, axis, method, keepdims, nan, dtype)
 
     rule.__name__ = name
     return rule
@@ -216,7 +223,8 @@ def _quantile_fn(name: str, scale: float, nan: bool) -> Callable:
 def _median_fn(name: str, nan: bool) -> Callable:
     def rule(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         _no_out(name, out)
-        return _quantile_core(a, 0.5, axis, "linear", keepdims, nan)
+        dtype = np.asarray(getattr(np, name)(np.zeros(1, dtype_of(a)))).dtype
+        return _quantile_core(a, 0.5, axis, "linear", keepdims, nan, dtype)
 
     rule.__name__ = name
     return rule
@@ -232,9 +240,13 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     if weights is None:
         avg = np.mean(a, axis=axis, keepdims=keepdims)
         n = np.size(a) / np.size(avg)
-        scl = np.zeros(np.shape(avg)) + n
+        scl = np.zeros(np.shape(avg), dtype_of(avg)) + n  # NumPy's: avg's dtype
     else:
         w = as_array(weights)
+        # NumPy's result dtype: a's and the weights' (at least float64 for integer or bool a)
+        extra = (np.float64,) if dtype_of(a).kind in "biu" else ()
+        dt = np.result_type(dtype_of(a), dtype_of(w), *extra)
+        a, w = cast(a, dt), cast(w, dt)
         if np.shape(w) != np.shape(a):
             if axis is None:
                 raise TypeError(
@@ -248,7 +260,7 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             if np.shape(w)[0] != np.shape(a)[ax]:
                 raise ValueError("np.average: length of weights not compatible with specified axis")
             w = np.reshape(w, (1,) * ax + (-1,) + (1,) * (np.ndim(a) - ax - 1))
-        scl = np.sum(w * np.ones(np.shape(a)), axis=axis, keepdims=keepdims)
+        scl = np.sum(w * np.ones(np.shape(a), dt), axis=axis, keepdims=keepdims)
         if np.any(np.asarray(value(scl)) == 0.0):
             raise ZeroDivisionError("Weights sum to zero, can't be normalized")
         avg = np.sum(a * w, axis=axis, keepdims=keepdims) / scl
@@ -260,11 +272,14 @@ def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=
     m = as_array(m)
     if np.ndim(m) > 2:
         raise ValueError("m has more than 2 dimensions")
+    if dtype is None:  # NumPy computes in at least float64 (float32 data: a float64 result)
+        dtype = np.result_type(dtype_of(m), np.float64, *(() if y is None else (dtype_of(y),)))
+    m = cast(m, dtype)
     x = np.reshape(m, (1, -1)) if np.ndim(m) < 2 else m
     if not rowvar and np.shape(x)[0] != 1:
         x = np.transpose(x)
     if y is not None:
-        y = as_array(y)
+        y = cast(as_array(y), dtype)
         y2 = np.reshape(y, (1, -1)) if np.ndim(y) < 2 else y
         if not rowvar and np.shape(y2)[0] != 1:
             y2 = np.transpose(y2)
@@ -296,7 +311,7 @@ def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=
 
 
 def _corrcoef(x, y=None, rowvar=True, bias=None, ddof=None, *, dtype=None):
-    c = _cov(x, y, rowvar)
+    c = _cov(x, y, rowvar, dtype=dtype)
     if np.ndim(c) == 0:
         return c / c
     d = np.real(np.diagonal(c))

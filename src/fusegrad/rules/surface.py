@@ -51,12 +51,15 @@ from ..tangents import NoTangent, ZeroTangent, unthunk
 from .common import (
     as_array,
     bilinear,
+    cast,
     conj,
+    dtype_of,
     eager_frule,
     is_complex_value,
     is_zero,
     nondiff,
     primal,
+    probe,
     project,
     unbroadcast_to,
     value,
@@ -464,7 +467,11 @@ def _histogram(
         if range is not None and _traced(range):
             ends = (as_array(range[0]), as_array(range[1]))
             if float(value(ends[0])) != float(value(ends[1])):
-                edges = np.linspace(ends[0], ends[1], int(bins) + 1)
+                # NumPy's edges: dtype of the ends (Python floats weakly) and the data, inexact
+                bin_type = np.result_type(probe(range[0]), probe(range[1]), pa)
+                if np.issubdtype(bin_type, np.integer):
+                    bin_type = np.result_type(bin_type, float)
+                edges = np.linspace(range[0], range[1], int(bins) + 1, dtype=bin_type)
         elif range is None and _traced(a) and pa.size:
             edges = _data_edges(np.ravel(a), int(bins))
     elif _traced(bins):
@@ -472,8 +479,10 @@ def _histogram(
     hist = _weighted_bins(weights, _bin_of(np.ravel(pa), edges_p), edges_p.shape[0] - 1)
     if weights is None and not density:
         hist = np.asarray(hist).astype(np.int64)
-    if density:
-        hist = hist / np.diff(edges) / np.sum(hist)
+    elif weights is not None:  # NumPy's weighted counts have the weights' dtype
+        hist = cast(hist, dtype_of(weights))
+    if density:  # NumPy divides by the bin widths as float64
+        hist = hist / cast(np.diff(edges), np.float64) / np.sum(hist)
     return hist, edges
 
 
@@ -562,12 +571,22 @@ def _apply_over_axes(func: Callable, a: Any, axes: Any) -> Any:
 
 @_composite(np.ediff1d)
 def _ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
-    d = np.diff(np.ravel(as_array(ary)))
+    ary = as_array(ary)
+    d = np.diff(np.ravel(ary))
+    dt = dtype_of(ary)  # NumPy's result has ary's dtype: to_begin/to_end are cast to it
+
+    def end(v: Any, name: str) -> Any:
+        if not np.can_cast(dtype_of(v), dt, casting="same_kind"):
+            raise TypeError(
+                f"dtype of `{name}` must be compatible with input `ary` under the `same_kind` rule."
+            )
+        return cast(np.ravel(as_array(v)), dt)
+
     parts = [d]
     if to_begin is not None:
-        parts.insert(0, np.ravel(as_array(to_begin)))
+        parts.insert(0, end(to_begin, "to_begin"))
     if to_end is not None:
-        parts.append(np.ravel(as_array(to_end)))
+        parts.append(end(to_end, "to_end"))
     return np.concatenate(parts) if len(parts) > 1 else d
 
 
@@ -680,11 +699,11 @@ def _cumulative(f: Any, ident: float) -> Callable:
             if np.ndim(x) > 1:
                 raise ValueError(f"np.{f.__name__}: axis= is required for arrays of more than 1-d")
             axis = 0
-        y = f(x, axis=axis)
+        y = f(x if dtype is None else cast(x, dtype), axis=axis)
         if include_initial:
             shape = list(np.shape(y))
             shape[axis] = 1
-            y = np.concatenate([np.full(shape, ident), y], axis=axis)
+            y = np.concatenate([np.full(shape, ident, dtype_of(y)), y], axis=axis)
         return y
 
     return cumulative
