@@ -422,3 +422,28 @@ def test_result_dtype_is_numpys(f, x):
 def test_dtype_fixed_composites_derivatives(name):
     f, x = DTYPE_CASES[name]
     check_grads(f, modes=("rev", "fwd"))(x)
+
+
+@pytest.mark.parametrize("ends", [(1 + 1j, 8 - 2j), (-2 + 0.5j, 3j), (1j, -1 + 0j), (-1.0, -100.0)])
+def test_geomspace_between_complex_ends(ends):
+    # NumPy divides by sign(start) (z/|z|) to rotate start onto the positive reals; multiplying
+    # by it turned the values by twice its angle (off by up to 4.2)
+    import fusegrad as fg
+    from fusegrad.testing import check_grads
+
+    a, b = ends
+    got = fg.jvp(lambda s: np.geomspace(s, b, 5), (a,), (np.asarray(a) * 0 + 1,))[0]
+    np.testing.assert_allclose(got, np.geomspace(a, b, 5), rtol=1e-13)
+    if isinstance(a, complex):
+        w = np.array([1 - 2j, 0.5, 2j, -1, 1 + 1j])
+        check_grads(lambda s, t: np.real(np.sum(np.geomspace(s, t, 5) * w)), ("rev", "fwd"), 2)(
+            np.array(a), np.array(b)
+        )
+
+
+def test_nested_jvp_of_a_complex_python_number():
+    # the inner tangent of a Python complex primal was converted with float()
+    import fusegrad as fg
+
+    inner = lambda z: fg.jvp(lambda w: w * w, (z,), (1 + 0j,))[1]  # noqa: E731
+    assert fg.jvp(inner, (1 + 1j,), (1 + 0j,)) == (2 + 2j, 2 + 0j)

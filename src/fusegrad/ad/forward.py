@@ -248,7 +248,9 @@ def _as_tangent(t: Any, primal: Any) -> Any:
         dt = _float_dtype(primal)
         if pshape or isinstance(primal, np.ndarray):
             return np.asarray(t, dtype=dt)
-        return dt.type(t) if isinstance(primal, np.generic) else float(t)
+        if isinstance(primal, np.generic):
+            return dt.type(t)
+        return complex(t) if dt.kind == "c" else float(t)  # (a Python complex primal)
     return t
 
 

@@ -310,8 +310,10 @@ def _geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     # NumPy computes in the ends' dtype promoted with float64 (or with dtype=): float32 ends too
     dt = np.result_type(dtype_of(start), dtype_of(stop), float(num), np.zeros((), dtype))
     start, stop = cast(as_array(start), dt), cast(as_array(stop), dt)
+    # NumPy rotates start onto the positive reals: divided by sign(start), z/|z| for a complex
+    # start (multiplying by it, right for ±1 only, turned complex results by twice its angle)
     sign = np.sign(value(start))
-    y = sign * np.exp(_linspace(np.log(start * sign), np.log(stop * sign), num, endpoint))
+    y = sign * np.exp(_linspace(np.log(start / sign), np.log(stop / sign), num, endpoint))
     if num > 0:
         first = np.reshape(start + 0.0 * y[0], (1,) + np.shape(y)[1:])
         parts = [first, y[1:]]
