@@ -665,14 +665,16 @@ def test_polygamma_of_order_0_near_zero():
 
 
 @pytest.mark.parametrize("engine", ["numpy", "numba"])
-def test_expit_slope_beyond_37(engine):
-    """y (1 - y) is 0 from x = 37, where 1 - y rounds to 0; y expit(-x) keeps e^-x."""
-    x = np.repeat(np.array([-800.0, -40.0, 0.0, 36.0, 40.0, 700.0]), 1000)
+def test_expit_slope_in_the_tails(engine):
+    """y (1 - y), as JAX's: exact on the left, within 1e-16 absolute on the right (0 from x = 37,
+    where 1 - y rounds to 0; the exact y expit(-x) cost an exp a point: chosen against)."""
+    x = np.repeat(np.array([-800.0, -40.0, 0.0, 20.0, 36.0, 40.0, 700.0]), 1000)
     with mp.workdps(40):
         want = [float(mp.exp(-abs(v)) / (1 + mp.exp(-abs(v))) ** 2) for v in x[::1000]]
     with fg.use_engine(engine):
         g = fg.grad(lambda v: np.sum(sp.expit(v)))(x)[::1000]
-    np.testing.assert_allclose(g, want, rtol=1e-14)
+    np.testing.assert_allclose(g[:3], want[:3], rtol=1e-14)
+    np.testing.assert_allclose(g, want, rtol=1e-7, atol=1e-16)
 
 
 def test_fused_erfc_is_zero_where_scipys_is():

@@ -316,7 +316,9 @@ try:  # SciPy's ufuncs, when SciPy is installed.
     import scipy.special as sp
 
     # fmt: off
-    elementwise_op(sp.expit,     lambda x, y: y * sp.expit(-x),  # 1 - y is 0 from x = 37
+    # y (1 - y), as JAX's: 0 from x = 37 (1 - y rounds to 0 where the slope is below 1e-16);
+    # y expit(-x) keeps e^-x but costs an exp a point (1M-point gradient: 2.25 -> 3.9 ms)
+    elementwise_op(sp.expit,     lambda x, y: y * (1 - y),
                    numba="({T}(1) / ({T}(1) + vm.exp{f32}(-{0})))", expensive=True, float_only=True)  # noqa: E501
     elementwise_op(sp.logit,     lambda x, y: 1 / (x * (1 - x)),
                    numba="_logit({0})", expensive=True, float_only=True)
