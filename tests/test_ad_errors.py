@@ -469,3 +469,26 @@ def test_ufunc_at_names_a_differentiable_form():
     np.add.at(y, idx, X)
     value = fg.value_and_grad(lambda a: np.sum(np.bincount(idx, weights=a, minlength=3) ** 2))(X)
     np.testing.assert_allclose(value[0], np.sum(y**2))
+
+
+def test_traced_keyword_arguments():
+    # a pullback returns positional cotangents only: a traced keyword argument got none (a
+    # silently zero gradient). Where the signature takes it by position it is moved there;
+    # keyword-only, it is an error naming the argument.
+    xs, xp, fp = np.linspace(0, 1, 5), np.array([0.0, 0.5, 1.0]), np.array([1.0, 2.0, 0.0])
+    by_keyword = fg.grad(lambda f: np.sum(np.interp(xs, xp, fp=f)))(fp)
+    np.testing.assert_allclose(by_keyword, fg.grad(lambda f: np.sum(np.interp(xs, xp, f)))(fp))
+    np.testing.assert_allclose(by_keyword, [1.5, 2.0, 1.5])
+    _, dot = fg.jvp(lambda f: np.interp(xs, xp, fp=f), (fp,), (np.ones(3),))
+    np.testing.assert_allclose(dot, np.ones(5))
+
+    @fg.primitive
+    def scaled(x, *, scale):
+        return x * scale
+
+    @fg.register_rrule(scaled)
+    def _(x, *, scale):
+        return x * scale, lambda dy: (dy * scale,)
+
+    with pytest.raises(TypeError, match=r"keyword argument 'scale'.*pass it positionally"):
+        fg.grad(lambda s: np.sum(scaled(X, scale=s)))(3.0)

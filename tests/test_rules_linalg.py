@@ -528,3 +528,16 @@ def test_matrix_power_zero_keeps_the_dtype():
     a = np.array([[2.0, 1.0], [0.5, 3.0]], np.float32)
     y, t = fg.jvp(lambda m: np.linalg.matrix_power(m, 0), (a,), (np.ones_like(a),))
     assert y.dtype == np.float32 and np.array_equal(y, np.eye(2))
+
+
+@pytest.mark.parametrize(
+    "spec,shapes",
+    [("ij,j->i", ((4, 3), (1,))), ("ij,jk->ik", ((4, 1), (3, 5))), ("ij,jk->ik", ((4, 3), (1, 5))),
+     ("ij,ij->", ((1, 3), (4, 1)))],
+)  # fmt: skip
+def test_einsum_with_a_size_one_label_broadcast(spec, shapes):
+    # einsum broadcasts a label of size 1 against the same label's size elsewhere: the other
+    # operand's cotangent came out with the 1 (an internal reshape error)
+    rng = np.random.default_rng(8)
+    ops = [rng.standard_normal(s) for s in shapes]
+    check_grads(lambda a, b: np.sum(np.einsum(spec, a, b) ** 2), ("rev", "fwd"), order=2)(*ops)

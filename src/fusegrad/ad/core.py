@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import sys
 import threading
@@ -251,6 +252,34 @@ apply = registry.dispatch
 trace, reverse or forward (``rules.registry.dispatch``, the one dispatch path)."""
 
 
+def as_positional(f: Any, args: tuple, kwargs: dict, traced: Any) -> tuple | None:
+    """``(args, kwargs)`` with the keyword arguments that ``f``'s signature also takes by
+    position moved there (``np.interp(x, xp, fp=v)`` as ``np.interp(x, xp, v)``), skipped
+    parameters given their defaults; None when one that is ``traced`` (a predicate) is
+    keyword-only or the signature cannot be read. (A rule's pullback returns positional
+    cotangents only: a traced keyword argument would get none.)"""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(args) > len(positional):
+        return None
+    rest = dict(kwargs)
+    last = max((i for i, p in enumerate(positional) if p.name in rest), default=-1)
+    new = list(args)
+    for p in positional[len(args) : last + 1]:
+        if p.name in rest:
+            new.append(rest.pop(p.name))
+        elif p.default is not p.empty:
+            new.append(p.default)
+        else:
+            return None
+    if any(traced(v) for v in rest.values()):
+        return None
+    return tuple(new), rest
+
+
 def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``f``'s reverse rule on the arguments of ``trace`` (the innermost trace of the call)
     unboxed and record its pullback on the tape."""
@@ -294,6 +323,17 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
             values.append(a)
             parents.append(None)
     uargs = tuple(values)
+    if kwargs:
+        for k, v in kwargs.items():
+            if _parents(v, level) is not None:  # (a pullback returns positional cotangents)
+                moved = as_positional(f, args, kwargs, lambda v: _parents(v, level) is not None)
+                if moved is None:
+                    raise TypeError(
+                        f"{_name(f)} got a traced value as keyword argument {k!r}; fusegrad "
+                        "differentiates positional arguments only: pass it positionally"
+                    )
+                moved_args, moved_kwargs = moved
+                return record(trace, f, moved_args, moved_kwargs)
     ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()} if kwargs else kwargs
     rec = replay.active()  # a jit recording: a rule that needs arrays may be a step of it
     step = rec.rule_step(f, args, uargs, ukwargs, lazy) if rec and rec.rule_step else None

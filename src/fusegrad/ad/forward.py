@@ -152,10 +152,14 @@ def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:
     level = trace.level
     for k, v in kwargs.items():
         if _top((v,), (0, None))[0] == level:
-            raise TypeError(
-                f"{_name(f)} got a forward-traced value as keyword argument {k!r}; fusegrad "
-                "differentiates positional arguments only: pass it positionally"
-            )
+            moved = core.as_positional(f, args, kwargs, lambda u: _top((u,), (0, None))[0] == level)
+            if moved is None:
+                raise TypeError(
+                    f"{_name(f)} got a forward-traced value as keyword argument {k!r}; fusegrad "
+                    "differentiates positional arguments only: pass it positionally"
+                )
+            moved_args, moved_kwargs = moved
+            return _forward(f, moved_args, moved_kwargs, trace)
     primals = tuple(_unbox(a, level) for a in args)
     tangents = tuple(_tangent_of(a, level) for a in args)
     if _all_zero(tangents):

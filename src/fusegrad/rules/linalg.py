@@ -399,6 +399,9 @@ def _einsum_operand_cotangent(
     axes = tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1)
     if axes:
         g = np.sum(g, axis=axes, keepdims=True)
+    # ... and the reverse: a label of size 1 in another operand, broadcast against this one's
+    if tuple(g.shape) != tuple(shape) and len(g.shape) == len(shape):
+        g = g * np.ones(shape, dtype)
     return project(g, ops[i])
 
 
