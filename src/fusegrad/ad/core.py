@@ -153,17 +153,25 @@ def _max_level(xs: Any, best: int = 0) -> int:
 def _unbox(x: Any, level: int) -> Any:
     if isinstance(x, Tracer):
         return x.value if x._trace.level == level else x
-    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
-        return type(x)(_unbox(v, level) for v in x)
+    if isinstance(x, list | tuple):
+        values = [_unbox(v, level) for v in x]
+        return type(x)(*values) if hasattr(type(x), "_fields") else type(x)(values)
+    if isinstance(x, dict):
+        return type(x)((k, _unbox(v, level)) for k, v in x.items())
     return x
 
 
 def _parents(x: Any, level: int) -> Any:
+    """The tape references of ``x``'s values of ``level``: one, or a list (a list, tuple or
+    namedtuple argument) or a dict (a dict argument) of them; None when none is traced."""
     if isinstance(x, Tracer):
         return _ref(x) if x._trace.level == level else None
     if isinstance(x, list | tuple):
         ps = [_parents(v, level) for v in x]
         return ps if any(p is not None for p in ps) else None
+    if isinstance(x, dict):
+        pd = {k: _parents(v, level) for k, v in x.items()}
+        return pd if any(p is not None for p in pd.values()) else None
     return None
 
 
@@ -186,6 +194,7 @@ def _concrete_args(args: tuple) -> tuple:
 
 
 _SEQUENCES = (list, tuple)
+_CONTAINERS = (list, tuple, dict)  # the arguments whose values are searched for tracers
 
 
 class NoRuleError(TypeError):
@@ -312,7 +321,7 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         elif is_static(a):  # a shape, axes, a basic index
             values.append(a)
             parents.append(None)
-        elif isinstance(a, _SEQUENCES):
+        elif isinstance(a, _CONTAINERS):
             values.append(_unbox(a, level))
             p = _parents(a, level)
             parents.append(p)
@@ -365,7 +374,16 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         node = TapeNode(pullback, parents, len(y), f, differentiable, lazy)
         boxed = [_box(v, trace, node, i) for i, v in enumerate(y)]
         return type(y)(*boxed) if hasattr(type(y), "_fields") else type(y)(boxed)
+    if isinstance(y, dict):  # one output per key; the pullback gets a dict of cotangents
+        keys = list(y)
+        node = TapeNode(_by_key(pullback, keys), parents, len(keys), f, differentiable, lazy)
+        return type(y)((k, _box(y[k], trace, node, i)) for i, k in enumerate(keys))
     return _box(y, trace, TapeNode(pullback, parents, None, f, differentiable, lazy), None)
+
+
+def _by_key(pullback: Any, keys: list) -> Any:
+    """The pullback of a rule with a dict output, taking the tape's tuple of cotangents."""
+    return lambda ct: pullback(dict(zip(keys, ct)))
 
 
 # A trace's apply records ``f(*args, **kwargs)`` on its tape (the dispatcher calls it).
@@ -441,9 +459,10 @@ def _declined(f: Any, args: tuple, kwargs: dict) -> TypeError:
 
 
 def _nodes(parent: Any) -> Iterator[Any]:
-    """The tape nodes of one entry of ``TapeNode.parents`` (a ``_ref``, or nested lists)."""
-    if isinstance(parent, list):
-        for p in parent:
+    """The tape nodes of one entry of ``TapeNode.parents`` (a ``_ref``, or nested lists and
+    dicts of them)."""
+    if isinstance(parent, list | dict):
+        for p in parent.values() if isinstance(parent, dict) else parent:
             yield from _nodes(p)
     elif type(parent) is tuple:
         yield parent[0]
@@ -453,13 +472,23 @@ def _nodes(parent: Any) -> Iterator[Any]:
 
 def _distribute(cts: dict, fresh: set, parent: Any, g: Any) -> None:
     """Accumulate the cotangent ``g`` of one argument into its (possibly nested) parents."""
-    if not isinstance(parent, list):
+    if not isinstance(parent, list | dict):
         _accumulate(cts, fresh, parent, g)
         return
     if isinstance(g, AbstractZero) or g is None:
         return
     if isinstance(g, AbstractThunk):  # a container argument's cotangent, computed on demand
         g = g.unthunk()
+    if isinstance(parent, dict):
+        if not isinstance(g, dict):
+            raise TypeError(
+                f"a rule returned {type(g).__name__} as the cotangent of a dict argument: "
+                "return a dict with the same keys (a missing key is a zero cotangent)"
+            )
+        for k, p in parent.items():
+            if p is not None and k in g:
+                _distribute(cts, fresh, p, g[k])
+        return
     for p, gi in zip(parent, g):
         if p is not None:
             _distribute(cts, fresh, p, gi)
@@ -571,7 +600,7 @@ def backward(outputs: list[tuple[Tracer, Any]], inputs: list[Tracer]) -> list[An
         for parent, g in zip(node.parents, grads):
             if parent is None:
                 continue
-            if type(parent) is list:
+            if type(parent) is list or type(parent) is dict:
                 _distribute(cts, fresh, parent, g)
             else:
                 _accumulate(cts, fresh, parent, g)

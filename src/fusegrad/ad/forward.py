@@ -130,9 +130,16 @@ def _tangent_of(x: Any, level: int) -> Any:
                 raise TypeError(_MISRECORDED)
             return x.tangent
         return ZeroTangent() if is_differentiable(x) else NoTangent()
-    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+    if isinstance(x, list | tuple):  # (a namedtuple's tangent: the same namedtuple)
         ts = [_tangent_of(v, level) for v in x]
-        return ts if any(not isinstance(t, AbstractZero) for t in ts) else ZeroTangent()
+        if all(isinstance(t, AbstractZero) for t in ts):
+            return ZeroTangent()
+        return type(x)(*ts) if hasattr(type(x), "_fields") else ts
+    if isinstance(x, dict):
+        td = {k: _tangent_of(v, level) for k, v in x.items()}
+        if all(isinstance(t, AbstractZero) for t in td.values()):
+            return ZeroTangent()
+        return td
     return ZeroTangent() if is_differentiable(x) else NoTangent()
 
 
@@ -217,6 +224,12 @@ def _box(y: Any, ydot: Any, trace: JVPTrace) -> Any:
         dots = ydot if isinstance(ydot, tuple | list) else [ZeroTangent()] * len(y)
         boxed = [_box(v, d, trace) for v, d in zip(y, dots, strict=True)]
         return type(y)(*boxed) if hasattr(type(y), "_fields") else type(y)(boxed)
+    if isinstance(y, dict):  # a dict output: its tangent a dict of the same keys (or a zero)
+        zero = ZeroTangent()
+        return type(y)(
+            (k, _box(v, ydot.get(k, zero) if isinstance(ydot, dict) else zero, trace))
+            for k, v in y.items()
+        )
     if ydot is None or isinstance(ydot, AbstractZero):
         return y
     if isinstance(y, Tracer) or is_differentiable(y):

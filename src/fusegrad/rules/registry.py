@@ -119,6 +119,8 @@ def _innermost(xs: Any, best: Any) -> Any:
                 best = t
         elif isinstance(x, list | tuple):
             best = _innermost(x, best)
+        elif isinstance(x, dict):  # (a dict argument of a primitive: its values)
+            best = _innermost(x.values(), best)
     return best
 
 
@@ -241,6 +243,8 @@ def is_differentiable(x: Any) -> bool:
         if STATIC_ENTRIES.issuperset(map(type, x)):  # a shape, axes, an index: no call each
             return False
         return any(is_differentiable(v) for v in x)
+    if isinstance(x, dict):
+        return any(is_differentiable(v) for v in x.values())
     if isinstance(x, float | complex | np.floating | np.complexfloating):
         return True
     if isinstance(x, type):  # a type passed as an argument (astype(x, np.complex128)) is static
