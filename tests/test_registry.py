@@ -395,3 +395,25 @@ def test_a_rule_for_a_plain_function_warns_that_grad_will_not_use_it():
         register_rrule(None)
     with pytest.raises(TypeError, match=r"register_frule needs the function the rule is for"):
         register_frule(3)
+
+
+def test_opt_out_of_a_primitive_traces_its_body():
+    # its rule was skipped and then NoRuleError asked for the rule it has
+    import fusegrad as fg
+
+    @fg.primitive
+    def my_sin(x):
+        return np.sin(x)
+
+    @fg.register_rrule(my_sin)
+    def _(x):
+        return np.sin(x), lambda dy: (100 * dy,)  # (wrong on purpose: it must not be used)
+
+    @fg.register_frule(my_sin)
+    def _(t, x):
+        return np.sin(x), 100 * t[0]
+
+    fg.opt_out(my_sin)
+    x = np.array([0.3, 1.2])
+    np.testing.assert_allclose(fg.grad(lambda v: np.sum(my_sin(v)))(x), np.cos(x))
+    np.testing.assert_allclose(fg.jvp(my_sin, (x,), (np.ones(2),))[1], np.cos(x))

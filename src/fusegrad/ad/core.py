@@ -299,6 +299,9 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
         kwargs = {k: _own(v, memo) for k, v in kwargs.items()}
     entry = RRULES.get(f)
     if entry is None or f in OPTED_OUT:
+        body = getattr(f, "__fusegrad_body__", None)
+        if body is not None and f in OPTED_OUT:  # an opted-out primitive: trace its body
+            return body(*args, **kwargs)
         raise _no_rule(f)
     rule, lazy = entry
     values: list = []

@@ -186,7 +186,9 @@ def primitive(fn: Callable) -> Callable:
 
 
 def opt_out(f: Any) -> Any:
-    """Let AD trace through ``f`` instead of using its rule (for example a composite function).
+    """Let AD trace through ``f`` instead of using its rule (for example a composite function):
+    a ``primitive``'s body, or a plain Python function's. (A NumPy function has no Python body
+    to trace: opting it out leaves it without a rule.)
 
     >>> def my_softplus(x):
     ...     return np.logaddexp(0.0, x)
