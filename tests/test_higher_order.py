@@ -367,3 +367,12 @@ def test_hvp_through_indexing_a_concatenation_against_a_broadcast():
 
     x, v = np.array([1.0, 2.0]), np.array([1.0, 0.5])
     np.testing.assert_allclose(fg.hvp(f, (x,), (v,)), fg.hessian(f)(x) @ v, rtol=1e-13)
+
+
+def test_jacobian_inside_grad_on_the_lazy_path():
+    # (the tests run on the lazy path) the inner function's outputs are lazy there: jacobian
+    # refused them as "not arrays"
+    xa = np.array([0.5, 1.5, -1.0])
+    f = lambda x: np.sum(fg.jacobian(lambda y: np.sin(x * y))(xa))  # noqa: E731
+    want = np.sum(np.cos(1.3 * xa) - 1.3 * xa * np.sin(1.3 * xa))
+    assert fg.grad(f)(1.3) == pytest.approx(want, rel=1e-12)

@@ -721,7 +721,9 @@ def jacobian(
         out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
         out_leaves, rebuild_out = flatten(out)
         if not out_leaves or not all(
-            isinstance(_concrete_primal(v), np.ndarray | np.generic | int | float | complex)
+            isinstance(
+                _concrete_primal(v), np.ndarray | np.generic | int | float | complex | LazyArray
+            )
             for v in out_leaves
         ):
             raise TypeError(
