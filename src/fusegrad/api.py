@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import operator
 import threading
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ from .tangents import (
     AbstractZero,
     BroadcastThunk,
     ProjectTo,
+    ZeroTangent,
     ownership_scope,
     unthunk,
 )
@@ -877,9 +879,10 @@ def checkpoint(fun: Callable) -> Callable:
     """``fun`` whose forward values are recomputed in the backward pass instead of stored.
 
     The tape keeps only ``fun``'s inputs; its pullback re-runs ``fun`` under ``vjp``. ``fun``
-    may return any pytree; keyword arguments are passed through as constants. The re-run reads
-    ``fun``'s closure arrays as they are then: a ``vjp`` pullback called after the caller wrote
-    into one sees the new values (pass such arrays as arguments, which are kept).
+    may return any pytree; keyword arguments are passed through as constants. Arrays and traced
+    values ``fun`` reads from its closure (a layer's parameters) are inputs too, as JAX's
+    ``checkpoint`` converts closures: the re-run sees them as they were at the call, and they
+    get their derivatives.
 
     >>> f = checkpoint(lambda x: np.sum(np.exp(x)))
     >>> grad(f)(np.zeros(2))
@@ -890,19 +893,22 @@ def checkpoint(fun: Callable) -> Callable:
     built = threading.local()  # how the last call's output is rebuilt from its leaves
 
     def run(args: tuple, kwargs: dict) -> tuple:
-        leaves, built.rebuild = flatten(fun(*args, **kwargs))
+        # args: the closure's converted values first (one tuple), then fun's own arguments
+        cells = kwargs.pop(_CLOSURE_CELLS, ())
+        f = _with_closure(fun, cells, args[0]) if cells else fun
+        leaves, built.rebuild = flatten(f(*args[1:], **kwargs))
         return tuple(leaves)
 
     # the primitive the tape records returns the output's leaves (a tuple is boxed leaf by
     # leaf; a dict would not be, and its gradient would be lost)
-    leaves_of = primitive(functools.wraps(fun)(lambda *args, **kwargs: run(args, kwargs)))
+    leaves_of = primitive(functools.wraps(fun)(lambda *args, **kwargs: run(args, dict(kwargs))))
 
     @register_rrule(leaves_of)
     def _rule(*args: Any, **kwargs: Any) -> tuple:
-        y = run(args, kwargs)
+        y = run(args, dict(kwargs))
 
         def pullback(dy: Any) -> tuple:
-            _, f_vjp = vjp(lambda *a: run(a, kwargs), *args)
+            _, f_vjp = vjp(lambda *a: run(a, dict(kwargs)), *args)
             cts = tuple(
                 np.zeros_like(v) if isinstance(d, AbstractZero) else unthunk(d)
                 for d, v in zip(dy, y)
@@ -913,7 +919,8 @@ def checkpoint(fun: Callable) -> Callable:
 
     @register_frule(leaves_of)
     def _forward(tangents: tuple, *args: Any, **kwargs: Any) -> tuple:
-        return jvp(lambda *a: run(a, kwargs), args, tangents)
+        tangents = (_tuple_tangent(tangents[0], args[0]), *tangents[1:])
+        return jvp(lambda *a: run(a, dict(kwargs)), args, tangents)
 
     @functools.wraps(fun)
     def checkpointed(*args: Any, **kwargs: Any) -> Any:
@@ -923,7 +930,57 @@ def checkpoint(fun: Callable) -> Callable:
                     f"checkpoint: keyword argument {k!r} is traced; keyword arguments are "
                     "constants of a checkpointed function: pass it positionally"
                 )
-        out = leaves_of(*args, **kwargs)
+        cells, values = _closure_inputs(fun)
+        out = leaves_of(values, *args, **kwargs, **{_CLOSURE_CELLS: cells})
         return built.rebuild(list(out))
 
     return checkpointed
+
+
+_CLOSURE_CELLS = "__fusegrad_closure_cells__"  # (a keyword of checkpoint's primitive)
+
+
+def _closure_inputs(fun: Callable) -> tuple[tuple, tuple]:
+    """The closure cells of ``fun`` holding arrays or traced values (alone or in a list, tuple
+    or dict), and their values: what ``checkpoint`` passes as inputs."""
+    cells = getattr(fun, "__closure__", None) or ()
+    indices, values = [], []
+    for i, cell in enumerate(cells):
+        try:
+            v = cell.cell_contents
+        except ValueError:  # an empty cell (a name assigned later)
+            continue
+        if isinstance(v, Tracer | np.ndarray | LazyArray) or (
+            isinstance(v, list | tuple | dict)
+            and any(isinstance(leaf, Tracer | np.ndarray) for leaf in _leaves_or_none(v))
+        ):
+            indices.append(i)
+            values.append(v)
+    return tuple(indices), tuple(values)
+
+
+def _leaves_or_none(v: Any) -> list:
+    try:
+        return flatten(v)[0]
+    except TypeError:
+        return []
+
+
+def _with_closure(fun: Callable, cells: tuple, values: tuple) -> Callable:
+    """A copy of ``fun`` whose closure cells ``cells`` hold ``values`` (the others shared)."""
+    closure = list(fun.__closure__ or ())
+    for i, v in zip(cells, values):
+        closure[i] = types.CellType(v)
+    copy = types.FunctionType(
+        fun.__code__, fun.__globals__, fun.__name__, fun.__defaults__, tuple(closure)
+    )
+    copy.__kwdefaults__ = fun.__kwdefaults__
+    return copy
+
+
+def _tuple_tangent(t: Any, values: tuple) -> Any:
+    """The closure values' tangent as a tuple of the same length (forward mode gives a list,
+    or a zero for none)."""
+    if isinstance(t, AbstractZero) or t is None:
+        return tuple(ZeroTangent() for _ in values)
+    return tuple(t)
