@@ -261,12 +261,26 @@ apply = registry.dispatch
 trace, reverse or forward (``rules.registry.dispatch``, the one dispatch path)."""
 
 
-def as_positional(f: Any, args: tuple, kwargs: dict, traced: Any) -> tuple | None:
+def keywords_positional(
+    f: Any, args: tuple, kwargs: dict, traced: Any, what: str
+) -> tuple[tuple, dict]:
     """``(args, kwargs)`` with the keyword arguments that ``f``'s signature also takes by
     position moved there (``np.interp(x, xp, fp=v)`` as ``np.interp(x, xp, v)``), skipped
-    parameters given their defaults; None when one that is ``traced`` (a predicate) is
-    keyword-only or the signature cannot be read. (A rule's pullback returns positional
-    cotangents only: a traced keyword argument would get none.)"""
+    parameters given their defaults. A rule's pullback returns positional cotangents only: a
+    ``traced`` (a predicate) keyword argument would get none, so one that is keyword-only (or
+    whose signature cannot be read) is an error naming it (``what``: "traced", "forward-traced").
+    """
+    moved = _moved_to_positions(f, args, kwargs)
+    if moved is not None and not any(traced(v) for v in moved[1].values()):
+        return moved
+    name = next(k for k, v in kwargs.items() if traced(v))
+    raise TypeError(
+        f"{_name(f)} got a {what} value as keyword argument {name!r}; fusegrad differentiates "
+        "positional arguments only: pass it positionally"
+    )
+
+
+def _moved_to_positions(f: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
     try:
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
@@ -284,8 +298,6 @@ def as_positional(f: Any, args: tuple, kwargs: dict, traced: Any) -> tuple | Non
             new.append(p.default)
         else:
             return None
-    if any(traced(v) for v in rest.values()):
-        return None
     return tuple(new), rest
 
 
@@ -335,17 +347,11 @@ def record(trace: Trace, f: Any, args: tuple, kwargs: dict) -> Any:
             values.append(a)
             parents.append(None)
     uargs = tuple(values)
-    if kwargs:
-        for k, v in kwargs.items():
-            if _parents(v, level) is not None:  # (a pullback returns positional cotangents)
-                moved = as_positional(f, args, kwargs, lambda v: _parents(v, level) is not None)
-                if moved is None:
-                    raise TypeError(
-                        f"{_name(f)} got a traced value as keyword argument {k!r}; fusegrad "
-                        "differentiates positional arguments only: pass it positionally"
-                    )
-                moved_args, moved_kwargs = moved
-                return record(trace, f, moved_args, moved_kwargs)
+    if kwargs and any(_parents(v, level) is not None for v in kwargs.values()):
+        moved = keywords_positional(
+            f, args, kwargs, lambda v: _parents(v, level) is not None, "traced"
+        )
+        return record(trace, f, *moved)
     ukwargs = {k: _unbox(v, level) for k, v in kwargs.items()} if kwargs else kwargs
     rec = replay.active()  # a jit recording: a rule that needs arrays may be a step of it
     step = rec.rule_step(f, args, uargs, ukwargs, lazy) if rec and rec.rule_step else None

@@ -157,16 +157,11 @@ def _forward(f: Any, args: tuple, kwargs: dict, trace: JVPTrace) -> Any:
     if trace.done:  # the innermost trace of the call has returned: its tracer leaked
         raise _leaked(f)
     level = trace.level
-    for k, v in kwargs.items():
-        if _top((v,), (0, None))[0] == level:
-            moved = core.as_positional(f, args, kwargs, lambda u: _top((u,), (0, None))[0] == level)
-            if moved is None:
-                raise TypeError(
-                    f"{_name(f)} got a forward-traced value as keyword argument {k!r}; fusegrad "
-                    "differentiates positional arguments only: pass it positionally"
-                )
-            moved_args, moved_kwargs = moved
-            return _forward(f, moved_args, moved_kwargs, trace)
+    if kwargs and any(_top((v,), (0, None))[0] == level for v in kwargs.values()):
+        moved = core.keywords_positional(
+            f, args, kwargs, lambda u: _top((u,), (0, None))[0] == level, "forward-traced"
+        )
+        return _forward(f, *moved, trace)
     body = getattr(f, "__fusegrad_body__", None)
     if body is not None and f in OPTED_OUT:  # an opted-out primitive: trace its body
         return body(*args, **kwargs)
