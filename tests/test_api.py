@@ -287,3 +287,26 @@ def test_grad_reused_and_nested_calls():
     for _ in range(3):
         np.testing.assert_allclose(f(np.ones(2)), [3.0, 3.0])
     np.testing.assert_allclose(fg.grad(lambda x: np.sum(f(x)))(np.ones(2)), [6.0, 6.0])
+
+
+def test_jvp_and_jacobian_with_aux():
+    # JAX's jvp(has_aux=True) and jacrev(has_aux=True): the auxiliary output without tangents
+    x = RNG.standard_normal(3)
+    v = np.ones(3)
+
+    def f(x):
+        return np.sin(x), {"c": np.cos(x), "n": 3}
+
+    y, dot, aux = fg.jvp(f, (x,), (v,), has_aux=True)
+    np.testing.assert_allclose(y, np.sin(x))
+    np.testing.assert_allclose(dot, np.cos(x))
+    assert isinstance(aux["c"], np.ndarray) and aux["n"] == 3
+    np.testing.assert_allclose(aux["c"], np.cos(x))
+    jac, aux = fg.jacobian(f, has_aux=True)(x)
+    np.testing.assert_allclose(jac, np.diag(np.cos(x)))
+    np.testing.assert_allclose(aux["c"], np.cos(x))
+    # the aux is a value of the outer trace: an outer grad differentiates through it
+    g = fg.grad(lambda s: np.sum(fg.jvp(lambda u: (u * s, u * s), (x,), (v,), has_aux=True)[2]))
+    assert g(2.0) == pytest.approx(np.sum(x))
+    with pytest.raises(TypeError, match="has_aux=True needs the function to return a pair"):
+        fg.jvp(np.sin, (x,), (v,), has_aux=True)

@@ -691,12 +691,16 @@ def _dtype_or_type(x: Any) -> str:
 
 
 def jacobian(
-    fun: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False
+    fun: Callable,
+    argnums: int | Sequence[int] = 0,
+    holomorphic: bool = False,
+    has_aux: bool = False,
 ) -> Callable:
     """The full Jacobian, of shape ``out.shape + x.shape``, one vjp per output element.
 
     As JAX's ``jacrev``: a complex output needs ``holomorphic=True`` (and complex inputs), which
-    gives the complex derivatives ``df_i/dz_j``.
+    gives the complex derivatives ``df_i/dz_j``; with ``has_aux=True`` ``fun`` returns
+    ``(output, aux)`` and the result is ``(jacobian, aux)``.
 
     >>> jacobian(lambda x: x * 2)(np.ones(2))
     array([[2., 0.],
@@ -720,7 +724,8 @@ def jacobian(
             _check_differentiable(args[n], f"argument {n} of {name}", holomorphic)
 
         partial_fun = _with_args(fun, args, kwargs, nums)
-        out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
+        pulled = vjp(partial_fun, *(args[n] for n in nums), has_aux=has_aux)
+        out, f_vjp = pulled[0], pulled[1]
         out_leaves, rebuild_out = flatten(out)
         if not out_leaves or not all(
             isinstance(
@@ -749,7 +754,7 @@ def jacobian(
             _jacobian_of_leaf(f_vjp, out_leaves, rebuild_out, i, dtypes[i], args, nums, single)
             for i in range(len(out_leaves))
         ]
-        return rebuild_out(per_output)
+        return (rebuild_out(per_output), pulled[2]) if has_aux else rebuild_out(per_output)
 
     return wrapped
 
@@ -785,8 +790,11 @@ def _jacobian_of_leaf(f_vjp, out_leaves, rebuild_out, i, out_dt, args, nums, sin
     return results[0] if single else tuple(results)
 
 
-def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
-    """``(fun(*primals), J · tangents)``: the Jacobian-vector product, by one forward pass.
+def jvp(
+    fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False
+) -> tuple:
+    """``(fun(*primals), J · tangents)``: the Jacobian-vector product, by one forward pass. With
+    ``has_aux=True`` ``fun`` returns ``(output, aux)``, and ``jvp`` ``(output, tangent, aux)``.
 
     Every primitive runs its ``frule`` (``fusegrad.ad.forward``); the tangents of elementwise work
     are lazy and fuse into the primal's kernels, so a reduction's value and tangent come out of one
@@ -804,7 +812,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple
                 "or use vjp"
             )
     with conversions.tracing():
-        return forward_jvp(fun, primals, tangents)
+        return forward_jvp(fun, primals, tangents, has_aux=has_aux)
 
 
 def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:

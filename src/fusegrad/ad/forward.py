@@ -308,15 +308,21 @@ def _finish_tangent(t: Any, y: Any) -> Any:
 
 
 def jvp(
-    fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], *, primal_out: bool = True
-) -> tuple[Any, Any]:
+    fun: Callable,
+    primals: Sequence[Any],
+    tangents: Sequence[Any],
+    *,
+    primal_out: bool = True,
+    has_aux: bool = False,
+) -> tuple:
     """``(fun(*primals), J · tangents)`` by one forward pass; pytrees of arrays and floats.
 
     With ``primal_out=False`` the output value is not evaluated (None is returned in its place):
-    only the tangent's kernels run.
+    only the tangent's kernels run. With ``has_aux=True`` ``fun`` returns ``(output, aux)`` and
+    the result is ``(output, tangent, aux)``, ``aux`` without this pass's tangents (JAX's).
     """
     with small.fusing():  # tangents fuse into the primal's kernels at every size
-        return _jvp(fun, primals, tangents, primal_out)
+        return _jvp(fun, primals, tangents, primal_out, has_aux)
 
 
 def argument_tuples(who: str, primals: Any, tangents: Any) -> tuple[tuple, tuple]:
@@ -331,7 +337,13 @@ def argument_tuples(who: str, primals: Any, tangents: Any) -> tuple[tuple, tuple
     return tuple(primals), tuple(tangents)
 
 
-def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_out: bool) -> tuple:
+def _jvp(
+    fun: Callable,
+    primals: Sequence[Any],
+    tangents: Sequence[Any],
+    primal_out: bool,
+    has_aux: bool = False,
+) -> tuple:
     primals, tangents = argument_tuples("jvp", primals, tangents)
     if len(primals) != len(tangents):
         raise ValueError(
@@ -371,6 +383,11 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
             out = fun(*boxed_args)
     finally:
         trace.done = True  # (its tracers are not to be used again)
+    aux = None
+    if has_aux:
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError("has_aux=True needs the function to return a pair (output, aux)")
+        out, aux = out[0], _without_tangents(out[1], trace)
     leaves, rebuild = flatten(out)
     prims, tangs = [], []
     for leaf in leaves:
@@ -393,7 +410,19 @@ def _jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], primal_
     if primal_out:
         prim_vals = [_owned(v, given) for v in prim_vals]
     tang_out = [_owned(v, given) for v in tang_out]
-    return (rebuild(prim_vals) if primal_out else None), rebuild(tang_out)
+    result = (rebuild(prim_vals) if primal_out else None), rebuild(tang_out)
+    return (*result, aux) if has_aux else result
+
+
+def _without_tangents(tree: Any, trace: JVPTrace) -> Any:
+    """``tree`` with ``trace``'s tracers replaced by their values (evaluated): an auxiliary
+    output of ``jvp``, which carries no tangent of this pass."""
+    leaves, rebuild = flatten(tree)
+    values = [v.value if isinstance(v, JVPTracer) and v._trace is trace else v for v in leaves]
+    lazy = [v for v in values if isinstance(v, LazyArray)]
+    if lazy:
+        materialize_many(lazy)
+    return rebuild([_concrete(v) if isinstance(v, LazyArray) else v for v in values])
 
 
 def _owned(v: Any, given: list) -> Any:
