@@ -150,15 +150,23 @@ def _max_level(xs: Any, best: int = 0) -> int:
     return best
 
 
+def _in_containers(x: Any, leaf: Any) -> Any:
+    """``leaf`` applied to the values in ``x`` through lists, tuples, namedtuples and dicts (the
+    containers a rule's argument may be), the containers rebuilt."""
+    if isinstance(x, list | tuple):
+        values = [_in_containers(v, leaf) for v in x]
+        return type(x)(*values) if hasattr(type(x), "_fields") else type(x)(values)
+    if isinstance(x, dict):
+        return type(x)((k, _in_containers(v, leaf)) for k, v in x.items())
+    return leaf(x)
+
+
 def _unbox(x: Any, level: int) -> Any:
     if isinstance(x, Tracer):
         return x.value if x._trace.level == level else x
-    if isinstance(x, list | tuple):
-        values = [_unbox(v, level) for v in x]
-        return type(x)(*values) if hasattr(type(x), "_fields") else type(x)(values)
-    if isinstance(x, dict):
-        return type(x)((k, _unbox(v, level)) for k, v in x.items())
-    return x
+    return _in_containers(
+        x, lambda v: v.value if isinstance(v, Tracer) and v._trace.level == level else v
+    )
 
 
 def _parents(x: Any, level: int) -> Any:
@@ -177,11 +185,7 @@ def _parents(x: Any, level: int) -> Any:
 
 def _concrete(x: Any) -> Any:
     """Materialise lazy values for a rule that needs arrays (policy rule 1)."""
-    if isinstance(x, LazyArray):
-        return materialize(x)
-    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
-        return type(x)(_concrete(v) for v in x)
-    return x
+    return _in_containers(x, lambda v: materialize(v) if isinstance(v, LazyArray) else v)
 
 
 def _concrete_args(args: tuple) -> tuple:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, ZeroTangent, unthunk
-from .common import dispatch, no_tangents, params, project, value
+from .common import dispatch, no_tangents, params, project, sym, value
 from .registry import register_frule, register_rrule
 
 
@@ -332,10 +332,6 @@ def _hermitian_pinv(args: tuple, kwargs: dict) -> bool:
     return bool(params(args, kwargs, rcond=None, hermitian=False, rtol=None)["hermitian"])
 
 
-def _hermitian_part(g: Any) -> Any:
-    return (g + _H(g)) / 2
-
-
 @register_rrule(np.linalg.pinv)
 def _pinv(a, *args, **kwargs):
     """np.linalg.pinv: Ā = −Pᴴ P̄ Pᴴ + (I − AP) P̄ᴴ P Pᴴ + Pᴴ P P̄ᴴ (I − PA); with
@@ -353,7 +349,7 @@ def _pinv(a, *args, **kwargs):
         right = np.eye(n) - np.matmul(pm, a)
         g = g + np.matmul(np.matmul(ph, pm), np.matmul(_H(gp), right))
         g = _conj(g)
-        return (project(_hermitian_part(g) if hermitian else g, a), *no_tangents(len(args)))
+        return (project(sym(g) if hermitian else g, a), *no_tangents(len(args)))
 
     return pm, pullback
 
@@ -367,7 +363,7 @@ def _pinv_frule(tangents, a, *args, **kwargs):
     if _zero(t):
         return pm, ZeroTangent()
     if _hermitian_pinv(args, kwargs):
-        t = _hermitian_part(t)
+        t = sym(t)
     m, n = np.shape(a)[-2:]
     ph, th = _H(pm), _H(t)
     d = -np.matmul(np.matmul(pm, t), pm)

@@ -61,6 +61,7 @@ from .common import conj as _conj
 from .common import is_zero as _zero
 from .common import mH as _mH
 from .common import mT as _mT
+from .common import sym as _sym
 from .lazy_values import as_cotangent, as_lazy
 from .registry import register_frule, register_lazy_case, register_rrule
 
@@ -567,11 +568,6 @@ def _slogdet(a):
         return (project(s * _inverse_transpose(a), a),)
 
     return y, pullback
-
-
-def _sym(g: Any) -> Any:
-    """``(G + Gᴴ)/2``: the transpose of ``Ȧ ↦ (Ȧ + Ȧᴴ)/2`` (``(G + Gᵀ)/2`` for real ``G``)."""
-    return (g + _mH(g)) / 2
 
 
 _SOLVE_TRIANGULAR: list = []  # [scipy.linalg.solve_triangular], once SciPy is found imported

@@ -88,6 +88,7 @@ from ..tangents import AbstractZero, NoTangent, Thunk, ZeroTangent, unthunk
 from .common import (
     add_tangents,
     call,
+    is_complex,
     lazy_tangent,
     materialize,
     scalar_rule,
@@ -183,7 +184,7 @@ def _ive_slope(v: Any, x: Any, y: Any, near: Callable[[Any], Any]) -> Any:
     >>> float(_ive_slope(1.0, np.float64(1e15), None, np.negative))  # ≈ -i1e(x) / 2x
     -6.307831305050394e-24
     """
-    if _is_complex(x):
+    if is_complex(x):
         return near(x)
     v2 = 4.0 * np.square(v)
     threshold = np.maximum(IVE_FAR, 12.5 * v2)
@@ -228,10 +229,6 @@ def _ive_near(v: Any, y: Any) -> Callable[[Any], Any]:
     return near
 
 
-def _is_complex(x: Any) -> bool:
-    return np.dtype(getattr(x, "dtype", np.result_type(x))).kind == "c"
-
-
 ERFCX_TAIL = 25.0  # beyond it 2 x erfcx(x) - 2/√π cancels to 2x² ulps: the series instead
 
 
@@ -242,7 +239,7 @@ def _erfcx_slope(x: Any, y: Any) -> Any:
     >>> float(_erfcx_slope(np.float64(1e8), np.float64(0.0)))  # ≈ -1 / (√π x²)
     -5.641895835477562e-17
     """
-    if _is_complex(x):
+    if is_complex(x):
         return 2 * x * y - 2 / SQRT_PI
     far = np.greater(x, ERFCX_TAIL)
     t = 0.5 / np.square(np.where(far, x, ERFCX_TAIL))  # the safe value off the branch
@@ -495,7 +492,7 @@ def _log_ndtr_slope(x: Any, y: Any) -> Any:
     >>> float(_log_ndtr_slope(np.float64(-1e10), np.float64(0.0)))  # ≈ -x
     10000000000.0
     """
-    if _is_complex(x):
+    if is_complex(x):
         return np.exp(-0.5 * x * x - LOG_SQRT_2PI - y)
     left = np.less_equal(x, 0)
     tail = SQRT_2_OVER_PI / sp.erfcx(-np.where(left, x, 0.0) / SQRT_2)
@@ -518,7 +515,7 @@ def _digamma_step(a: Any, b: Any) -> Any:
     >>> float(_digamma_step(np.float64(1e5), np.float64(1e-8)))  # ≈ -b ψ'(a) ≈ -b/a
     -1.0000050000166167e-13
     """
-    if _is_complex(a) or _is_complex(b):
+    if is_complex(a) or is_complex(b):
         return sp.digamma(a) - sp.digamma(a + b)
     # (b ≤ -a/2: a + b ≪ a does not cancel, and log1p(b/x) would lose 1 + b/x's digits)
     ok = np.logical_and(np.greater(a, 0), np.greater(b, -0.5 * a))
@@ -545,7 +542,7 @@ def _beta_slope(a: Any, b: Any, y: Any) -> Any:
     >>> float(_beta_slope(np.float64(0.5), np.float64(-1.5), np.float64(0.0)))
     -4.1887902047863905
     """
-    if _is_complex(a) or _is_complex(b):
+    if is_complex(a) or is_complex(b):
         return y * _digamma_step(a, b)
     c = a + b
     pole = np.logical_and(np.less_equal(c, 0), np.equal(c, np.floor(c)))
@@ -572,7 +569,7 @@ def _rgamma_slope(x: Any, y: Any) -> Any:
     >>> _rgamma_slope(np.array([0.0, -3.0, 2.0]), sp.rgamma(np.array([0.0, -3.0, 2.0])))
     array([ 1.        , -6.        , -0.42278434])
     """
-    if _is_complex(x):
+    if is_complex(x):
         return -y * sp.digamma(x)
     pole = np.logical_and(np.less_equal(x, 0), np.equal(x, np.floor(x)))
     r = np.where(pole, x, 0.5)  # safe values off each branch
@@ -690,7 +687,7 @@ def _dawsn_slope(x: Any, y: Any) -> Any:
     >>> float(_dawsn_slope(np.float64(1e8), np.float64(0.0)))  # ≈ -1 / (2 x²)
     -5.0000000000000005e-17
     """
-    if _is_complex(x):
+    if is_complex(x):
         return 1 - 2 * x * y
     far = np.greater(np.abs(x), DAWSN_TAIL)
     t = 0.5 / np.square(np.where(far, x, DAWSN_TAIL))  # the safe value off the branch
@@ -714,7 +711,7 @@ def _wofz_slope(z: Any, y: Any) -> Any:
     >>> complex(_wofz_slope(np.complex128(1e8), np.complex128(0)))  # ≈ -i / (√π z²)
     -5.641895835477564e-17j
     """
-    z = np.asarray(z) + 0j if not _is_complex(z) else z
+    z = np.asarray(z) + 0j if not is_complex(z) else z
     far = np.greater(np.abs(z), WOFZ_FAR)
     upper = np.greater_equal(np.imag(z), 0)
     zf = np.where(far, z, WOFZ_FAR)  # safe values off each branch
@@ -846,7 +843,7 @@ def _kve_slope(v: Any, x: Any, y: Any) -> Any:
     >>> float(_kve_slope(0.0, np.float64(1e15), sp.k0e(1e15)))  # ≈ -k0e(x) / 2x
     -1.9816636488030047e-23
     """
-    if _is_complex(x):
+    if is_complex(x):
         return y - 0.5 * (sp.kve(v - 1, x) + sp.kve(v + 1, x))
     v2 = 4.0 * np.square(v)
     threshold = np.maximum(IVE_FAR, 12.5 * v2)
