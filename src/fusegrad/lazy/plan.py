@@ -248,6 +248,20 @@ def _largest_leaf(node: Any, memo: dict) -> int:
     return memo[id(node)] if isinstance(node, LazyArray) else 1
 
 
+def grows(node: Any) -> bool:
+    """Whether ``node`` has more elements than every array it is computed from (a broadcast
+    blow-up, ``x[:, None] - x[None, :]``): storing it costs more memory than its inputs do.
+
+    >>> from . import small
+    >>> from .nodes import asarray
+    >>> x = asarray(np.ones(3))
+    >>> with small.fusing():  # (lazy at any size, as inside traces of large values)
+    ...     print(grows(x[:, None] - x[None, :]), grows(np.exp(x)))
+    True False
+    """
+    return isinstance(node, LazyArray) and node.size > _largest_leaf(node, {})
+
+
 def inline(n: Reduce) -> LazyArray | None:
     """A reduction nested in an expression, over at most ``reductions.UNROLL`` elements, as
     elementwise ops: it joins its consumer's kernel instead of being computed before it. Decided

@@ -24,7 +24,8 @@ Complex ``x``: a norm is real, so its cotangent is ``dy`` times the conjugate of
 ``cumprod`` is exact with zeros in the input: when any input is 0 the pullback uses the
 O(n²)-per-lane product form ``da_k = Σ_{j≥k} dy_j Π_{i≤j, i≠k} a_i`` instead of dividing by ``a``.
 
-All rules receive NumPy arrays (``lazy=False``) and use differentiable ``np.*`` calls only.
+All rules receive NumPy arrays (``lazy=False``) and use differentiable ``np.*`` calls only;
+``logsumexp`` of a large broadcast blow-up has a lazy case (``_logsumexp_blow_up``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from ..lazy import LazyArray
+from ..lazy.plan import grows, value
+from ..lazy.reductions import normalize_axes
 from ..tangents import ZeroTangent, unthunk
 from .common import (
     add_tangents,
@@ -48,7 +52,9 @@ from .common import (
     shape_only,
     unbroadcast_to,
 )
-from .registry import is_differentiable, primitive, register_rrule
+from .lazy_values import as_cotangent
+from .reductions import expand_back
+from .registry import is_differentiable, primitive, register_lazy_case, register_rrule
 
 
 def _revcumsum(g: Any, axis: int) -> Any:
@@ -349,6 +355,50 @@ if _sp is not None:
 
         return y, pullback
 
+    @register_lazy_case(_sp.logsumexp, lazy_only=True)
+    def _logsumexp_blow_up(a, *args, **kwargs):
+        """``logsumexp`` of an unevaluated broadcast blow-up larger than ``LSE_STORE_BYTES``
+        (``-(x[:, None] - y[None, :])**2``), without weights: fused passes that store nothing of
+        its size (``_logsumexp_fused``); None for anything else (the rule runs on arrays: a
+        smaller or stored argument is cheaper read from memory than recomputed by each pass)."""
+        p = params(args, kwargs, axis=None, b=None, keepdims=False, return_sign=False)
+        if p["return_sign"] or p["b"] is not None or not isinstance(a, LazyArray):
+            return None
+        if a.dtype not in _LSE_DTYPES or a.nbytes <= LSE_STORE_BYTES or value(a) is not None:
+            return None
+        if not grows(a):
+            return None
+        return _logsumexp_fused(a, p["axis"], p["keepdims"], len(args))
+
+    def _logsumexp_fused(a, axis, keepdims, n_options):
+        """``logsumexp`` of a lazy ``a`` as SciPy computes it (the largest terms, ``m`` of them,
+        taken out of the sum: ``top + log1p(s / m) + log(m)``), in lazy operations: a max and
+        one pass of two sums, then the rest fused into what reads the result. The pullback
+        ``ȳ exp(a - top) / (m + s)`` is lazy too (``m + s`` is the sum of ``exp(a - top)``, so
+        the weights sum to 1 at any magnitude), so the gradient of a logsumexp over a broadcast
+        (``x[:, None] - y[None, :]``) is a fused pass that stores nothing of the broadcast's size.
+        """
+        shape = a.shape
+        axes = normalize_axes(axis, len(shape))
+        top = np.max(a, axis=axes, keepdims=True)
+        is_top = np.equal(a, top)
+        one = np.ones((), a.dtype)
+        m = np.sum(np.where(is_top, one, 0 * one), axis=axes, keepdims=True)
+        s = np.sum(np.exp(np.where(is_top, -np.inf * one, a) - top), axis=axes, keepdims=True)
+        out = np.log1p(s / m) + np.log(m) + top
+        y = (
+            out
+            if keepdims
+            else np.reshape(out, tuple(n for i, n in enumerate(shape) if i not in axes))
+        )
+
+        def pullback(dy):
+            d = expand_back(dy, shape, axes, keepdims, held=False)
+            w = np.exp(a - top) / (m + s)
+            return (as_cotangent(d * w), *no_tangents(n_options))
+
+        return y, pullback
+
     def _lse_weights(a, b, yk, axis):
         """``exp(a - y)``, the derivative of ``y = logsumexp(a, b)`` in ``log(b a)``, normalised
         so that ``Σ b w = 1`` exactly: ``y`` is rounded at the scale of ``max(a)``, and
@@ -371,6 +421,9 @@ if _sp is not None:
         return _sp.logsumexp(a, *args, **kwargs)
 
     _LSE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+    # A lazy logsumexp argument up to this size is evaluated for the rule; a larger broadcast
+    # blow-up is not (``_logsumexp_blow_up``)
+    LSE_STORE_BYTES = 1 << 20
     _LSE_SAME: list = []  # [_same_as_scipy()] once checked (a race only checks twice)
 
     def _logsumexp_numpy(a: np.ndarray, axis: Any, keepdims: bool) -> Any:
