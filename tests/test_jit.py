@@ -1116,3 +1116,95 @@ def test_structured_dtypes_of_one_size_are_two_signatures():
     for s in (a, b, a, b):
         np.testing.assert_allclose(f(s), 2.0 * np.sin(s["x"]), rtol=1e-15)
     assert len(f.cache_info()) == 2
+
+
+# --------------------------------------------------------------------------- state held unseen
+
+
+def test_a_random_generator_argument_runs_uncompiled_with_new_draws():
+    """Keyed by identity, its draws were the recording's at every replay: a stale mask."""
+
+    def loss(w, x, rng):
+        keep = rng.random(x.shape) > 0.5
+        return np.sum(np.where(keep, np.tanh(x * w), 0.0))
+
+    x, w = np.linspace(-1, 1, 8), np.full(8, 0.5)
+    step = fg.jit(fg.grad(loss))
+    r_jit, r_eager = np.random.default_rng(0), np.random.default_rng(0)
+    with pytest.warns(UserWarning, match="random.Generator argument.*pass the arrays in"):
+        for _ in range(3):
+            np.testing.assert_array_equal(step(w, x, r_jit), fg.grad(loss)(w, x, r_eager))
+
+
+def test_an_object_argument_runs_uncompiled_and_sees_its_attributes_change():
+    class Model:
+        def __init__(self, w):
+            self.w = w
+
+    def loss(x, model):
+        return np.sum(np.tanh(x * model.w))
+
+    x, model = np.linspace(-1, 1, 3), Model(np.ones(3))
+    g = fg.jit(fg.grad(loss))
+    with pytest.warns(UserWarning, match="Model object argument.*dataclass"):
+        for k in range(3):
+            model.w = np.full(3, 0.5 + k)
+            np.testing.assert_allclose(g(x, model), fg.grad(loss)(x, model))
+    assert fg.jit(lambda x, f: np.sum(f(x)))(x, np.tanh) == np.sum(np.tanh(x))  # compiled in
+
+
+def test_a_number_argument_read_down_a_long_loop_verifies_without_recursion():
+    """Its recipe nests one level per step: comparing two recordings recursed 2 frames a level
+    (RecursionError from 200 steps)."""
+
+    def f(x, a):
+        e = 0.0
+        for t in range(400):
+            e = a * e + np.sum(np.sin(x + t))
+        return e
+
+    x = np.linspace(0, 1, 4)
+    g = fg.jit(fg.grad(f))
+    g(x, 0.5)
+    np.testing.assert_allclose(g(x, 0.6), fg.grad(f)(x, 0.6), rtol=1e-12)
+
+
+def test_deepcopy_and_pickle_of_a_traced_value():
+    """deepcopy copied the tracer's tape node: the copy fell out of the trace (zero gradient);
+    under a jit recording it copied a lazy leaf's array (a stale constant)."""
+    import copy
+    import pickle
+
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(fg.grad(lambda x: np.sum(copy.deepcopy(x) * x))(x), 2 * x)
+    p = {"w": x, "b": np.array([3.0, 4.0])}
+    g = fg.grad(lambda p: np.sum(copy.deepcopy(p)["w"] ** 2 * p["b"]))(p)
+    np.testing.assert_array_equal(g["w"], [6.0, 16.0])
+    np.testing.assert_array_equal(g["b"], [1.0, 4.0])
+    jf = fg.jit(lambda x: np.sum(copy.deepcopy(x) * x))
+    jf(x)
+    assert jf(np.array([3.0, -1.0])) == 10.0
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        fg.grad(lambda x: np.sum(pickle.loads(pickle.dumps(x))))(x)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: np.sum(x) + len(f"{x[0]:.2f}"),
+        lambda x: np.sum(x) * round(x[0], 1),
+        lambda x: np.sum(x) * round(x[2]),
+        lambda x: np.sum(x) * math.trunc(x[2]),
+    ],
+    ids=["format spec", "round(x, 1)", "round(x)", "math.trunc"],
+)
+def test_python_protocols_on_a_lazy_element_replay_or_fall_back(f):
+    """They raised TypeErrors naming fusegrad's Leaf; now they read the value (the function
+    runs uncompiled, with a warning) or stay lazy (round(x, n), an array as NumPy's)."""
+    x = np.array([0.3, -1.2, 2.6, 0.7])
+    jf = fg.jit(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(3):
+            x = x * (1 + k)
+            np.testing.assert_allclose(jf(x), f(x))

@@ -17,7 +17,9 @@ Semantics, as ``jax.jit`` where it is defined:
   doubles (what C code reads, ``math.sqrt(s)``) set to ±inf, and the recordings compared.
   The sign, zero, infinity and NaN of a number are part of the signature.
 - Python ints, bools, strings and other hashable values are compiled in (an int is a size, a
-  count, an axis or an index far more often than data; JAX asks for ``static_argnums`` there).
+  count, an axis or an index far more often than data; JAX asks for ``static_argnums`` there),
+  and functions, classes and modules; any other object hashed by identity (a random generator,
+  a model object) could change unseen, so the call runs uncompiled (``_held_by_identity``).
 - Arrays the function reads from elsewhere (globals, closures) are constants of the recording:
   their contents are read at each call, but rebinding the name to another array is not seen.
   What the function computes from them with NumPy alone, before they meet an argument
@@ -56,6 +58,7 @@ import dataclasses
 import functools
 import math
 import operator
+import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -128,6 +131,38 @@ class _Entry:
         # the numbers (positions) whose change a second recording showed to give the same program
         self.verified: frozenset[int] = frozenset()
         self.fast: tuple | None = None  # the key of _fast_key, when it is one
+
+
+# Arguments compiled in by identity that cannot change unseen (a function, a class, a module)
+_FIXED_BY_IDENTITY = (
+    types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
+    functools.partial, type, np.ufunc,
+)  # fmt: skip
+_RANDOM_STATES = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+
+
+def _held_by_identity(x: Any) -> str | None:
+    """Why an argument that would be compiled in by its identity (an object with ``object``'s
+    hash) must not be: its state can change between calls without the key changing (a random
+    generator's draws, a model object's attributes), so a replay would be stale. None when it
+    is a function, class or module.
+
+    >>> _held_by_identity(len) is None, _held_by_identity(np.random.default_rng(0))[:20]
+    (True, 'a numpy.random.Gener')
+    """
+    if type(x).__hash__ is not object.__hash__ or isinstance(x, _FIXED_BY_IDENTITY):
+        return None
+    if isinstance(x, _RANDOM_STATES):
+        return (
+            f"a numpy.random.{type(x).__name__} argument: a replay would repeat the recording's "
+            "draws; draw the random numbers outside (mask = rng.random(shape) > p) and pass "
+            "the arrays in"
+        )
+    return (
+        f"a {type(x).__name__} object argument, which a replay would hold by identity (a "
+        "change to its attributes between calls would not be seen): pass its arrays in a "
+        "dict, tuple, namedtuple or dataclass (pytrees, whose arrays are inputs)"
+    )
 
 
 def _static_key(x: Any) -> Any:
@@ -261,6 +296,11 @@ def jit(fun: Callable | None = None, *, cache_size: int | None = DEFAULT_CACHE_S
                 except TypeError:
                     return fun(*args, **kwargs)  # e.g. a tracer or a lazy array: nothing to cache
                 if isinstance(x, LazyArray) or hasattr(x, "__array_ufunc__"):
+                    return fun(*args, **kwargs)
+                why = _held_by_identity(x)
+                if why is not None:
+                    name = getattr(fun, "__name__", "the function")
+                    warnings.warn(f"fusegrad.jit: {name} runs uncompiled: {why}", stacklevel=2)
                     return fun(*args, **kwargs)
                 parts.append((type(x), x))
         key = base = tuple(parts)

@@ -306,6 +306,14 @@ def _operators(cls: Any, names: str, reflected: bool = True) -> None:
             setattr(cls, f"__r{name}__", _reflected(uf))
 
 
+def _no_pickle(self: Tracer, protocol: Any) -> Any:
+    raise TypeError(
+        "a traced value cannot be pickled inside a differentiated or jitted function (its "
+        "unpickled copy would be a constant, with no derivative): keep the value itself, or "
+        "pickle the function's result"
+    )
+
+
 def _install() -> None:
     # Typed as Any: these attributes are set on the class at import (core.Tracer is defined
     # without them), which a static checker cannot follow.
@@ -321,6 +329,11 @@ def _install() -> None:
     cls.item = _no_scalar("item")
     cls.tolist = _no_scalar("tolist")
     cls.copy = lambda self, order="K": self  # tracers are immutable: a copy is the same value
+    # (copy.deepcopy copied the tracer's tape node too: the copy fell out of the trace, a zero
+    # gradient; a defensive deep copy of a parameter dict zeroed every gradient)
+    cls.__copy__ = lambda self: self
+    cls.__deepcopy__ = lambda self, memo: self
+    cls.__reduce_ex__ = _no_pickle
     cls.__setitem__ = _no_setitem
     cls.__hash__ = lambda self: id(self)
     _operators(cls, ARITHMETIC)

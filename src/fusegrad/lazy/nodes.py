@@ -122,6 +122,14 @@ class LazyArray:
     def __hash__(self) -> int:
         return id(self)
 
+    # Immutable: a copy is the same value (copy.deepcopy of a lazy value inside jit's recording
+    # copied its leaf's array, a constant the replays never read again)
+    def __copy__(self) -> LazyArray:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> LazyArray:
+        return self
+
 
 class Leaf(LazyArray):
     """A concrete array (any strides, possibly a broadcast view) entering the lazy world."""

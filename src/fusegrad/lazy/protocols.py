@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -375,6 +376,12 @@ def _read(convert: Callable, what: str) -> Callable:
     return method
 
 
+def _scalar(v: np.ndarray) -> Any:
+    """A 0-d value as the NumPy scalar indexing gives (what ``round``, ``math.trunc`` and
+    format specs take); any other array as it is."""
+    return v[()] if v.ndim == 0 else v
+
+
 # NumPy dispatches a call to the types of some arguments only: ``a[index]`` and ``np.take(a,
 # index)`` of a NumPy ``a`` convert a lazy ``index`` to an array, never asking fusegrad
 _GATHER_FIX = "pass that array to the jitted function as an argument, so the gather is recorded"
@@ -526,6 +533,16 @@ def _install() -> None:
     cls.__bool__ = _read(bool, "bool() of an array: Python control flow (if, while) on it")
     cls.__complex__ = _read(complex, "complex() of an array")
     cls.__index__ = _read(operator.index, _INDEXED)
+    cls.__trunc__ = _read(lambda v: math.trunc(_scalar(v)), "math.trunc() of an array")
+    cls.__format__ = lambda self, spec: _read(
+        lambda v: format(_scalar(v), spec), "format() of an array"
+    )(self)
+    # round(x) is a Python int (read); round(x, n) an array, as NumPy's, which stays lazy
+    cls.__round__ = lambda self, ndigits=None: (
+        _read(lambda v: round(_scalar(v)), "round() of an array")(self)
+        if ndigits is None
+        else np.round(self, ndigits)
+    )
     cls.T = property(lambda self: movement.transpose(self))
     cls.mT = property(lambda self: movement.swapaxes(self, -1, -2))
     cls.real = property(_real)

@@ -1089,13 +1089,34 @@ def _comparable(step: tuple) -> tuple:
 
 def _same(a: Any, b: Any) -> bool:
     """Equality of two recordings' parts: arrays by value, NaNs equal, kernels by signature,
-    conversion functions by what they are and what they hold."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, tuple | list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    conversion functions by what they are and what they hold. (A walk with a stack: a number
+    argument's recipe down a 1000-step loop nests as deep as the loop.)"""
+    stack = [(a, b)]
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, tuple | list):
+            if len(a) != len(b):
+                return False
+            stack.extend(zip(a, b))
+        elif isinstance(a, functools.partial):
+            if a.func is not b.func:
+                return False
+            stack += [(a.args, b.args), (a.keywords, b.keywords)]
+        elif isinstance(a, dict):
+            if a.keys() != b.keys():
+                return False
+            stack.extend((a[k], b[k]) for k in a)
+        elif not _same_leaf(a, b):
+            return False
+    return True
+
+
+def _same_leaf(a: Any, b: Any) -> bool:
+    """``_same`` of two objects of one type that hold no parts to compare."""
     if isinstance(a, np.ndarray):
         return (
             a.shape == b.shape
@@ -1104,10 +1125,6 @@ def _same(a: Any, b: Any) -> bool:
         )
     if isinstance(a, float | complex | np.inexact):
         return a == b or (a != a and b != b)
-    if isinstance(a, functools.partial):
-        return a.func is b.func and _same(a.args, b.args) and _same(a.keywords, b.keywords)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, _BY_EQUALITY):
         return bool(a == b)
     return repr(a) == repr(b)  # e.g. a ProjectTo: what it shows is what it holds
