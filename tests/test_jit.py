@@ -1208,3 +1208,29 @@ def test_python_protocols_on_a_lazy_element_replay_or_fall_back(f):
         for k in range(3):
             x = x * (1 + k)
             np.testing.assert_allclose(jf(x), f(x))
+
+
+def test_recording_a_long_loop_costs_linear_time():
+    """Locating arrays among the recorded slots and merging kernels tried every earlier slot and
+    kernel group: recording a 1000-step RNN took 27 s where a plain grad took 0.3. Counted in
+    calls (load-independent): 4x the steps cost 2.8x the calls (5.7x before)."""
+    import cProfile
+    import pstats
+
+    def calls(steps):
+        rng = np.random.default_rng(0)
+        wx, wh = rng.normal(size=(4, 8)) * 0.4, rng.normal(size=(8, 8)) * 0.3
+        xs = rng.normal(size=(steps, 3, 4))
+
+        def rnn(wx, wh, xs):
+            h = np.zeros((3, 8))
+            for t in range(xs.shape[0]):
+                h = np.tanh(xs[t] @ wx + h @ wh)
+            return np.sum(h**2)
+
+        g = fg.jit(fg.grad(rnn, argnums=(0, 1)))
+        prof = cProfile.Profile()
+        prof.runcall(g, wx, wh, xs)
+        return pstats.Stats(prof).total_calls
+
+    assert calls(400) < 4 * calls(100)

@@ -567,6 +567,7 @@ def _pointer(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+_PAGE_BITS = 12  # Recorder.pages: 4 KiB pages
 FOLD_MAX_BYTES = 1 << 20  # a kernel of numbers only, with results up to this size, is folded
 # replays after which a program's kernels are placed as a hot program's (engines.choose_hot)
 HOT_REPLAYS = 8
@@ -578,9 +579,12 @@ class Recorder:
     def __init__(self, inputs: list[np.ndarray], top_is_api: bool = False) -> None:
         self.slots: list[np.ndarray] = []
         self.spans: list[tuple[int, int]] = []
+        # the result slots touching each 4 KiB page of memory (``locate``: a linear scan of
+        # every slot made recording a 1000-step loop quadratic, 27 s)
+        self.pages: dict[int, list[int]] = {}
+        self.n_inputs = len(inputs)
         for a in inputs:
             self._track(a)
-        self.n_inputs = len(inputs)
         # Views derived from an input keep its base; an array in an input's memory with another
         # base (a closure's alias of an argument) cannot be told apart from the input by memory.
         self.bases = [_base(a) for a in inputs]
@@ -624,21 +628,37 @@ class Recorder:
         return self.api_depth == (1 if self.top_is_api else 0)
 
     def _track(self, a: np.ndarray) -> None:
+        slot = len(self.slots)
         self.slots.append(a)
-        self.spans.append(_bounds(a) if a.size else (0, 0))
+        span = _bounds(a) if a.size else (0, 0)
+        self.spans.append(span)
+        if slot >= self.n_inputs and a.size:  # (inputs: few, scanned first)
+            for page in range(span[0] >> _PAGE_BITS, ((span[1] - 1) >> _PAGE_BITS) + 1):
+                self.pages.setdefault(page, []).append(slot)
 
     def locate(self, a: np.ndarray) -> tuple | None:
-        """``(slot, offset, shape, strides, dtype)`` when ``a`` views a tracked array."""
+        """``(slot, offset, shape, strides, dtype)`` when ``a`` views a tracked array (the first
+        such slot)."""
         if a.size == 0:
             return None
         lo, hi = _bounds(a)
-        for slot, (blo, bhi) in enumerate(self.spans):
+        found = None
+        for slot in range(self.n_inputs):
+            blo, bhi = self.spans[slot]
             if blo <= lo and hi <= bhi:
-                if slot < self.n_inputs and _base(a) is not self.bases[slot]:
+                if _base(a) is not self.bases[slot]:
                     self.foreign = True
-                offset = _pointer(a) - _pointer(self.slots[slot])
-                return (slot, offset, a.shape, a.strides, a.dtype)
-        return None
+                found = slot
+                break
+        else:
+            for slot in self.pages.get(lo >> _PAGE_BITS, ()):
+                blo, bhi = self.spans[slot]
+                if blo <= lo and hi <= bhi and (found is None or slot < found):
+                    found = slot
+        if found is None:
+            return None
+        offset = _pointer(a) - _pointer(self.slots[found])
+        return (found, offset, a.shape, a.strides, a.dtype)
 
     def touches(self, nodes: Any) -> bool:
         """Whether evaluating ``nodes`` reads an input or a recorded result."""

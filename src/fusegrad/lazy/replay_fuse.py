@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -354,7 +355,12 @@ def merge(
         joined = None
         if kind not in ("call", "iadd", "alias") and template is not None and mergeable(step):
             makers = [slot_of[s[0]][0] for s in step[2] if s[0] != "const" and s[0] in slot_of]
-            for g in [*reversed(makers), *reversed(groups)]:
+            # a group that made none of its operands can take it only if it starts after the
+            # latest of them (``can_take``): the older ones are not tried (trying every group
+            # made recording a 1000-step loop quadratic)
+            latest = max((s[0] for s in step[2] if s[0] != "const"), default=-1)
+            later = itertools.takewhile(lambda g, m=latest: g.old_first > m, reversed(groups))
+            for g in [*reversed(makers), *later]:
                 own = g.can_take(step, slot_of)
                 if own is not None:
                     base = len(g.outputs)
