@@ -132,3 +132,14 @@ def test_hvp_and_hessian_of_a_primitive_with_only_a_reverse_rule():
 
     np.testing.assert_allclose(fg.hvp(f, (x,), (np.ones(3),)), 12 * x**2)
     np.testing.assert_allclose(fg.hessian(f)(x), np.diag(12 * x**2))
+
+
+def test_check_grads_called_with_the_arguments_says_how_to_call_it():
+    """``check_grads(f, (x, y))`` (the arguments where ``modes`` goes) raised "unhashable type:
+    'numpy.ndarray'" from inside it."""
+    from fusegrad.testing import check_grads
+
+    with pytest.raises(TypeError, match=r"check_grads\(f\)\(x, y\)"):
+        check_grads(lambda x: np.sum(x**2), (np.ones(2),))
+    with pytest.raises(TypeError, match="modes is a tuple"):
+        check_grads(lambda x: np.sum(x**2), "rev")

@@ -591,6 +591,11 @@ def check_grads(
     """
     if order < 1:
         raise ValueError(f"order must be at least 1, got {order}")
+    if isinstance(modes, str) or not all(isinstance(m, str) for m in modes):
+        raise TypeError(
+            f"check_grads(fun, modes=...): modes is a tuple of 'rev' and 'fwd', got {modes!r}; "
+            "check_grads returns a checker, called on the arguments: check_grads(f)(x, y)"
+        )
     unknown = set(modes) - {"rev", "fwd"}
     if unknown:
         raise ValueError(f"unknown modes {sorted(unknown)}; use 'rev' and/or 'fwd'")
