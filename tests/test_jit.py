@@ -1234,3 +1234,24 @@ def test_recording_a_long_loop_costs_linear_time():
         return pstats.Stats(prof).total_calls
 
     assert calls(400) < 4 * calls(100)
+
+
+def test_jacobian_and_hessian_replay():
+    """jacobian stacked its rows with NumPy outside the recorded kernels: the jitted jacobian and
+    hessian ran uncompiled (with a warning) at every call."""
+
+    def f(x):
+        return np.tanh(x) * np.sum(x**2)
+
+    def g(x):
+        return np.sum(np.tanh(x) ** 3) * np.sum(x**2)
+
+    jf, hg = fg.jit(fg.jacobian(f)), fg.jit(fg.hessian(g))
+    x = np.linspace(0.1, 1, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(4):
+            np.testing.assert_allclose(jf(x), fg.jacobian(f)(x), rtol=1e-13)
+            np.testing.assert_allclose(hg(x), fg.hessian(g)(x), rtol=1e-13)
+            x *= 1.2
+    assert jf.cache_info().entries[0].replayable and hg.cache_info().entries[0].replayable

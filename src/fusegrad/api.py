@@ -780,14 +780,25 @@ def _jacobian_of_leaf(f_vjp, out_leaves, rebuild_out, i, out_dt, args, nums, sin
         jac = []
         for j, x in enumerate(x_leaves):
             xshape = np.shape(x)
+            # a step of a jit recording (a NumPy call on the rows outside the kernels made the
+            # jitted jacobian and hessian run uncompiled)
             stacked = (
-                np.stack([np.asarray(r[j]) for r in row_leaves])
+                replay.step(_stack_rows, ([r[j] for r in row_leaves],), {}, _concrete_row)
                 if rows
                 else np.zeros((0,) + xshape)
             )
-            jac.append(stacked.reshape(oshape + xshape))
+            jac.append(np.reshape(stacked, oshape + xshape))
         results.append(rebuild(jac))
     return results[0] if single else tuple(results)
+
+
+def _stack_rows(rows: list) -> np.ndarray:
+    return np.stack([np.asarray(r) for r in rows])
+
+
+def _concrete_row(x: Any) -> Any:
+    x = unthunk(x)
+    return materialize_many([x])[0] if isinstance(x, LazyArray) else x
 
 
 def jvp(
