@@ -798,6 +798,13 @@ HARD_POINTS = [
      lambda: _mp_slope(lambda x: mp.bessely(-1.5, x), 1e-3), 1e-14),
     (lambda m: sp.poch(1e5, m), 1e-8, lambda: _mp_slope(lambda m: mp.rf(1e5, m), 1e-8), 1e-14),
     (lambda z: sp.poch(z, 1e-8), 1e5, lambda: _mp_slope(lambda z: mp.rf(z, 1e-8), 1e5), 1e-12),
+    # at the poles of Γ(z), where y (ψ(z+m) - ψ(z)) is NaN: z(z+1)(z+2)' = 3z² + 6z + 2; Γ(z+m)
+    # (1/Γ)'(z) = Γ(-1.5) 2!; 1/(z - 1)' = -1 (z + m a pole too)
+    (lambda z: sp.poch(z, 3.0), -2.0, lambda: 2.0, 1e-15),
+    (lambda z: sp.poch(z, 3.0), -1.0, lambda: -1.0, 1e-15),
+    (lambda z: sp.poch(z, 0.5), -2.0, lambda: float(2 * mp.gamma(-1.5)), 1e-15),
+    (lambda z: sp.poch(z, -1.0), 0.0, lambda: -1.0, 1e-15),
+    (lambda z: sp.poch(z, 1.0), -3.0, lambda: 1.0, 1e-15),
     (lambda lam: sp.boxcox(2.5, lam), 0.0, lambda: float(mp.log(2.5) ** 2 / 2), 1e-15),
     (lambda lam: sp.boxcox1p(1e-10, lam), 1e-12,
      lambda: _mp_slope(lambda lam: mp.expm1(lam * mp.log1p(1e-10)) / lam, 1e-12), 1e-14),

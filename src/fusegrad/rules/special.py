@@ -57,7 +57,7 @@ a pole; the t density's normaliser for large df, df = inf included (``_t_density
 overflows; ``yv`` and ``ive`` by the one-sided recurrence where a neighbouring order is not
 finite; the scaled ``ive`` and ``kve`` families from x = 1e3 (and 50 v²) by their asymptotic
 series; ``dawsn`` from |x| = 12 and ``wofz`` from |z| = 12 by theirs (the forms cancel 2|z|²-fold);
-``ψ(z+m) - ψ(z)`` of ``poch`` as ``_digamma_step``.
+``ψ(z+m) - ψ(z)`` of ``poch`` as ``_digamma_step``, and at the poles of ``Γ(z)`` (``_poch_dz``).
 
 The order ``v``/``n`` of a Bessel function (and ``n`` of ``expn``) and ``a``, ``b`` of
 ``betainc`` get no derivative
@@ -554,6 +554,32 @@ def _beta_slope(a: Any, b: Any, y: Any) -> Any:
     return np.where(pole, at_pole, y * _digamma_step(a_n, b_n))
 
 
+def _poch_dz(z: Any, m: Any, y: Any) -> Any:
+    """``∂ poch(z, m) / ∂z = y (ψ(z+m) - ψ(z))``. Where ``Γ(z)`` has a pole (z = 0, -1, ...) that
+    is 0 · inf (NaN): ``poch = Γ(z+m) / Γ(z)`` is 0 there, with slope ``Γ(z+m) (1/Γ)'(z)``; where
+    ``z + m`` is a pole too (an integer m with z + m ≤ 0, where poch is a finite product) the
+    digammas' poles cancel, by reflection ``ψ(1-z-m) - ψ(1-z)``.
+
+    >>> z, m = np.float64(-2.0), np.float64(3.0)  # poch = z(z+1)(z+2)
+    >>> round(float(_poch_dz(z, m, sp.poch(z, m))), 12)
+    2.0
+    """
+    if is_complex(z) or is_complex(m):
+        return -y * _digamma_step(z, m)
+    c = z + m
+    z_pole = np.logical_and(np.less_equal(z, 0), np.equal(z, np.floor(z)))
+    both = np.logical_and(z_pole, np.logical_and(np.less_equal(c, 0), np.equal(c, np.floor(c))))
+    z_only = np.logical_and(z_pole, np.logical_not(both))
+    # each branch on safe values where it is not taken (a NaN there poisons where's derivative)
+    zb, mb = np.where(both, z, 0.0), np.where(both, m, 0.0)
+    with np.errstate(invalid="ignore"):  # (y is infinite at the poles of poch itself)
+        at_both = y * (sp.digamma(1 - zb - mb) - sp.digamma(1 - zb))
+    zz, cz = np.where(z_only, z, 1.0), np.where(z_only, c, 1.0)
+    at_z = sp.gamma(cz) * _rgamma_slope(zz, sp.rgamma(zz))
+    zn, mn = np.where(z_pole, 1.0, z), np.where(z_pole, 1.0, m)
+    return np.where(both, at_both, np.where(z_only, at_z, -y * _digamma_step(zn, mn)))
+
+
 def _log_ratio(a: Any, b: Any) -> Any:
     """``log(a / b)``, as ``log a - log b`` where ``a / b`` overflows or underflows."""
     r = a / b
@@ -968,7 +994,7 @@ def _declare() -> None:
     # elliptic integrals, Pochhammer, Box-Cox, Huber losses, Owen's T
     scalar_rule(sp.ellipk,    _ellipk_slope)
     scalar_rule(sp.ellipe,    _ellipe_slope)
-    scalar_rule(sp.poch,      lambda z, m, y: -y * _digamma_step(z, m),
+    scalar_rule(sp.poch,      _poch_dz,
                               lambda z, m, y: y * sp.digamma(z + m))
     scalar_rule(sp.boxcox,    lambda x, lam, y: np.exp((lam - 1) * np.log(x)),
                               lambda x, lam, y: _boxcox_in_lambda(lam, np.log(x)))
