@@ -84,3 +84,23 @@ def test_a_sorted_copy_the_way_numpy_code_writes_it():
     x = A[0]
     assert traced_way(x) == numpy_way(x)
     np.testing.assert_array_equal(fg.grad(traced_way)(x), WEIGHTS[np.argsort(np.argsort(x))])
+
+
+@pytest.mark.parametrize("exponent", [np.float64(2.0), np.float64(0.5), np.float64(1.0), 2.0, 2])
+@pytest.mark.parametrize("path", ["eager", "lazy"])
+def test_power_by_a_numpy_float64_promotes_float32_as_numpy(exponent, path, monkeypatch):
+    """``x ** 2.0`` of float32 stays float32 (a Python number is weak), ``x ** np.float64(2.0)``
+    is float64 (NumPy 2): the fast path for 2, 0.5 and 1 took the NumPy scalar for a Python one
+    (np.float64 subclasses float)."""
+    from fusegrad.lazy import small
+
+    if path == "lazy":
+        monkeypatch.setattr(small, "EAGER_BELOW", 0)
+    else:
+        monkeypatch.setattr(small, "EAGER_BELOW", 1 << 17)
+    x = np.linspace(0.5, 1.5, 4, dtype=np.float32)
+    want = (x**exponent).dtype
+    assert fg.jvp(lambda x: x**exponent, (x,), (x,))[0].dtype == want
+    assert fg.jit(lambda x: x**exponent)(x).dtype == want
+    g = fg.grad(lambda x: np.sum((x**exponent).astype(np.float64)))(x)
+    np.testing.assert_allclose(g, float(exponent) * x.astype(np.float64) ** (float(exponent) - 1))

@@ -258,7 +258,8 @@ def _view(self: Tracer, *args: Any, **kwargs: Any) -> Any:
 
 def _power(self: Any, other: Any) -> Any:
     # As ndarray.__pow__: small constant exponents use the cheaper exact ufunc.
-    if isinstance(other, int | float) and not isinstance(other, bool):
+    # (Python numbers only: a NumPy float64 exponent promotes float32, as in NumPy 2)
+    if type(other) in (int, float):
         fast = {2: np.square, 0.5: np.sqrt, 1: np.positive}.get(other)
         if fast is not None:
             return fast(self)

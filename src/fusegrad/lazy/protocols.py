@@ -433,7 +433,8 @@ def _power(self: Any, other: Any) -> Any:  # self: a LazyArray, typed Any as in 
     if vals is not None:
         return small.wrap(vals[0] ** vals[1])  # ndarray.__pow__'s own choice of ufunc
     # As ndarray.__pow__: small constant exponents use the cheaper exact ufunc.
-    if isinstance(other, int | float) and not isinstance(other, bool):
+    # (Python numbers only: a NumPy float64 exponent promotes float32, as in NumPy 2)
+    if type(other) in (int, float):
         fast = _FAST_POWERS.get(other)
         # (an int 2 squares every dtype, as in NumPy: a bool array's square is int8)
         if fast is not None and (self.dtype.kind == "f" or (other == 2 and type(other) is int)):
