@@ -171,6 +171,39 @@ def test_einsum(subs, shapes, dtype):
 
 
 @pytest.mark.parametrize(
+    "subs,shapes",
+    [
+        ("bihwk,oik->bohw", [(8, 4, 10, 10, 9), (6, 4, 9)]),  # a convnet layer: 173k labels
+        ("ij,jk,kl->il", [(40, 30), (30, 35), (35, 20)]),
+        ("ii,ij->j", [(200, 200), (200, 200)]),  # a diagonal
+    ],
+)
+def test_einsum_derivatives_past_the_path_threshold(subs, shapes, monkeypatch):
+    """Past ``EINSUM_PATH_FROM`` multiply-adds the pullbacks' and tangents' einsums search a
+    contraction path (BLAS): the same derivatives as NumPy's own loop (threshold infinite)."""
+    from fusegrad.rules import linalg
+
+    rng = np.random.default_rng(3)
+    ops = [rng.normal(size=s) for s in shapes]
+    ct = rng.normal(size=np.einsum(subs, *ops).shape)
+    tangents = [rng.normal(size=s) for s in shapes]
+
+    def derivatives():
+        _, pb = rrule(np.einsum, subs, *ops)
+        grads = pb(ct)[1:]
+        _, dot = fg.jvp(lambda *xs: np.einsum(subs, *xs), ops, tangents)
+        return [unthunk(g) for g in grads], dot
+
+    fast = derivatives()
+    monkeypatch.setattr(linalg, "EINSUM_PATH_FROM", float("inf"))
+    slow = derivatives()
+    for a, b in zip(fast[0], slow[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fast[1], slow[1], rtol=1e-12, atol=1e-12)
+    check_rrule(np.einsum, subs, *ops)
+
+
+@pytest.mark.parametrize(
     "f",
     [
         lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [0, 2]),

@@ -37,6 +37,7 @@ trace them.
 
 from __future__ import annotations
 
+import math
 import string
 import sys
 from typing import Any
@@ -380,6 +381,7 @@ def _einsum_operand_cotangent(
     # Repeated letters (diagonals/traces): compute over the unique letters, then embed with eye.
     target = unique
     lhs = ",".join(other_subs + [out] + extra_subs)
+    kwargs = kwargs or _contraction_path(lhs + target, sizes)
     g = np.einsum(f"{lhs}->{target}", *other_ops, dy, *extra_ops, **kwargs)
     if len(unique) != len(sub):
         used = set("".join(ins) + out)
@@ -404,6 +406,19 @@ def _einsum_operand_cotangent(
     if tuple(g.shape) != tuple(shape) and len(g.shape) == len(shape):
         g = g * np.ones(shape, dtype)
     return project(g, ops[i])
+
+
+# From this many multiply-adds in einsum's naive loop over every label, a pullback's or tangent's
+# einsum finds a contraction path (BLAS): the search costs ~10 us, the naive loop ~1 ns a
+# multiply-add. A convnet layer's ``bohw,oik->bihwk`` (173k): 333 -> 26 us.
+EINSUM_PATH_FROM = 1 << 15
+
+
+def _contraction_path(letters: str, sizes: dict[str, int]) -> dict:
+    """``{"optimize": True}`` for an einsum over ``letters`` (of ``sizes``) large enough that a
+    contraction path pays for its search, else no keywords (NumPy's own loop)."""
+    cost = math.prod(sizes.get(c, 1) for c in set(letters) if c.isalpha())
+    return {"optimize": True} if cost >= EINSUM_PATH_FROM else {}
 
 
 @register_rrule(np.einsum)
@@ -443,11 +458,20 @@ def _einsum_jvp(tangents, subscripts, *operands, **kwargs):
     ops = list(operands)
     y = np.einsum(subscripts, *ops, **kwargs)
     dot: Any = ZeroTangent()
+    path = {k: v for k, v in kwargs.items() if k == "optimize"}
+    if not path:
+        ins, out = _parse_einsum(subscripts, [tuple(np.shape(o)) for o in ops])
+        sizes: dict[str, int] = {}
+        for sub, o in zip(ins, ops):
+            for c, n in zip(sub, np.shape(o)):
+                sizes[c] = max(sizes.get(c, 1), n)
+        path = _contraction_path("".join(ins) + out, sizes)
+    rest = {k: v for k, v in kwargs.items() if k != "optimize"}
     for i, t in enumerate(tangents[1:]):
         if _zero(t):
             continue
         swapped = ops[:i] + [unthunk(t)] + ops[i + 1 :]
-        dot = add_tangents(dot, np.einsum(subscripts, *swapped, **kwargs))
+        dot = add_tangents(dot, np.einsum(subscripts, *swapped, **rest, **path))
     return y, dot
 
 
