@@ -447,3 +447,21 @@ def test_nested_jvp_of_a_complex_python_number():
 
     inner = lambda z: fg.jvp(lambda w: w * w, (z,), (1 + 0j,))[1]  # noqa: E731
     assert fg.jvp(inner, (1 + 1j,), (1 + 0j,)) == (2 + 2j, 2 + 0j)
+
+
+def test_np_astype_function_and_einsum_path():
+    """NumPy 2's ``np.astype(x, dtype)`` has the method's derivative; ``np.einsum_path`` of
+    traced operands (shapes only) gives NumPy's path, usable as einsum's ``optimize``."""
+    x = np.linspace(0.0, 1.0, 3)
+    g = fg.grad(lambda x: np.sum(np.astype(x, np.float32) ** 2))(x)
+    np.testing.assert_array_equal(g, 2 * x)
+    y, t = fg.jvp(lambda x: np.astype(x, np.float32), (x,), (np.ones(3),))
+    assert y.dtype == t.dtype == np.float32
+    m = np.arange(1.0, 10.0).reshape(3, 3)
+
+    def f(m):
+        path = np.einsum_path("ij,jk,kl->il", m, m, m, optimize="greedy")
+        assert path == np.einsum_path("ij,jk,kl->il", *[np.ones((3, 3))] * 3, optimize="greedy")
+        return np.sum(np.einsum("ij,jk,kl->il", m, m, m, optimize=path[0]))
+
+    np.testing.assert_allclose(fg.grad(f)(m), fg.grad(lambda m: np.sum(m @ m @ m))(m))

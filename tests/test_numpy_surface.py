@@ -245,7 +245,8 @@ SURFACE: dict[str, tuple] = {
     "shape": O(STRUCT), "ndim": O(STRUCT), "size": O(STRUCT), "result_type": O(STRUCT),
     "iscomplexobj": O(STRUCT), "isrealobj": O(STRUCT), "zeros_like": O(STRUCT),
     "ones_like": O(STRUCT), "empty_like": O(STRUCT), "broadcast_shapes": O(STRUCT),
-    "array": O(CONV), "asarray": O(CONV), "asanyarray": O(CONV), "astype": O(CONV),
+    "array": O(CONV), "asarray": O(CONV), "asanyarray": O(CONV),
+    "astype": G(lambda x: np.astype(x**2, np.float64)),
     "asarray_chkfinite": O(MEM), "ascontiguousarray": O(MEM), "asfortranarray": O(MEM),
     "asmatrix": O("np.matrix is a legacy subclass: use 2-d arrays"), "bmat": O("np.matrix"),
     "require": O(MEM), "may_share_memory": O(MEM), "shares_memory": O(MEM), "isfortran": O(MEM),
@@ -263,7 +264,9 @@ SURFACE: dict[str, tuple] = {
     "tril_indices_from": G(lambda x: np.outer(x, x)[np.tril_indices_from(np.outer(x, x), -1)]),
     "triu_indices_from": G(lambda x: np.outer(x, x ** 2)[np.triu_indices_from(np.outer(x, x))]),
     "ravel_multi_index": O(INDEX), "unravel_index": O(INDEX),
-    "einsum_path": O("plans a contraction order: no array values"),
+    "einsum_path": G(  # (a contraction order: shapes only; on traced operands too)
+        lambda x: np.einsum("i,i", x, x**2, optimize=np.einsum_path("i,i", x, x**2)[0])
+    ),
     "nested_iters": O("iterator objects"), "packbits": O(INT), "unpackbits": O(INT),
     "fill_diagonal": O(INPLACE), "place": O(INPLACE), "put": O(INPLACE),
     "put_along_axis": O(INPLACE), "putmask": O(INPLACE),

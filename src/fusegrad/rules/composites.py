@@ -779,6 +779,19 @@ def _real_if_close(a: Any, tol: float = 100) -> Any:
     return np.real(a) if np.all(np.abs(av.imag) < t) else a
 
 
+def _astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+    """``np.astype`` (NumPy 2's function form): the method's rule (a traced value is never
+    written, so ``copy`` changes nothing)."""
+    return x.astype(dtype)
+
+
+def _einsum_path(subscripts: Any, *operands: Any, **kwargs: Any) -> Any:
+    """A contraction order, which depends on the operands' shapes only: NumPy's, computed on
+    zeros of their shapes and dtypes (it reads no value, so it has no derivative to carry)."""
+    zeros = [np.zeros(np.shape(o), dtype_of(o)) for o in operands]
+    return np.einsum_path(subscripts, *zeros, **kwargs)
+
+
 def _unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * np.pi) -> Any:
     pv = np.asarray(value(p))
     # The unwrapping adds multiples of the period: piecewise constant, no derivative. NumPy's own
@@ -857,6 +870,8 @@ COMPOSITES: dict[Any, Callable] = {
     np.nan_to_num:   _nan_to_num,
     np.real_if_close: _real_if_close,
     np.unwrap:       _unwrap,
+    np.astype:       _astype,
+    np.einsum_path:  _einsum_path,
     np.copyto:       _copyto,
 }
 # fmt: on
