@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, asarray, replay
+from ..lazy import LazyArray, asarray, replay, small
 from ..lazy.nodes import DYNAMIC_NUMBERS, make_map
 from ..tangents import BroadcastThunk, unthunk
 from ..tangents.thunks import AbstractThunk
@@ -60,6 +60,7 @@ def concrete_ct(dy: Any) -> Any:
 # Read as module globals: numpy's module __getattr__ keeps CPython 3.11 from specialising
 # `np.name` lookups, and this test runs in every small pullback.
 _NDARRAY = np.ndarray
+_empty = np.empty
 _CONCRETE_SCALARS = (float, int, complex, np.generic)
 
 
@@ -75,3 +76,25 @@ def is_concrete(x: Any) -> bool:
 def as_cotangent(g: Any) -> Any:
     """A lazy result wrapped as a ``BroadcastThunk``; anything else as it is."""
     return BroadcastThunk(g) if isinstance(g, LazyArray) else g
+
+
+def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool, held: bool = True) -> Any:
+    """``dy`` of a reduction over ``axes`` broadcast back to the argument's ``shape``: lazily, or
+    for a concrete ``dy`` and a small ``shape`` (the small-array path) as a new NumPy array.
+    ``held``: whether the argument itself was in memory (``reductions._held``); when it was not
+    (a fused broadcast blow-up, ``v[:, None] - v[None, :]``), its cotangent is not stored
+    either, from the size the small-array path fuses such blow-ups at (``small.grown_fits``)."""
+    if is_concrete(dy) and (small.fits(shape) if held else small.grown_fits(shape)):
+        if type(dy) is float:  # the seed of grad: no dtype to look for, a fill and no copy loop
+            out = _empty(shape)
+            out.fill(dy)
+            return out
+        if not keepdims and axes and type(dy) is _NDARRAY:
+            dy = dy.reshape([1 if i in axes else n for i, n in enumerate(shape)])
+        out = _empty(shape, getattr(dy, "dtype", None) or type(dy))
+        out[...] = dy
+        return out
+    d = operand(dy, scalars=True)
+    if not keepdims and axes:
+        d = np.expand_dims(d, axes)
+    return np.broadcast_to(d, shape)

@@ -45,7 +45,7 @@ from .common import (
     shape_of,
 )
 from .lazy_values import as_cotangent as _wrap
-from .lazy_values import as_lazy, is_concrete, operand
+from .lazy_values import as_lazy, expand_back, operand
 from .registry import register_rrule
 
 # Read as module globals: numpy's module __getattr__ keeps CPython 3.11 from specialising
@@ -89,28 +89,6 @@ def _pad_positional(rule: Callable) -> Callable:
 
 def _count(shape: tuple, axes: tuple) -> int:
     return math.prod([shape[a] for a in axes])
-
-
-def expand_back(dy: Any, shape: tuple, axes: tuple, keepdims: bool, held: bool = True) -> Any:
-    """``dy`` of a reduction over ``axes`` broadcast back to the argument's ``shape``: lazily, or
-    for a concrete ``dy`` and a small ``shape`` (the small-array path) as a new NumPy array.
-    ``held``: whether the argument itself was in memory (``_held``); when it was not (a fused
-    broadcast blow-up, ``v[:, None] - v[None, :]``), its cotangent is not stored either, from
-    the size the small-array path fuses such blow-ups at (``small.grown_fits``)."""
-    if is_concrete(dy) and (small.fits(shape) if held else small.grown_fits(shape)):
-        if type(dy) is float:  # the seed of grad: no dtype to look for, a fill and no copy loop
-            out = _empty(shape)
-            out.fill(dy)
-            return out
-        if not keepdims and axes and type(dy) is _NDARRAY:
-            dy = dy.reshape([1 if i in axes else n for i, n in enumerate(shape)])
-        out = _empty(shape, getattr(dy, "dtype", None) or type(dy))
-        out[...] = dy
-        return out
-    d = _operand(dy)
-    if not keepdims and axes:
-        d = np.expand_dims(d, axes)
-    return np.broadcast_to(d, shape)
 
 
 def _held(x: Any) -> bool:

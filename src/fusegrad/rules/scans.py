@@ -52,8 +52,7 @@ from .common import (
     shape_only,
     unbroadcast_to,
 )
-from .lazy_values import as_cotangent
-from .reductions import expand_back
+from .lazy_values import as_cotangent, expand_back
 from .registry import is_differentiable, primitive, register_lazy_case, register_rrule
 
 
