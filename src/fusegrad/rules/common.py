@@ -13,8 +13,8 @@
 Declarators: ``scalar_rule``, ``elementwise_op`` (an op of the lazy IR's table and its
 derivatives, in one entry), ``linear``, ``bilinear``, ``nondiff``.
 
-This module imports only ``registry``, ``lazy_values``, ``tangents``, the lazy array type and the
-lazy op table (``elementwise_op`` adds to it).
+This module imports only ``registry``, ``lazy_values``, ``tangents``, the lazy array type, the
+lazy op table (``elementwise_op`` adds to it) and ``replay`` (``on_values``' steps).
 
 Example::
 
