@@ -36,7 +36,7 @@ Example::
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,11 @@ from .replay_ops import c_layout
 # A merged kernel stays within these (numba's compile time grows with a kernel's size).
 MAX_OUTPUTS = 32
 MAX_INSTRUCTIONS = 200
+
+
+def _starting_after(groups: list[_Group], latest: int) -> Iterator[_Group]:
+    """The latest groups, newest first, while they start after slot ``latest``."""
+    return itertools.takewhile(lambda g: g.old_first > latest, reversed(groups))
 
 
 class _Group:
@@ -359,7 +364,7 @@ def merge(
             # latest of them (``can_take``): the older ones are not tried (trying every group
             # made recording a 1000-step loop quadratic)
             latest = max((s[0] for s in step[2] if s[0] != "const"), default=-1)
-            later = itertools.takewhile(lambda g, m=latest: g.old_first > m, reversed(groups))
+            later = _starting_after(groups, latest)
             for g in [*reversed(makers), *later]:
                 own = g.can_take(step, slot_of)
                 if own is not None:

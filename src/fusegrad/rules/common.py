@@ -7,14 +7,14 @@
 - forward tangents: ``is_zero``, ``add_tangents``, ``lazy_tangent``, ``fit``,
   ``real_for``;
 - call parameters: ``params``; matrices: ``mT``, ``mH``, ``conj``, ``sym``;
-- the primal side of traced values: ``primal``, ``primal_tree``, ``value``, ``as_array``,
-  ``dispatch``.
+- the primal side of traced values: ``primal``, ``primal_tree``, ``value``, ``on_values``,
+  ``as_array``, ``dispatch``.
 
 Declarators: ``scalar_rule``, ``elementwise_op`` (an op of the lazy IR's table and its
 derivatives, in one entry), ``linear``, ``bilinear``, ``nondiff``.
 
-This module imports only ``registry``, ``lazy_values``, ``tangents``, the lazy array type and the
-lazy op table (``elementwise_op`` adds to it).
+This module imports only ``registry``, ``lazy_values``, ``tangents``, the lazy array type, the
+lazy op table (``elementwise_op`` adds to it) and ``replay`` (``on_values``' steps).
 
 Example::
 
@@ -25,13 +25,14 @@ Example::
 from __future__ import annotations
 
 import dis
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, small
+from ..lazy import LazyArray, replay, small
 from ..lazy import ops as op_table
 from ..lazy.ops import NumbaExpr
 from ..tangents import (
@@ -373,6 +374,49 @@ def value(x: Any) -> Any:
     if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
         return type(x)(value(v) for v in x)
     return np.asarray(x) if hasattr(x, "__array__") and not isinstance(x, np.ndarray) else x
+
+
+def on_values(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` on the primal values of traced arguments, read as constants (no
+    derivative flows through the results): SciPy's own function for its conventions (vector
+    signs, ranks, pivots, subsets), or a choice computed from a decomposition's values.
+
+    Reading a value with ``value`` while ``jit`` records is an escape: its result would be the
+    recording's, so the program is not replayable. Here ``fn`` is instead a step of the recorded
+    program (``replay.step``): its operands' kernels are recorded, and a replay calls ``fn`` again
+    on the new values, so the constants follow the inputs, and a result whose shape depends on
+    the values (a rank, a subset) is checked against the recording's. In a recording, a Python
+    int among the results is a 0-d array (a replay could not hand a number on); outside one this
+    is ``fn`` on ``value``s.
+
+    >>> import fusegrad as fg
+    >>> fg.grad(lambda a: np.sum(a * on_values(np.sign, a)))(np.array([-2.0, 3.0]))
+    array([-1.,  1.])
+    """
+    args = primal_tree(args)
+    kwargs = {k: primal_tree(v) for k, v in kwargs.items()} if kwargs else kwargs
+    if replay.active() is None:
+        return fn(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()})
+    return replay.step(functools.partial(_with_arrays, fn), args, kwargs, _concrete_value)
+
+
+def _concrete_value(x: Any) -> Any:
+    """An operand of ``on_values``'s step made concrete (a lazy value materialised)."""
+    x = materialize(x)
+    return np.asarray(x) if hasattr(x, "__array__") and not isinstance(x, np.ndarray) else x
+
+
+def _with_arrays(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``fn``'s results with Python ints as 0-d arrays (a step's results must be arrays)."""
+    return _ints_as_arrays(fn(*args, **kwargs))
+
+
+def _ints_as_arrays(x: Any) -> Any:
+    if isinstance(x, list | tuple) and not hasattr(type(x), "_fields"):
+        return type(x)(_ints_as_arrays(v) for v in x)
+    if isinstance(x, int) and not isinstance(x, bool):
+        return np.asarray(x)
+    return x
 
 
 def as_array(x: Any) -> Any:
@@ -914,6 +958,7 @@ __all__ = [
     "mH",
     "mT",
     "no_tangents",
+    "on_values",
     "params",
     "primal",
     "primal_tree",

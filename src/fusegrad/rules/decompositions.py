@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..tangents import AbstractZero, ZeroTangent, unthunk
-from .common import dispatch, no_tangents, params, project, sym, value
+from .common import dispatch, dtype_of, no_tangents, on_values, params, project, sym, value
 from .registry import register_frule, register_rrule
 
 
@@ -386,15 +386,16 @@ def _eigvalsh(a: Any, UPLO: Any = "L") -> Any:  # noqa: N803 - NumPy's name
 
 
 def _lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
-    av, bv = np.asarray(value(a)), np.asarray(value(b))
-    m, n = av.shape[-2:]
-    rc = np.finfo(av.dtype).eps * max(m, n) if rcond is None else rcond
-    _, resid, rank, _ = np.linalg.lstsq(av, bv, rcond=rc)
+    m, n = np.shape(a)[-2:]
+    rc = np.finfo(dtype_of(a)).eps * max(m, n) if rcond is None else rcond
+    # NumPy's residuals (present only at full rank) and rank, read from the values (a step of
+    # a jit recording, run again at each replay)
+    _, resid, rank, _ = on_values(np.linalg.lstsq, a, b, rcond=rc)
     x = np.matmul(dispatch(np.linalg.pinv, (a,), {"rcond": rc}), b)
     if np.size(resid):
         r = b - np.matmul(a, x)
         resid = np.sum(np.real(r * np.conj(r)), axis=0)
-        if np.ndim(bv) == 1:
+        if np.ndim(b) == 1:
             resid = np.reshape(resid, (1,))
     s = dispatch(np.linalg.svd, (a,), {"compute_uv": False})
     return x, resid, rank, s

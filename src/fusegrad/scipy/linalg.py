@@ -34,7 +34,7 @@ import scipy.linalg as _sl
 
 from ..rules import registry
 from ..rules import scipy_linalg as _rules
-from ..rules.common import value
+from ..rules.common import dtype_of, on_values
 from . import _dispatch
 
 
@@ -231,7 +231,7 @@ def lu_solve(lu_and_piv: tuple, b: Any, trans: int = 0, overwrite_b: bool = Fals
     lu, piv = lu_and_piv
     if not _dispatch.traced((lu, b), {}):
         return _orig("lu_solve")((lu, piv), b, trans=trans, check_finite=check_finite)
-    p = _rules._perm(piv)
+    p = on_values(_rules._perm, piv)
     code = _rules._trans_code(trans)
     vec = np.ndim(b) == 1  # one right-hand side (of every matrix of a stack): a column
     rhs = np.expand_dims(b, -1) if vec and np.ndim(lu) > 2 else b
@@ -314,17 +314,23 @@ def _rearranged(name: str, *arrays: Any, zero_fill: bool = False) -> Any:
     return values[where]
 
 
-def _plain(x: Any) -> Any:
-    """The value of ``x`` as a constant (SciPy's own function runs on it for reference)."""
-    return None if x is None else value(x)
+def _reference(name: str, *args: Any, **kwargs: Any) -> Any:
+    """SciPy's own ``name`` on the values of ``args``, as constants: its errors, and the choices
+    it makes (vector signs, ranks, pivots, subsets) that the traced computation copies. Under
+    ``jit`` a step of the recorded program (``on_values``), run again at each replay."""
+    return on_values(_orig(name), *args, **kwargs)
 
 
-def _phases(got: Any, want: np.ndarray, axis: int = -2) -> np.ndarray:
+def _phases(got: Any, want: Any, axis: int = -2) -> Any:
     """The unit factors ``c`` (one per column, or per row with ``axis=-1``) with ``got * conj(c)``
     closest to ``want``: a sign for real values, a phase for complex ones (1 where they are
     orthogonal). Decompositions fix their vectors only up to these; SciPy's choice is matched by
     multiplying by them as constants, so no derivative flows through the choice."""
-    return _unit(np.sum(np.conj(want) * np.asarray(value(got)), axis=axis))
+    return on_values(_phases_of, got, want, axis)
+
+
+def _phases_of(got: np.ndarray, want: np.ndarray, axis: int) -> np.ndarray:
+    return _unit(np.sum(np.conj(want) * got, axis=axis))
 
 
 def _unit(z: np.ndarray) -> np.ndarray:
@@ -355,8 +361,12 @@ def _complement(q1: Any, n0: np.ndarray) -> Any:
     projected = n0 - np.matmul(q1, np.matmul(_ct(q1), n0))
     q, r = np.linalg.qr(projected)
     # R is diagonal with ±1 at this point: undo its signs so the value is n0
-    d = np.sign(np.real(np.diagonal(np.asarray(value(r)), axis1=-2, axis2=-1)))
-    return q * np.expand_dims(np.where(d == 0, 1, d), -2)
+    return q * np.expand_dims(on_values(_diagonal_signs, r), -2)
+
+
+def _diagonal_signs(r: np.ndarray) -> np.ndarray:
+    d = np.sign(np.real(np.diagonal(r, axis1=-2, axis2=-1)))
+    return np.where(d == 0, 1, d)
 
 
 def eigh(a: Any, b: Any = None, *, lower: bool = True, eigvals_only: bool = False,
@@ -380,7 +390,7 @@ def eigh(a: Any, b: Any = None, *, lower: bool = True, eigvals_only: bool = Fals
         return _orig("eigh")(a, b, **kw)
     # SciPy on the values: its errors (a b that is not positive definite, bad subsets), its
     # eigenvector signs and its subset by value
-    ref = _orig("eigh")(_plain(a), _plain(b), **kw)
+    ref = _reference("eigh", a, b, **kw)
     if b is None:
         w, v = np.linalg.eigh(a, "L" if lower else "U")
     else:
@@ -401,14 +411,19 @@ def eigh(a: Any, b: Any = None, *, lower: bool = True, eigvals_only: bool = Fals
         if k == 0:
             w, v = w[..., :0], v[..., :0]
         else:  # the eigenvalues in (lo, hi] are consecutive: SciPy's first one says where
-            w_values = np.asarray(value(w))
-            start = np.argmin(np.abs(w_values - want[..., :1]), axis=-1)
-            idx = np.expand_dims(start, -1) + np.arange(k)
+            idx = on_values(_subset_by_value, w, want)
             w = np.take_along_axis(w, idx, axis=-1)
             v = np.take_along_axis(v, np.expand_dims(idx, -2), axis=-1)
     if eigvals_only:
         return w
     return w, _columns_like(v, ref[1])
+
+
+def _subset_by_value(w: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """The positions in ``w`` (ascending, all of them) of SciPy's eigenvalues ``want`` in a
+    value range: consecutive, from the one nearest SciPy's first."""
+    start = np.argmin(np.abs(w - want[..., :1]), axis=-1)
+    return np.expand_dims(start, -1) + np.arange(np.shape(want)[-1])
 
 
 def eigvalsh(a: Any, b: Any = None, *, lower: bool = True, overwrite_a: bool = False,
@@ -447,7 +462,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
                          f"{lapack_driver!r}")  # fmt: skip
     if not compute_uv:
         return np.linalg.svd(a, compute_uv=False)
-    ref_u, _, ref_vh = _orig("svd")(_plain(a), **kw)
+    ref_u, _, ref_vh = _reference("svd", a, **kw)
     u, s, vh = np.linalg.svd(a, full_matrices=False)
     k = np.shape(s)[-1]
     c = _phases(u, ref_u[..., :k])
@@ -492,7 +507,7 @@ def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full",
             "scipy.linalg.qr(mode='raw') on traced values: the Householder reflectors have no "
             "derivative in fusegrad; use mode='full', 'economic' or 'r'"
         )
-    ref = _orig("qr")(_plain(a), mode=mode, pivoting=pivoting)
+    ref = _reference("qr", a, mode=mode, pivoting=pivoting)
     if pivoting:
         a = a[..., ref[-1]]
     m, n = np.shape(a)[-2:]
@@ -503,16 +518,21 @@ def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full",
         q, r1 = np.linalg.qr(a[..., :m])
         r = np.concatenate([r1, np.matmul(_ct(q), a[..., m:])], axis=-1)
     ref_r = ref[0] if mode == "r" else ref[1]
-    got = np.diagonal(np.asarray(value(r)), axis1=-2, axis2=-1)
-    d = _unit(np.conj(got) * np.diagonal(ref_r[..., :k, :k], axis1=-2, axis2=-1))
+    d = on_values(_diagonal_phases, r, ref_r[..., :k, :k])
     q, r = q * np.expand_dims(np.conj(d), -2), r * np.expand_dims(d, -1)
     if mode != "economic" and m > n:  # R has M rows
-        zeros = np.zeros(np.shape(r)[:-2] + (m - n, n), np.asarray(value(r)).dtype)
+        zeros = np.zeros(np.shape(r)[:-2] + (m - n, n), dtype_of(r))
         r = np.concatenate([r, zeros], axis=-2)
     if mode == "full" and m > n:
         q = np.concatenate([q, _complement(q, ref[0][..., n:])], axis=-1)
     out = (r,) if mode == "r" else (q, r)
     return _batched((*out, ref[-1]) if pivoting else out, a)
+
+
+def _diagonal_phases(r: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """The unit factors of ``r``'s diagonal that turn it into ``want``'s."""
+    got = np.diagonal(r, axis1=-2, axis2=-1)
+    return _unit(np.conj(got) * np.diagonal(want, axis1=-2, axis2=-1))
 
 
 def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True,
@@ -528,32 +548,36 @@ def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite:
     kw = {"permute_l": permute_l, "check_finite": check_finite, "p_indices": p_indices}
     if not _dispatch.traced((a,), {}):
         return _orig("lu")(a, **kw)
-    ref = _orig("lu")(_plain(a), **kw)  # its permutation (a constant) and its errors
+    ref = _reference("lu", a, **kw)  # its permutation (a constant) and its errors
     packed, piv = lu_factor(a)
     m, n = np.shape(packed)[-2:]
     k = min(m, n)
-    dtype = np.asarray(value(packed)).dtype
+    dtype = dtype_of(packed)
     low = np.tril(packed[..., :, :k], -1) + np.eye(m, k, dtype=dtype)
     up = np.triu(packed[..., :k, :])
     if permute_l:  # A[p] = L U, so A = L[argsort(p)] U
-        return _rules._rows(low, np.argsort(_rules._perm(piv, m), axis=-1)), up
+        return _rules._rows(low, np.argsort(on_values(_rules._perm, piv, m), axis=-1)), up
     return ref[0], low, up
 
 
 def _pinv_of_rank(a: Any, rank: Any) -> Any:
     """``np.linalg.pinv(a)`` keeping the ``rank`` largest singular values (one rank per matrix):
     the cut-off falls halfway between the last kept value and the first dropped one."""
-    s = np.linalg.svd(np.asarray(value(a)), compute_uv=False)
-    k = np.shape(s)[-1]
-    if k == 0:
+    if min(np.shape(a)[-2:]) == 0:
         return np.linalg.pinv(a)
+    return np.linalg.pinv(a, rcond=on_values(_rcond_of_rank, a, rank))
+
+
+def _rcond_of_rank(a: np.ndarray, rank: Any) -> np.ndarray:
+    """``np.linalg.pinv``'s ``rcond`` keeping the ``rank`` largest singular values of ``a``."""
+    s = np.linalg.svd(a, compute_uv=False)
+    k = np.shape(s)[-1]
     r = np.asarray(rank)[..., None]
     kept = np.take_along_axis(s, np.clip(r - 1, 0, k - 1), axis=-1)[..., 0]
     dropped = np.take_along_axis(s, np.clip(r, 0, k - 1), axis=-1)[..., 0]
     biggest = s[..., 0]
     cut = np.where(r[..., 0] >= k, 0.0, np.where(r[..., 0] == 0, 2 * biggest, (kept + dropped) / 2))
-    rcond = np.where(biggest > 0, cut / np.where(biggest > 0, biggest, 1), 0.0)
-    return np.linalg.pinv(a, rcond=rcond)
+    return np.where(biggest > 0, cut / np.where(biggest > 0, biggest, 1), 0.0)
 
 
 def pinv(a: Any, *, atol: Any = None, rtol: Any = None, return_rank: bool = False,
@@ -568,7 +592,7 @@ def pinv(a: Any, *, atol: Any = None, rtol: Any = None, return_rank: bool = Fals
     kw = {"atol": atol, "rtol": rtol, "check_finite": check_finite}
     if not _dispatch.traced((a,), {}):
         return _orig("pinv")(a, return_rank=return_rank, **kw)
-    _, rank = _orig("pinv")(_plain(a), return_rank=True, **kw)
+    _, rank = _reference("pinv", a, return_rank=True, **kw)
     result = _pinv_of_rank(a, rank)
     return _batched((result, rank), a) if return_rank else result
 
@@ -585,7 +609,7 @@ def lstsq(a: Any, b: Any, cond: Any = None, overwrite_a: bool = False, overwrite
     kw = {"cond": cond, "check_finite": check_finite, "lapack_driver": lapack_driver}
     if not _dispatch.traced((a, b), {}):
         return _orig("lstsq")(a, b, **kw)
-    _, ref_res, rank, ref_s = _orig("lstsq")(_plain(a), _plain(b), **kw)
+    _, ref_res, rank, ref_s = _reference("lstsq", a, b, **kw)
     x = np.matmul(_pinv_of_rank(a, rank), b)
     res: Any = ref_res
     if np.size(ref_res):
@@ -628,11 +652,11 @@ def eig(a: Any, b: Any = None, left: bool = False, right: bool = True, overwrite
             "derivative in fusegrad (b=None only)"
         )
     if left or right:
-        ref = _orig("eig")(_plain(a), **kw)
+        ref = _reference("eig", a, **kw)
         w, v = np.linalg.eig(a)
     else:
         w = np.linalg.eigvals(a)
-    w = w if np.iscomplexobj(value(w)) else w + 0j
+    w = w if dtype_of(w).kind == "c" else w + 0j
     if homogeneous_eigvals:
         w = np.stack([w, np.ones(np.shape(w))], axis=-2)
     if not (left or right):
@@ -695,7 +719,7 @@ def null_space(A: Any, rcond: Any = None, *, overwrite_a: bool = False,  # noqa:
     kw = {"check_finite": check_finite, "lapack_driver": lapack_driver}
     if not _dispatch.traced((A,), {}):
         return _orig("null_space")(A, rcond, **kw)
-    ref = _orig("null_space")(_plain(A), rcond, **kw)
+    ref = _reference("null_space", A, rcond, **kw)
     num = np.shape(A)[-1] - np.shape(ref)[-1]  # the rank
     vh = np.linalg.svd(A, full_matrices=False)[2]
     return _complement(_ct(vh[..., :num, :]), ref)
@@ -710,7 +734,7 @@ def orth(A: Any, rcond: Any = None) -> Any:  # noqa: N803
     """
     if not _dispatch.traced((A,), {}):
         return _orig("orth")(A, rcond)
-    ref = _orig("orth")(_plain(A), rcond)
+    ref = _reference("orth", A, rcond)
     u = np.linalg.svd(A, full_matrices=False)[0][..., : np.shape(ref)[-1]]
     return _columns_like(u, ref)
 
@@ -770,7 +794,7 @@ def expm_frechet(A: Any, E: Any, method: Any = None, compute_expm: bool = True, 
     if method not in (None, "SPS", "blockEnlarge"):
         raise ValueError(f"Unknown implementation {method}")
     n = np.shape(A)[-1]
-    zeros = np.zeros(np.shape(A), np.result_type(value(A), value(E)))
+    zeros = np.zeros(np.shape(A), np.result_type(dtype_of(A), dtype_of(E)))
     big = np.concatenate(
         [np.concatenate([A, E], axis=-1), np.concatenate([zeros, A], axis=-1)], axis=-2
     )
