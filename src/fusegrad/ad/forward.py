@@ -134,6 +134,12 @@ def _tangent_of(x: Any, level: int) -> Any:
         ts = [_tangent_of(v, level) for v in x]
         if all(isinstance(t, AbstractZero) for t in ts):
             return ZeroTangent()
+        if type(x) in (list, tuple):
+            # an array-like of traced values and numbers (np.where(c, [x[1], 0.0], x)): the
+            # numbers' tangents as zeros, so that the tangents form an array too (a
+            # ZeroTangent in it made an object array, a wrong jvp)
+            ts = [_zeros_for(v) if _is_number(v) and isinstance(t, AbstractZero) else t
+                  for v, t in zip(x, ts)]  # fmt: skip
         return type(x)(*ts) if hasattr(type(x), "_fields") else ts
     if isinstance(x, dict):
         td = {k: _tangent_of(v, level) for k, v in x.items()}
@@ -141,6 +147,16 @@ def _tangent_of(x: Any, level: int) -> Any:
             return ZeroTangent()
         return td
     return ZeroTangent() if is_differentiable(x) else NoTangent()
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | complex | np.number) and not isinstance(v, bool)
+
+
+def _zeros_for(v: Any) -> Any:
+    """A number's zero tangent, of a float dtype (an int's: float64)."""
+    dt = np.result_type(v)
+    return np.zeros((), dt if dt.kind in "fc" else np.float64)
 
 
 def _all_zero(ts: Any) -> bool:

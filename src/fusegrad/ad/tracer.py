@@ -36,6 +36,7 @@ from ..rules.masked_reductions import OPTIONS as REDUCTION_OPTIONS
 from ..rules.registry import is_static
 from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
 from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
+from .conversions import holds_tracer, stacked
 from .core import Tracer, apply
 from .pytree import PLAIN_LEAVES
 
@@ -59,12 +60,15 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
     if kwargs and _has_out(kwargs):
         raise TypeError(
             f"np.{ufunc.__name__}(..., out=...) writes into an array in place, which fusegrad "
-            "cannot differentiate: drop out= and use the returned value. (Inside a NumPy "
+            "cannot differentiate: drop out= and use the returned value; for an in-place "
+            "operator on a plain NumPy array (acc += x with a traced x) write acc = acc + x. "
+            "(Inside a NumPy "
             "function, this is one that dispatches on its array argument only, given a plain "
             "array beside a traced parameter, e.g. np.linalg.norm(x, ord) with a traced ord: "
             "pass the array traced too, x + 0 * ord.)"
         )
     kwargs.pop("out", None)
+    inputs = _array_likes(inputs)
     if method == "__call__":
         if ufunc.signature is not None and kwargs.keys() & _CORE_AXES_KEYWORDS:
             return _core_axes_last(ufunc, inputs, kwargs)
@@ -128,6 +132,15 @@ def _core_axes_last(ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Any:
     return y
 
 
+def _array_likes(inputs: tuple) -> tuple:
+    """A ufunc's operands with each list or tuple holding traced values as one traced array
+    (``stacked``), as NumPy converts a list operand: kept a list, its entries were a container
+    argument, whose forward tangent mixed arrays and zeros (``x + [x[1], 3.0]``: a wrong jvp)."""
+    if not any(type(x) in (list, tuple) for x in inputs):
+        return inputs
+    return tuple(stacked(x) if type(x) in (list, tuple) and holds_tracer(x) else x for x in inputs)
+
+
 def _only_trace_of(self: Tracer, inputs: tuple) -> bool:
     """Whether every input is a number, a NumPy array or a value of ``self``'s trace."""
     for x in inputs:
@@ -152,6 +165,20 @@ def _writes_out(func: Any, args: tuple, kwargs: dict) -> bool:
     return at is not None and len(args) > at and args[at] is not None
 
 
+# Functions joining a sequence of array-likes (its entries may be lists of traced values)
+_JOINS = {
+    np.concatenate,
+    np.stack,
+    np.hstack,
+    np.vstack,
+    np.dstack,
+    np.column_stack,
+    np.row_stack,
+}
+# Functions with a list argument that is a sequence of arrays, not one array-like
+_SEQUENCES = {np.block, np.piecewise, np.lexsort, np.linalg.multi_dot, np.histogramdd}
+
+
 def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
     structural = STRUCTURAL.get(func)
     if structural is not None:
@@ -166,6 +193,17 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
             f"np.{func.__name__}(..., out=...) writes into an array in place, which fusegrad "
             "cannot differentiate: drop out= and use the returned value"
         )
+    if func in _JOINS:
+        if args and type(args[0]) in (list, tuple):
+            # each array-like of the sequence holding traced values as one traced array: kept
+            # a list, a rule read its shape (np.asarray of a tracer) and forward mode mixed
+            # zeros in
+            args = (type(args[0])(_array_likes(tuple(args[0]))), *args[1:])
+    elif func is np.select or func is np.choose:  # (their choices: array-likes, as a join's)
+        if len(args) > 1 and type(args[1]) in (list, tuple):
+            args = (args[0], type(args[1])(_array_likes(tuple(args[1]))), *args[2:])
+    elif func not in _SEQUENCES:  # (an array-like argument: a list of traced values stacked)
+        args = _array_likes(args)
     composite = COMPOSITES.get(func)
     if composite is not None:
         return composite(*args, **kwargs)
@@ -180,13 +218,40 @@ def _array_function(self: Tracer, func: Any, types: Any, args: tuple, kwargs: di
 
 
 def _no_array(self: Tracer, dtype: Any = None, copy: Any = None) -> Any:
+    frame = sys._getframe(1)
     raise TypeError(
         "a traced value was converted to a NumPy array (np.asarray, np.array or a function "
         "without a rule that calls it), so its gradient would be lost. Keep it in NumPy "
         "operations; to build an array from traced values use fusegrad.numpy.array([...]) or "
         "np.stack([...]); to use it as a constant, wrap it with fusegrad.numpy.stop_gradient(x)."
-        + scipy_hint(sys._getframe(1))
+        + (scipy_hint(frame) or numpy_hint(frame))
     )
+
+
+# NumPy functions written in Python that convert their inputs, and what to write instead
+_NUMPY_INSTEAD = {
+    "vectorize": "np.vectorize loops in Python over plain elements: write the function with "
+    "array operations (np.where for its branches)",
+    "fromiter": "build the array with fusegrad.numpy.array([...]) or np.stack([...])",
+    "ndenumerate": "iterate with for i in range(len(x)) and x[i]",
+}
+
+
+def numpy_hint(frame: Any) -> str:
+    """Text naming the NumPy function written in Python on the stack above ``frame`` that
+    converted a traced value (``np.vectorize``, ``np.fromiter``...), or ``""``."""
+    f = frame
+    while f is not None:
+        module = f.f_globals.get("__name__", "")
+        if module == "numpy" or module.startswith("numpy."):
+            qualname = getattr(f.f_code, "co_qualname", f.f_code.co_name)
+            owner = qualname.split(".")[0]
+            instead = _NUMPY_INSTEAD.get(owner)
+            return f" It happened inside NumPy's {owner} ({module}.{qualname})" + (
+                f": {instead}." if instead else ", which converts its inputs to plain arrays."
+            )
+        f = f.f_back
+    return ""
 
 
 def _no_layout(name: str) -> property:
@@ -274,7 +339,7 @@ def _binary(uf: np.ufunc) -> Any:
         if _opts_out(o) or isinstance(o, str):
             # (a string: Python's answer, as a NumPy number's: ``ord == "fro"`` is False)
             return NotImplemented
-        return apply(uf, (self, o), {})
+        return apply(uf, _array_likes((self, o)), {})
 
     return op
 
@@ -285,7 +350,7 @@ def _reflected(uf: np.ufunc) -> Any:
             return self._trace.apply(uf, (o, self), {})
         if _opts_out(o):
             return NotImplemented
-        return apply(uf, (o, self), {})
+        return apply(uf, _array_likes((o, self)), {})
 
     return op
 

@@ -1,0 +1,68 @@
+"""Python lists and tuples of traced values and numbers as NumPy operands (``x + [x[1], 3.0]``,
+``np.where(c, [x[1], 0.0], x)``, ``np.concatenate([[x[1], 3.0], x])``): NumPy converts them to
+arrays, and so do all of fusegrad's modes. The forward mode made their tangents object arrays
+mixing arrays and zeros (wrong jvps, silently); hessians crashed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.testing import check_grads
+
+X = np.array([0.7, -1.3, 2.1])
+V = np.array([0.5, 0.25, 0.125])
+
+CASES = {
+    "x + list": lambda x: np.sum(x + [x[1], 3.0, x[0]]),
+    "exp(x + list)": lambda x: np.sum(np.exp(x + [x[1], 3.0, x[0]])),
+    "x * tuple": lambda x: np.sum(x * (x[1], 2.0, x[0])),
+    "list * x": lambda x: np.sum([x[0], 1.0, 2.0] * x),
+    "maximum": lambda x: np.sum(np.maximum(x, [x[1], 0.0, x[0]])),
+    "clip": lambda x: np.sum(np.clip(x, [x[1], 0.0, 0.0], 5.0)),
+    "power": lambda x: np.sum((np.abs(x) + 1) ** [x[0], 1, 2]),
+    "nested": lambda x: np.sum((x - [[x[0]], [1.0]]) ** 2),
+    "arctan2": lambda x: np.sum(np.arctan2(x, [x[0], 1.0, 2.0])),
+    "where": lambda x: np.sum(np.where(x > 0, [x[1], 0.0, x[0]], x) ** 2),
+    "where ints": lambda x: np.sum(np.where(x > 0, [x[1], 1, x[0]], x) ** 2),
+    "concatenate": lambda x: np.sum(np.concatenate([[x[1], 3.0], x]) ** 3),
+    "stack": lambda x: np.sum(np.stack([[x[1], 3.0, x[2]], x]) ** 3),
+    "hstack": lambda x: np.sum(np.hstack([[x[1]], x]) ** 3),
+}
+
+
+@pytest.mark.parametrize("f", CASES.values(), ids=CASES.keys())
+def test_list_operands_in_every_mode(f):
+    g = fg.grad(f)(X)
+    _, t = fg.jvp(f, (X,), (V,))
+    np.testing.assert_allclose(t, g @ V, rtol=1e-13)
+    check_grads(f, modes=("rev", "fwd"), order=2)(X)
+    h = fg.hessian(f)(X)
+    np.testing.assert_allclose(h @ V, fg.jvp(fg.grad(f), (X,), (V,))[1], rtol=1e-12, atol=1e-13)
+
+
+def test_sequence_arguments_stay_sequences():
+    """A list of arrays of other shapes is a sequence where the function takes one."""
+    m = np.arange(1.0, 5.0).reshape(2, 2)
+
+    def f(x):
+        a = np.outer(x[:2], x[:2]) + m
+        return np.sum(np.linalg.multi_dot([a, m, a[:, :1]])) + np.sum(
+            np.select([x > 0, x <= 0], [x**2, [x[0], 1.0, 2.0]])
+        )
+
+    check_grads(f, modes=("rev", "fwd"))(X)
+
+
+def test_a_numpy_function_that_converts_its_inputs_is_named():
+    with pytest.raises(TypeError, match="inside NumPy's vectorize.*array operations"):
+        fg.grad(lambda x: np.sum(np.vectorize(lambda t: t**2)(x)))(X)
+    with pytest.raises(TypeError, match=r"acc = acc \+ x"):
+
+        def f(x):
+            acc = np.zeros(3)
+            acc += x
+            return np.sum(acc)
+
+        fg.grad(f)(X)
