@@ -1255,3 +1255,20 @@ def test_jacobian_and_hessian_replay():
             np.testing.assert_allclose(hg(x), fg.hessian(g)(x), rtol=1e-13)
             x *= 1.2
     assert jf.cache_info().entries[0].replayable and hg.cache_info().entries[0].replayable
+
+
+def test_a_gather_pullback_inside_an_outer_derivative_is_not_a_step_holding_a_tracer():
+    """A jitted hessian (or grad of grad) of a gather by a computed index recorded the gather's
+    pullback as a step whose operand was the outer trace's tracer: every replay raised."""
+
+    def f(x):
+        return np.sum(x**2 * x[np.argmax(x)])
+
+    x = np.array([0.7, -1.3, 2.1])
+    h, gg = fg.jit(fg.hessian(f)), fg.jit(fg.grad(lambda x: np.sum(fg.grad(f)(x))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the index is read: they may run uncompiled)
+        for _ in range(3):
+            np.testing.assert_allclose(h(x), fg.hessian(f)(x), rtol=1e-13)
+            np.testing.assert_allclose(gg(x), fg.grad(lambda x: np.sum(fg.grad(f)(x)))(x))
+            x = x * 1.1

@@ -162,9 +162,24 @@ def step(
            [1., 2.]])
     """
     rec = active()
-    if rec is None or rec.in_step or rec.escape is not None:
+    if rec is None or rec.in_step or rec.escape is not None or _holds_traced((args, kwargs)):
+        # (a traced operand, the cotangent of a backward pass an outer grad traces: the call is
+        # the outer trace's to record, through the primitives it calls; as a step's constant it
+        # was the recording's tracer at every replay)
         return fn(*_map(prepare, args), **_map(prepare, kwargs))
     return rec.step(fn, args, kwargs, prepare, direct, reference, products)
+
+
+def _holds_traced(x: Any) -> bool:
+    """Whether ``x`` is, or a list, tuple or dict holds, a value of a trace (the AD layer's
+    tracers, known here by their class flag: this layer imports nothing above it)."""
+    if getattr(type(x), "__fusegrad_traced__", False):
+        return True
+    if isinstance(x, list | tuple):
+        return any(_holds_traced(v) for v in x)
+    if isinstance(x, dict):
+        return any(_holds_traced(v) for v in x.values())
+    return False
 
 
 def _is_ufunc_call(fn: Any) -> bool:
