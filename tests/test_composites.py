@@ -465,3 +465,13 @@ def test_np_astype_function_and_einsum_path():
         return np.sum(np.einsum("ij,jk,kl->il", m, m, m, optimize=path[0]))
 
     np.testing.assert_allclose(fg.grad(f)(m), fg.grad(lambda m: np.sum(m @ m @ m))(m))
+
+
+def test_interp_slope_at_the_last_knot_is_the_last_segments():
+    """As JAX's (and as at the first knot, where the first segment's is taken): it was 0."""
+    xp, fp = np.array([-2.0, 0.0, 1.0, 3.0]), np.array([1.0, 2.5, 0.0, 1.5])
+    assert fg.grad(lambda x: np.interp(x, xp, fp))(3.0) == pytest.approx(0.75)
+    assert fg.grad(lambda x: np.interp(x, xp, fp))(-2.0) == pytest.approx(0.75)
+    assert fg.jvp(lambda x: np.interp(x, xp, fp), (3.0,), (1.0,)) == (1.5, pytest.approx(0.75))
+    g = fg.grad(lambda fp: np.interp(3.0, xp, fp))(fp)  # the value is fp[-1]'s, exactly
+    np.testing.assert_allclose(g, [0.0, 0.0, 0.0, 1.0])

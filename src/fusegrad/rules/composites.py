@@ -601,8 +601,13 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, perio
         x0, x1, f0, f1 = xp[i], xp[i + 1], fp[i], fp[i + 1]
         t = (x - x0) / (x1 - x0)
         val = f0 + t * (f1 - f0)
-        # As NumPy, the last knot itself (and repeated knots) take fp's value there.
-        val = np.where(xv == xpv[-1], fp[-1] + 0.0 * x, val)
+        # As NumPy, the last knot itself (and repeated knots) take fp's value there; its slope
+        # is the last segment's, as JAX's (the first knot's is the first segment's, above)
+        dx = xp[-1] - xp[-2]
+        flat = primal(dx) == 0  # (a repeated last knot: no segment ends there)
+        slope = (fp[-1] - fp[-2]) / np.where(flat, 1.0, dx)
+        at_last = fp[-1] + (x - xp[-1]) * np.where(flat, 0.0, slope)
+        val = np.where(xv == xpv[-1], at_last, val)
     lo = fp[0] if left is None else left
     hi = fp[-1] if right is None else right
     val = np.where(xv < xpv[0], lo + 0.0 * x, val)
