@@ -474,7 +474,7 @@ def _conv2d(in1: Any, in2: Any, mode: str, boundary: str, fillvalue: Any,
         return convolve(in1, in2, "valid", "direct")
     m = np.shape(in2)
     widths = [(k - 1, k - 1) for k in m]
-    pad = _PAD_MODES[_BOUNDARY_NAMES[boundary]]
+    pad: Any = _PAD_MODES[_BOUNDARY_NAMES[boundary]]
     if pad != "constant":
         extended = np.pad(in1, widths, mode=pad)
     elif _dispatch.traced((fillvalue,), {}):
