@@ -598,18 +598,26 @@ def _binom_partials(n: Any, k: Any, y: Any) -> tuple[Any, Any]:
     b_pole = np.logical_and(np.less_equal(b, 0), np.equal(b, np.floor(b)))
     c_pole = np.logical_and(np.less_equal(c, 0), np.equal(c, np.floor(c)))
     pole = np.logical_or(b_pole, c_pole)
-    # each branch on safe values where it is not taken (a NaN there poisons where's derivative)
+    # each branch on safe values where it is not taken (a NaN there poisons where's derivative);
+    # the pole branches are identities near the pole too (1/Γ there is 0, not its derivative),
+    # so that their own derivatives, the second ones of binom, are right as well
     nb, kb = np.where(b_pole, n, 2.0), np.where(b_pole, k, -1.0)  # Γ(k+1) at a pole
-    at_b = sp.poch(nb - kb + 1, kb) * _rgamma_slope(kb + 1, sp.rgamma(kb + 1))
+    rb, rc = sp.rgamma(kb + 1), sp.rgamma(nb - kb + 1)
+    q = sp.poch(nb - kb + 1, kb)  # Γ(n+1) / Γ(n-k+1)
+    at_b_n = -rb * q * _digamma_step(nb - kb + 1, kb)
+    at_b_k = q * (_rgamma_slope(kb + 1, rb) + rb * sp.digamma(nb - kb + 1))
     nc, kc = np.where(c_pole, n, 1.0), np.where(c_pole, k, 2.0)  # Γ(n-k+1) at a pole
-    at_c = sp.poch(kc + 1, nc - kc) * _rgamma_slope(nc - kc + 1, sp.rgamma(nc - kc + 1))
+    rc = sp.rgamma(nc - kc + 1)
+    slope_c = _rgamma_slope(nc - kc + 1, rc)
+    pc = sp.poch(kc + 1, nc - kc)  # Γ(n+1) / Γ(k+1)
+    at_c_n = pc * (sp.digamma(nc + 1) * rc + slope_c)
+    at_c_k = -pc * (sp.digamma(kc + 1) * rc + slope_c)
     n_ok, k_ok = np.where(pole, 2.0, n), np.where(pole, 1.0, k)
     y_ok = np.where(pole, 2.0, y)
     dn = -y_ok * _digamma_step(n_ok - k_ok + 1, k_ok)
     dk = y_ok * (sp.digamma(n_ok - k_ok + 1) - sp.digamma(k_ok + 1))
-    # (at a pole of Γ(k+1) only: ∂n is 0; at one of Γ(n-k+1) only: ∂k = -∂n)
-    dn = np.where(b_pole, 0.0, np.where(c_pole, at_c, dn))
-    dk = np.where(b_pole, at_b, np.where(c_pole, -at_c, dk))
+    dn = np.where(b_pole, at_b_n, np.where(c_pole, at_c_n, dn))
+    dk = np.where(b_pole, at_b_k, np.where(c_pole, at_c_k, dk))
     return dn, dk
 
 

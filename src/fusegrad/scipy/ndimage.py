@@ -33,7 +33,6 @@ from scipy.ndimage import _filters
 
 from ..rules.special import NoDerivativeError
 from . import _dispatch
-from . import signal as _signal
 
 _ORIGINALS = {
     name: _dispatch.original(getattr(_nd, name))
@@ -102,6 +101,10 @@ def _filter(x: Any, weights: Any, modes: list, cval: Any, origins: list) -> Any:
             x = np.pad(x - cval, widths) + cval
         else:
             x = np.pad(x, widths, constant_values=cval)
+    # (imported here: scipy.signal imports scipy.ndimage, whose patch imports this module, so
+    # fusegrad.scipy.signal, which needs a complete scipy.signal, cannot be imported above)
+    from . import signal as _signal
+
     # correlate conjugates its second argument: undo that (ndimage conjugates separately)
     return _signal.correlate(x, np.conj(weights), "valid", "direct")
 
@@ -160,7 +163,7 @@ def convolve1d(input: Any, weights: Any, axis: int = -1, output: Any = None,
     mirrored (one more to the left for an even number of weights), not conjugated.
 
     >>> convolve1d(np.array([2.0, 8.0, 0.0, 4.0]), [1.0, 3.0])
-    array([14., 24.,  4., 13.])
+    array([14., 24.,  4., 16.])
     """
     if not _dispatch.traced((input, weights, cval), {}):
         return _ORIGINALS["convolve1d"](input, weights, axis, output, mode, cval, origin)
@@ -252,7 +255,7 @@ def convolve(input: Any, weights: Any, output: Any = None, mode: str = "reflect"
     the origins mirrored, as SciPy.
 
     >>> convolve(np.arange(4.0), [1.0, 2.0, 3.0], mode="constant")
-    array([ 2.,  6., 12., 10.])
+    array([ 1.,  4., 10., 12.])
     """
     if not _dispatch.traced((input, weights, cval), {}):
         return _ORIGINALS["convolve"](input, weights, output, mode, cval, origin, axes=axes)
@@ -305,8 +308,8 @@ def gaussian_filter(input: Any, sigma: Any, order: Any = 0, output: Any = None,
     ``sigma <= 1e-15`` skipped), cast to the output's type after each, as SciPy.
 
     >>> gaussian_filter(np.eye(2), 1.0).round(4)
-    array([[0.5, 0.5],
-           [0.5, 0.5]])
+    array([[0.5424, 0.4576],
+           [0.4576, 0.5424]])
     """
     if not _dispatch.traced((input, sigma, cval), {}):
         return _ORIGINALS["gaussian_filter"](input, sigma, order, output, mode, cval, truncate,
