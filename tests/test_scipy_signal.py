@@ -250,3 +250,69 @@ def test_sosfilt_with_initial_states():
 
     np.testing.assert_allclose(fg.value_and_grad(f)(x, zi)[0], f(x, zi), rtol=1e-12)
     check_grads(f, ("rev", "fwd"), order=1)(x, zi)
+
+
+# --------------------------------------------------------------------------------------------------
+# convolve2d, correlate2d
+# --------------------------------------------------------------------------------------------------
+
+SHAPES_2D = [((4, 5), (2, 3)), ((2, 3), (4, 5)), ((5, 5), (3, 3)), ((3, 2), (3, 4)),
+             ((1, 4), (3, 3)), ((6, 4), (4, 2)), ((2, 2), (5, 6))]  # fmt: skip
+BOUNDARIES = [("fill", 0.0), ("fill", 1.5), ("wrap", 0), ("symm", 0), ("circular", 0)]
+
+
+@pytest.mark.parametrize("f", [ss.convolve2d, ss.correlate2d], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("shapes", SHAPES_2D, ids=str)
+def test_2d_convolutions_match_scipy(shapes, mode, f):
+    for boundary, fillvalue in BOUNDARIES:
+        for complex_input in (False, True):
+            a, b = RNG.standard_normal(shapes[0]), RNG.standard_normal(shapes[1])
+            if complex_input:
+                a = a + 1j * RNG.standard_normal(shapes[0])
+            kw = {"mode": mode, "boundary": boundary, "fillvalue": fillvalue}
+            try:
+                ref = f(a, b, **kw)
+            except ValueError:  # 'valid' with neither input larger: SciPy's error, ours too
+                with pytest.raises(ValueError, match="at least as large"):
+                    fg.grad(lambda x, y, kw=kw: np.sum(np.abs(f(x, y, **kw)) ** 2))(a, b)
+                continue
+            seen = {}
+
+            def loss(x, y, kw=kw, seen=seen):
+                out = f(x, y, **kw)
+                seen["value"] = fg.numpy.stop_gradient(out)
+                return np.sum(np.abs(out) ** 2)
+
+            fg.grad(loss)(a, b)
+            assert seen["value"].shape == ref.shape and seen["value"].dtype == ref.dtype
+            np.testing.assert_allclose(seen["value"], ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_2d_convolutions_differentiate(mode):
+    a, b = RNG.standard_normal((4, 5)), RNG.standard_normal((2, 3))
+    for boundary in ("fill", "wrap", "symm"):
+        for f in (ss.convolve2d, ss.correlate2d):
+            check_grads(lambda x, y, f=f, bd=boundary: np.sum(np.sin(f(x, y, mode=mode,
+                        boundary=bd, fillvalue=0.7))), ("rev", "fwd"), order=2)(a, b)  # fmt: skip
+    check_grads(lambda x, v: np.sum(np.sin(ss.convolve2d(x, b, fillvalue=v))), ("rev", "fwd"))(
+        a, 0.3
+    )
+    x32 = a.astype(np.float32)
+    out = {}
+    fg.grad(lambda x: np.sum(out.setdefault("v", ss.correlate2d(x, b.astype(np.float32)))))(x32)
+    assert out["v"].dtype == np.float32
+
+
+@pytest.mark.slow  # JAX compiles each function on first use: seconds
+def test_2d_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jss = pytest.importorskip("jax.scipy.signal")
+    a, b = RNG.standard_normal((5, 6)), RNG.standard_normal((2, 3))
+    for mode in ("full", "same", "valid"):
+        for ours_f, jax_f in ((ss.convolve2d, jss.convolve2d), (ss.correlate2d, jss.correlate2d)):
+            ours = fg.grad(lambda x, m=mode, f=ours_f: np.sum(f(x, b, mode=m) ** 3))(a)
+            theirs = jax.grad(lambda x, m=mode, f=jax_f: (f(x, b, mode=m) ** 3).sum())(a)
+            np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-9, err_msg=mode)

@@ -262,8 +262,8 @@ def test_scipys_own_code_on_a_traced_value_names_the_replacement():
 
 
 def test_a_scipy_function_without_rule_is_named():
-    with pytest.raises(TypeError, match=r"inside scipy\.ndimage\.gaussian_filter.*no rule"):
-        fg.grad(lambda v: np.sum(scipy.ndimage.gaussian_filter(v, 1.0)))(np.ones(5))
+    with pytest.raises(TypeError, match=r"inside scipy\.ndimage\.median_filter.*no rule"):
+        fg.grad(lambda v: np.sum(scipy.ndimage.median_filter(v, 3)))(np.ones(5))
     import scipy.interpolate as si  # a class: named by its class, not by __init__
 
     x = np.linspace(0, 1, 6)
@@ -894,3 +894,75 @@ def test_orders_of_the_new_functions_raise(f, args, index):
     with pytest.raises(NoDerivativeError, match=f"scipy.special.{f.__name__}"):
         fg.jvp(at, (float(args[index]),), (1.0,))
     assert fg.grad(lambda x: f(args[0], x))(args[1]) != 0  # the other argument is differentiable
+
+
+# --------------------------------------------------------------------------------------------------
+# binom (a ufunc with a scalar_rule), comb and factorial (Python functions in SciPy)
+# --------------------------------------------------------------------------------------------------
+
+BINOM_POINTS = [(5.0, 2.3), (5.0, 2.0), (7.3, 1.1), (-2.5, 3.0), (300.0, 2.0), (0.5, 2.5),
+                (2.0, 3.0), (0.0, 2.0), (3.0, -1.0), (3.0, -2.0)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("n", "k"), BINOM_POINTS)
+def test_binom_in_n_and_k_against_finite_differences(n, k):
+    h = 1e-6
+    dn = fg.grad(lambda t: sp.binom(t, k))(n)
+    dk = fg.grad(lambda t: sp.binom(n, t))(k)
+    fd_n = (sp.binom(n + h, k) - sp.binom(n - h, k)) / (2 * h)
+    fd_k = (sp.binom(n, k + h) - sp.binom(n, k - h)) / (2 * h)
+    # at the poles of Γ(k+1), Γ(n-k+1) (binom 0 there, finite slopes) too: never nan
+    np.testing.assert_allclose(dn, fd_n, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dk, fd_k, rtol=1e-6, atol=1e-8)
+
+
+def test_binom_second_order_forward_and_float32():
+    n, k = np.array([5.0, 7.3, 2.0, 3.0, 0.0]), np.array([2.3, 1.1, 3.0, -2.0, 2.0])  # poles too
+    check_grads(lambda a, b: np.sum(sp.binom(a, b)), ("rev", "fwd"), order=2)(n, k)
+    assert fg.grad(fg.grad(lambda t: sp.binom(t, 2.0)))(2.0) == pytest.approx(1.0)  # (n² - n)/2
+    g = fg.grad(lambda t: np.sum(sp.binom(t, np.float32(2.0))))(n.astype(np.float32))
+    assert g.dtype == np.float32
+
+
+def test_comb_and_factorial():
+    k = np.array([-1.0, 0.0, 2.0, 2.5, 5.0, 6.0])
+    seen = {}
+
+    def loss(t, **kw):
+        out = sp.comb(5.0, t, **kw)
+        seen["value"] = fg.numpy.stop_gradient(out)
+        return np.sum(out)
+
+    for kw in ({}, {"repetition": True}):
+        fg.grad(lambda t, kw=kw: loss(t, **kw))(k)
+        np.testing.assert_allclose(seen["value"], sp.comb(5.0, k, **kw), rtol=1e-14)
+    check_grads(lambda t: np.sum(sp.comb(6.5, t)), ("rev", "fwd"), order=2)(k[2:4])
+    check_grads(lambda t: np.sum(sp.comb(t, 2.5, repetition=True)), ("rev", "fwd"))(k[3:])
+    n = np.array([-1.5, 0.0, 0.5, 3.0, 4.2, np.nan])
+    out = {}
+
+    def fact(t):
+        y = sp.factorial(t)
+        out["value"] = fg.numpy.stop_gradient(y)
+        return np.nansum(y)
+
+    fg.grad(fact)(n.astype(np.float32))
+    assert out["value"].dtype == np.float64  # as SciPy's
+    np.testing.assert_allclose(out["value"], sp.factorial(n.astype(np.float32)), rtol=1e-6)
+    # (not at 0, where factorial steps from 0 to 1)
+    check_grads(lambda t: np.sum(sp.factorial(t)), ("rev", "fwd"), order=2)(n[2:5])
+    assert fg.grad(lambda t: sp.factorial(t))(-1.5) == 0.0
+    for f in (lambda t: sp.factorial(t, exact=True), lambda t: sp.comb(t, 2, exact=True)):
+        with pytest.raises(NoDerivativeError, match="exact=True"):
+            fg.grad(f)(3.0)
+
+
+@pytest.mark.slow  # JAX compiles each function on first use: seconds
+def test_factorial_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.scipy.special as jsp
+
+    n = np.array([0.5, 3.0, 4.2])
+    ours = fg.grad(lambda t: np.sum(sp.factorial(t)))(n)
+    np.testing.assert_allclose(ours, jax.grad(lambda t: jsp.factorial(t).sum())(n), rtol=1e-12)

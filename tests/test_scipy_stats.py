@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.stats as st
@@ -561,3 +563,71 @@ def test_discrete_entropies():
         check_grads(f, ("rev", "fwd"), order=1)(args[-1])
     # hand-derived: d/dp of the Bernoulli entropy is log((1 - p) / p)
     assert fg.grad(lambda p: st.bernoulli(p).entropy())(0.3) == pytest.approx(np.log(0.7 / 0.3))
+
+
+# --------------------------------------------------------------------------------------------------
+# vonmises, multinomial
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params", [(2.0,), (0.5, 1.0), (3.0, -0.5, 2.0), (0.0,)], ids=str)
+@pytest.mark.parametrize("method", ["logpdf", "pdf"])
+def test_vonmises(method, params):
+    x = np.linspace(-4.0, 7.0, 9)  # more than one period: SciPy's vonmises is not cut
+    f = getattr(st.vonmises, method)
+    seen = {}
+
+    def loss(v, *p):
+        out = f(v, *p)
+        seen["value"] = fg.numpy.stop_gradient(out)
+        return np.sum(out)
+
+    fg.grad(loss)(x, *params)
+    np.testing.assert_allclose(seen["value"], f(x, *params), rtol=1e-13)
+    if params[0] > 0:  # (kappa = 0 is the edge of its range)
+        check_grads(loss, ("rev", "fwd"), order=2)(x, *params)
+    assert np.isnan(fst.vonmises.logpdf(0.5, -1.0))  # kappa < 0, as SciPy
+    g = fg.grad(lambda k: np.sum(st.vonmises(k, loc=0.3).logpdf(x)))(1.5)
+    assert np.isfinite(g)
+
+
+def test_multinomial_logpmf_in_p():
+    p = np.array([0.2, 0.3, 0.5])
+    for x in ([1, 2, 3], [[1, 2, 3], [0, 0, 6], [2, 2, 2]], [1, 2, 2], [0, 3, 3]):
+        for pp in (p, np.array([0.2, 0.3, 0.4]), np.array([[0.2, 0.3, 0.5], [0.0, 0.5, 0.5],
+                                                          [0.1, 0.1, 0.8]])):  # fmt: skip
+            seen = {}
+
+            def loss(q, x=x, seen=seen):
+                out = st.multinomial.logpmf(x, 6, q)
+                seen["value"] = fg.numpy.stop_gradient(out)
+                return np.sum(out)
+
+            with warnings.catch_warnings():  # SciPy's FutureWarning for a p off the simplex
+                warnings.simplefilter("ignore", FutureWarning)
+                fg.grad(loss)(pp)
+                ref = st.multinomial.logpmf(x, 6, pp)
+            np.testing.assert_allclose(seen["value"], ref, rtol=1e-13)
+    # the probe's use: p normalised inside the function (finite differences stay on the simplex)
+    w = np.linspace(0.3, 1.7, 3)
+    for f in (lambda v: st.multinomial.logpmf([1, 2, 3], 6, v / np.sum(v)),
+              lambda v: st.multinomial(6, v / np.sum(v)).pmf([1, 2, 3])):  # fmt: skip
+        check_grads(f, ("rev", "fwd"), order=2)(w)
+    # the derivative at a p on the simplex is in every entry, as JAX's
+    g = fg.grad(lambda q: st.multinomial.logpmf([1, 2, 3], 6, q))(p)
+    np.testing.assert_allclose(g, np.array([1, 2, 3]) / p)
+
+
+@pytest.mark.slow  # JAX compiles each function on first use: seconds
+def test_vonmises_multinomial_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jst = pytest.importorskip("jax.scipy.stats")
+    x = np.linspace(-2.0, 2.0, 5)
+    ours = fg.grad(lambda k: np.sum(st.vonmises.logpdf(x, k)))(1.7)
+    theirs = jax.grad(lambda k: jst.vonmises.logpdf(x, k).sum())(1.7)
+    np.testing.assert_allclose(ours, float(theirs), rtol=1e-10)
+    p = np.array([0.2, 0.3, 0.5])
+    ours = fg.grad(lambda q: st.multinomial.logpmf(np.array([1, 2, 3]), 6, q))(p)
+    theirs = jax.grad(lambda q: jst.multinomial.logpmf(np.array([1, 2, 3]), 6, q))(p)
+    np.testing.assert_allclose(ours, np.asarray(theirs), rtol=1e-12)

@@ -43,6 +43,7 @@ fuses (``expit``, ``erf``, ``xlogy``, ...) are declared with their op in ``rules
 | ``spence`` (``∫₁ᶻ log t/(1-t) dt``) | ``log z / (1 - z)`` (-1 at z = 1; its series near 1) |
 | ``ellipk``, ``ellipe`` (in m) | ``(E - (1-m)K) / (2m(1-m))``, ``(E - K)/(2m)``; |m| < ¼: series |
 | ``poch(z, m)`` | ``y (ψ(z+m) - ψ(z))``, ``y ψ(z+m)`` † |
+| ``binom(n, k)`` | ``y (ψ(n+1) - ψ(n-k+1))``, ``y (ψ(n-k+1) - ψ(k+1))`` † |
 | ``boxcox``, ``boxcox1p`` (x, λ) | ``x^(λ-1)``; ``L² exprel'(λL)``, L = log x (for 1p: x → 1 + x) |
 | ``huber(δ, r)`` | ``0``, ``r`` inside (``|r| ≤ δ``); ``|r| - δ``, ``δ sign r`` outside |
 | ``pseudo_huber(δ, r)`` | ``r⁴/(u(u+δ)²)``, ``rδ/u`` (``u = √(δ²+r²)``) † |
@@ -57,7 +58,8 @@ a pole; the t density's normaliser for large df, df = inf included (``_t_density
 overflows; ``yv`` and ``ive`` by the one-sided recurrence where a neighbouring order is not
 finite; the scaled ``ive`` and ``kve`` families from x = 1e3 (and 50 v²) by their asymptotic
 series; ``dawsn`` from |x| = 12 and ``wofz`` from |z| = 12 by theirs (the forms cancel 2|z|²-fold);
-``ψ(z+m) - ψ(z)`` of ``poch`` as ``_digamma_step``, and at the poles of ``Γ(z)`` (``_poch_dz``).
+``ψ(z+m) - ψ(z)`` of ``poch`` as ``_digamma_step``, and at the poles of ``Γ(z)`` (``_poch_dz``);
+``binom`` where ``Γ(k+1)`` or ``Γ(n-k+1)`` has a pole (0 there: ``_binom_partials``).
 
 The order ``v``/``n`` of a Bessel function (and ``n`` of ``expn``) and ``a``, ``b`` of
 ``betainc`` get no derivative
@@ -580,6 +582,45 @@ def _poch_dz(z: Any, m: Any, y: Any) -> Any:
     return np.where(both, at_both, np.where(z_only, at_z, -y * _digamma_step(zn, mn)))
 
 
+def _binom_partials(n: Any, k: Any, y: Any) -> tuple[Any, Any]:
+    """``(∂/∂n, ∂/∂k)`` of ``binom(n, k) = Γ(n+1) / (Γ(k+1) Γ(n-k+1))``: ``y (ψ(n+1) - ψ(n-k+1))``
+    and ``y (ψ(n-k+1) - ψ(k+1))`` (the first by ``_digamma_step``). Where ``Γ(k+1)`` or
+    ``Γ(n-k+1)`` has a pole (k a negative integer, or an integer k > n for an integer n ≥ 0)
+    binom is 0 and those are 0 · inf: there ``1/Γ`` at the pole is 0 with slope
+    ``(1/Γ)'`` (``_rgamma_slope``), and the finite ratio of the other two Gammas is a ``poch``.
+    (Where n is a negative integer SciPy's binom is nan, and so are these.)
+
+    >>> n, k = np.float64(2.0), np.float64(3.0)  # binom(n, 3) = n(n-1)(n-2)/6: slope 1/3 at 2
+    >>> [round(float(d), 12) for d in _binom_partials(n, k, sp.binom(n, k))]
+    [0.333333333333, -0.333333333333]
+    """
+    b, c = k + 1, n - k + 1
+    b_pole = np.logical_and(np.less_equal(b, 0), np.equal(b, np.floor(b)))
+    c_pole = np.logical_and(np.less_equal(c, 0), np.equal(c, np.floor(c)))
+    pole = np.logical_or(b_pole, c_pole)
+    # each branch on safe values where it is not taken (a NaN there poisons where's derivative);
+    # the pole branches are identities near the pole too (1/Γ there is 0, not its derivative),
+    # so that their own derivatives, the second ones of binom, are right as well
+    nb, kb = np.where(b_pole, n, 2.0), np.where(b_pole, k, -1.0)  # Γ(k+1) at a pole
+    rb, rc = sp.rgamma(kb + 1), sp.rgamma(nb - kb + 1)
+    q = sp.poch(nb - kb + 1, kb)  # Γ(n+1) / Γ(n-k+1)
+    at_b_n = -rb * q * _digamma_step(nb - kb + 1, kb)
+    at_b_k = q * (_rgamma_slope(kb + 1, rb) + rb * sp.digamma(nb - kb + 1))
+    nc, kc = np.where(c_pole, n, 1.0), np.where(c_pole, k, 2.0)  # Γ(n-k+1) at a pole
+    rc = sp.rgamma(nc - kc + 1)
+    slope_c = _rgamma_slope(nc - kc + 1, rc)
+    pc = sp.poch(kc + 1, nc - kc)  # Γ(n+1) / Γ(k+1)
+    at_c_n = pc * (sp.digamma(nc + 1) * rc + slope_c)
+    at_c_k = -pc * (sp.digamma(kc + 1) * rc + slope_c)
+    n_ok, k_ok = np.where(pole, 2.0, n), np.where(pole, 1.0, k)
+    y_ok = np.where(pole, 2.0, y)
+    dn = -y_ok * _digamma_step(n_ok - k_ok + 1, k_ok)
+    dk = y_ok * (sp.digamma(n_ok - k_ok + 1) - sp.digamma(k_ok + 1))
+    dn = np.where(b_pole, at_b_n, np.where(c_pole, at_c_n, dn))
+    dk = np.where(b_pole, at_b_k, np.where(c_pole, at_c_k, dk))
+    return dn, dk
+
+
 def _log_ratio(a: Any, b: Any) -> Any:
     """``log(a / b)``, as ``log a - log b`` where ``a / b`` overflows or underflows."""
     r = a / b
@@ -994,6 +1035,8 @@ def _declare() -> None:
     # elliptic integrals, Pochhammer, Box-Cox, Huber losses, Owen's T
     scalar_rule(sp.ellipk,    _ellipk_slope)
     scalar_rule(sp.ellipe,    _ellipe_slope)
+    scalar_rule(sp.binom,     lambda n, k, y: _binom_partials(n, k, y)[0],
+                              lambda n, k, y: _binom_partials(n, k, y)[1])
     scalar_rule(sp.poch,      _poch_dz,
                               lambda z, m, y: y * sp.digamma(z + m))
     scalar_rule(sp.boxcox,    lambda x, lam, y: np.exp((lam - 1) * np.log(x)),

@@ -16,7 +16,12 @@ the inverse has a closed form);
 ``zmap``, ``variation`` and ``iqr``; ``scipy.fft``'s Fourier transforms (``fft``, ``rfft``,
 ``irfftn``, ...), ``fftshift``, ``ifftshift`` and ``dct``/``idct``/``dst``/``idst`` (and their
 N-D forms), types 1-4 (reached as a ``scipy.fft`` backend: SciPy's transforms are uarray
-multimethods); ``scipy.integrate.odeint`` (adjoint method, first order). The same functions
+multimethods); ``scipy.integrate.odeint`` (adjoint method, first order),
+``cumulative_trapezoid`` and ``cumulative_simpson``; ``scipy.special.comb``/``factorial``;
+``scipy.signal.convolve2d``/``correlate2d``; ``scipy.ndimage``'s linear filters
+(``correlate``, ``convolve``, ``gaussian_filter``, ``uniform_filter`` and their ``1d`` forms);
+``scipy.spatial.distance``'s ``cdist``, ``pdist``, ``squareform``; ``scipy.stats.vonmises`` and
+``multinomial``. The same functions
 are in ``fusegrad.scipy.special``, ``.stats``, ``.linalg``, ``.signal``, ``.fft`` and
 ``.integrate``, usable directly (also for a name imported from SciPy before fusegrad, which
 keeps SciPy's function). How the plain calls are reached: ``fusegrad.scipy._dispatch``.

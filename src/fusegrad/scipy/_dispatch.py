@@ -52,6 +52,8 @@ MIRRORS = {
     "scipy.integrate": "fusegrad.scipy.integrate",
     "scipy.fft": "fusegrad.scipy.fft",
     "scipy.interpolate": "fusegrad.scipy.interpolate",
+    "scipy.ndimage": "fusegrad.scipy.ndimage",
+    "scipy.spatial.distance": "fusegrad.scipy.spatial",
 }
 
 _patched: set[str] = set()

@@ -351,10 +351,152 @@ def solve_ivp(
                      "integration interval.", success=True)  # fmt: skip
 
 
+# --------------------------------------------------------------------------------------------------
+# cumulative_trapezoid, cumulative_simpson: SciPy's formulas written with NumPy operations
+# --------------------------------------------------------------------------------------------------
+
+_cumulative_trapezoid = _dispatch.original(_si.cumulative_trapezoid)
+_cumulative_simpson = _dispatch.original(getattr(_si, "cumulative_simpson", None))
+
+
+def _along(a: Any, axis: int, s: slice) -> Any:
+    index = [slice(None)] * np.ndim(a)
+    index[axis] = s
+    return a[tuple(index)]
+
+
+def cumulative_trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1,
+                         initial: Any = None) -> Any:  # fmt: skip
+    """``scipy.integrate.cumulative_trapezoid``: the running trapezoid sums of ``y`` along
+    ``axis`` (spacings from ``x``, 1-D or of ``y``'s shape, else ``dx``), with ``initial`` (0)
+    in front; differentiable in ``y``, ``x`` and ``dx``.
+
+    >>> cumulative_trapezoid(np.array([1.0, 2.0, 3.0]), initial=0)
+    array([0. , 1.5, 4. ])
+    """
+    if not _dispatch.traced((y, x, dx, initial), {}):
+        return _cumulative_trapezoid(y, x=x, dx=dx, axis=axis, initial=initial)
+    y = _as_array(y)
+    if np.shape(y)[axis] == 0:
+        raise ValueError("At least one point is required along `axis`.")
+    if x is None:
+        d = dx
+    else:
+        x = _as_array(x)
+        if np.ndim(x) == 1:
+            shape = [1] * np.ndim(y)
+            shape[axis] = -1
+            d = np.reshape(np.diff(x), tuple(shape))
+        elif np.ndim(x) != np.ndim(y):
+            raise ValueError("If given, shape of x must be 1-D or the same as y.")
+        else:
+            d = np.diff(x, axis=axis)
+        if np.shape(d)[axis] != np.shape(y)[axis] - 1:
+            raise ValueError("If given, length of x along axis must be the same as y.")
+    res = np.cumsum(d * (_along(y, axis, slice(1, None)) + _along(y, axis, slice(None, -1)))
+                    / 2.0, axis=axis)  # fmt: skip
+    if initial is not None:
+        if _dispatch.traced((initial,), {}) or initial != 0:
+            raise ValueError("`initial` must be `None` or `0`.")
+        if not np.isscalar(initial):
+            raise ValueError("`initial` parameter should be a scalar.")
+        shape = list(np.shape(res))
+        shape[axis] = 1
+        res = np.concatenate([np.zeros(tuple(shape), dtype=res.dtype), res], axis=axis)
+    return res
+
+
+def _as_array(a: Any) -> Any:
+    return a if _dispatch.traced((a,), {}) else np.asarray(a)
+
+
+def _floating(a: Any) -> Any:
+    """SciPy's ``xp_promote(force_floating=True)``: integers to float64."""
+    a = _as_array(a)
+    return a if np.issubdtype(a.dtype, np.inexact) else a.astype(np.float64)
+
+
+def _simpson_pieces(y: Any, dx: Any, unequal: bool) -> Any:
+    """The integrals over the first interval of each three points (SciPy's eqns (8), (10))."""
+    f1, f2, f3 = y[..., :-2], y[..., 1:-1], y[..., 2:]
+    if not unequal:
+        return dx[..., :-1] / 3 * (5 * f1 / 4 + 2 * f2 - f3 / 4)
+    x21, x32 = dx[..., :-1], dx[..., 1:]
+    x21_x31 = x21 / (x21 + x32)
+    x21x21_x31x32 = x21_x31 * (x21 / x32)
+    return x21 / 6 * ((3 - x21_x31) * f1 + (3 + x21x21_x31x32 + x21_x31) * f2
+                      - x21x21_x31x32 * f3)  # fmt: skip
+
+
+def _simpson_sums(y: Any, dx: Any, unequal: bool) -> Any:
+    """SciPy's ``_cumulatively_sum_simpson_integrals`` without its in-place writes: the
+    intervals alternate between the forward and the backward formula, the last is backward."""
+    h1 = _simpson_pieces(y, dx, unequal)
+    h2 = np.flip(_simpson_pieces(np.flip(y, axis=-1), np.flip(dx, axis=-1), unequal), axis=-1)
+    n = np.shape(y)[-1] - 1  # intervals
+    first, second = h1[..., ::2], h2[..., ::2]
+    a, b = np.shape(first)[-1], np.shape(second)[-1]
+    pieces = np.concatenate([first, second, h2[..., -1:]], axis=-1)
+    index = [a + b if s == n - 1 else s // 2 if s % 2 == 0 else a + s // 2 for s in range(n)]
+    return np.cumsum(pieces[..., np.array(index)], axis=-1)
+
+
+def cumulative_simpson(y: Any, *, x: Any = None, dx: Any = 1.0, axis: int = -1,
+                       initial: Any = None) -> Any:  # fmt: skip
+    """``scipy.integrate.cumulative_simpson``: SciPy's cumulative composite Simpson's rule
+    (trapezoids below 3 points), with ``x``, ``dx``, ``initial`` (added, and put in front) and
+    ``axis``; differentiable in ``y``, ``x``, ``dx`` and ``initial``.
+
+    >>> cumulative_simpson(np.array([0.0, 1.0, 4.0, 9.0]))  # ∫ t² dt at 1, 2, 3
+    array([0.33333333, 2.66666667, 9.        ])
+    """
+    if not _dispatch.traced((y, x, dx, initial), {}):
+        return _cumulative_simpson(y, x=x, dx=dx, axis=axis, initial=initial)
+    y = _floating(y)
+    shape = np.shape(y)
+    try:
+        y = np.swapaxes(y, axis, -1)
+    except Exception as e:
+        raise ValueError(f"`axis={axis}` is not valid for `y` with `y.ndim={np.ndim(y)}`.") from e
+    ax = axis % len(shape)
+    if np.shape(y)[-1] < 3:
+        res = np.swapaxes(cumulative_trapezoid(np.swapaxes(y, -1, axis), x, dx=dx, axis=axis),
+                          axis, -1)  # fmt: skip
+    elif x is not None:
+        x = _floating(x)
+        if not (np.shape(x) == shape or (np.ndim(x) == 1 and np.shape(x)[0] == shape[axis])):
+            raise ValueError("If given, shape of `x` must be the same as `y` or 1-D with the "
+                             "same length as `y` along `axis`.")  # fmt: skip
+        x = np.broadcast_to(x, np.shape(y)) if np.ndim(x) == 1 else np.swapaxes(x, axis, -1)
+        d = np.diff(x, axis=-1)
+        if np.any(value(d) <= 0):
+            raise ValueError("Input x must be strictly increasing.")
+        res = _simpson_sums(y, d, True)
+    else:
+        dx = _floating(dx)
+        if not (np.ndim(dx) == 0 or np.shape(dx) == shape[:ax] + (1,) + shape[ax + 1 :]):
+            raise ValueError("If provided, `dx` must either be a scalar or have the same shape "
+                             "as `y` but with only 1 point along `axis`.")  # fmt: skip
+        dx = np.broadcast_to(dx, shape[:ax] + (shape[ax] - 1,) + shape[ax + 1 :])
+        res = _simpson_sums(y, np.swapaxes(dx, axis, -1), False)
+    if initial is not None:
+        initial = _floating(initial)
+        one = shape[:ax] + (1,) + shape[ax + 1 :]
+        if not (np.ndim(initial) == 0 or np.shape(initial) == one):
+            raise ValueError("If provided, `initial` must either be a scalar or have the same "
+                             "shape as `y` but with only 1 point along `axis`.")  # fmt: skip
+        initial = np.swapaxes(np.broadcast_to(initial, one), axis, -1)
+        res = np.concatenate([initial, res + initial], axis=-1)
+    return np.swapaxes(res, -1, axis)
+
+
 def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.integrate`` (called by ``fusegrad.scipy``)."""
     _dispatch.patch_attr(module, "odeint", odeint)
     _dispatch.patch_attr(module, "solve_ivp", solve_ivp)
+    _dispatch.patch_attr(module, "cumulative_trapezoid", cumulative_trapezoid)
+    if hasattr(module, "cumulative_simpson"):
+        _dispatch.patch_attr(module, "cumulative_simpson", cumulative_simpson)
 
 
 _dispatch.loaded(__name__)

@@ -442,10 +442,104 @@ def sosfilt(sos: Any, x: Any, axis: int = -1, zi: Any = None) -> Any:
     return y, np.stack(final)
 
 
+# --------------------------------------------------------------------------------------------------
+# convolve2d, correlate2d: the input extended by its boundary, then a 'valid' convolve
+# --------------------------------------------------------------------------------------------------
+
+_convolve2d = _dispatch.original(_ss.convolve2d)
+_correlate2d = _dispatch.original(_ss.correlate2d)
+_PAD_MODES = {"fill": "constant", "wrap": "wrap", "symm": "symmetric"}
+_BOUNDARY_NAMES = {"fill": "fill", "pad": "fill", "wrap": "wrap", "circular": "wrap",
+                   "symm": "symm", "symmetric": "symm"}  # fmt: skip
+
+
+def _two_d(in1: Any, in2: Any, name: str) -> tuple[Any, Any]:
+    in1, in2 = (a if _dispatch.traced((a,), {}) else np.asarray(a) for a in (in1, in2))
+    if not np.ndim(in1) == np.ndim(in2) == 2:
+        raise ValueError(f"{name} inputs must both be 2-D arrays")
+    return in1, in2
+
+
+def _conv2d(in1: Any, in2: Any, mode: str, boundary: str, fillvalue: Any,
+            correlation: bool = False) -> Any:  # fmt: skip
+    """SciPy's ``convolve2d`` on arrays already swapped for 'valid' (``correlation``: the
+    'same' window of ``correlate2d``, which starts at ``m // 2`` of the full output rather than
+    ``(m - 1) // 2``)."""
+    if mode not in ("full", "same", "valid"):
+        raise ValueError("Acceptable mode flags are 'valid', 'same', or 'full'.")
+    if boundary not in _BOUNDARY_NAMES:
+        raise ValueError("Acceptable boundary flags are 'fill', 'circular' (or 'wrap'), and "
+                         "'symmetric' (or 'symm').")  # fmt: skip
+    if mode == "valid":
+        return convolve(in1, in2, "valid", "direct")
+    m = np.shape(in2)
+    widths = [(k - 1, k - 1) for k in m]
+    pad: Any = _PAD_MODES[_BOUNDARY_NAMES[boundary]]
+    if pad != "constant":
+        extended = np.pad(in1, widths, mode=pad)
+    elif _dispatch.traced((fillvalue,), {}):
+        extended = np.pad(in1 - fillvalue, widths) + fillvalue
+    else:
+        extended = np.pad(in1, widths, constant_values=fillvalue)
+    full = convolve(extended, in2, "valid", "direct")
+    if mode == "full":
+        return full
+    n = np.shape(in1)
+    start = [k // 2 if correlation else (k - 1) // 2 for k in m]
+    return full[start[0] : start[0] + n[0], start[1] : start[1] + n[1]]
+
+
+def _swap_2d(mode: str, in1: Any, in2: Any) -> bool:
+    """SciPy's ``_inputs_swap_needed`` for 2-D 'valid' (its error when neither is larger)."""
+    if mode != "valid":
+        return False
+    s1, s2 = np.shape(in1), np.shape(in2)
+    ok1 = all(a >= b for a, b in zip(s1, s2))
+    ok2 = all(b >= a for a, b in zip(s1, s2))
+    if not (ok1 or ok2):
+        raise ValueError("For 'valid' mode, one must be at least as large as the other in "
+                         "every dimension")  # fmt: skip
+    return not ok1
+
+
+def convolve2d(in1: Any, in2: Any, mode: str = "full", boundary: str = "fill",
+               fillvalue: Any = 0) -> Any:  # fmt: skip
+    """``scipy.signal.convolve2d``: every ``mode`` and ``boundary`` ('fill' with any
+    ``fillvalue``, 'wrap', 'symm'); bilinear, differentiable in both inputs (and ``fillvalue``).
+
+    >>> convolve2d(np.ones((2, 2)), np.ones((1, 2)))
+    array([[1., 2., 1.],
+           [1., 2., 1.]])
+    """
+    if not _dispatch.traced((in1, in2, fillvalue), {}):
+        return _convolve2d(in1, in2, mode=mode, boundary=boundary, fillvalue=fillvalue)
+    in1, in2 = _two_d(in1, in2, "convolve2d")
+    if _swap_2d(mode, in1, in2):
+        in1, in2 = in2, in1
+    return _conv2d(in1, in2, mode, boundary, fillvalue)
+
+
+def correlate2d(in1: Any, in2: Any, mode: str = "full", boundary: str = "fill",
+                fillvalue: Any = 0) -> Any:  # fmt: skip
+    """``scipy.signal.correlate2d``: ``convolve2d(in1, flip(conj(in2)))`` (for 'valid' with the
+    larger ``in2``, SciPy's swap: the reversed correlation of ``in2`` with ``in1``).
+
+    >>> correlate2d(np.ones((2, 2)), np.array([[1.0, 2.0]]))
+    array([[2., 3., 1.],
+           [2., 3., 1.]])
+    """
+    if not _dispatch.traced((in1, in2, fillvalue), {}):
+        return _correlate2d(in1, in2, mode=mode, boundary=boundary, fillvalue=fillvalue)
+    in1, in2 = _two_d(in1, in2, "correlate2d")
+    if _swap_2d(mode, in1, in2):
+        return np.flip(_conv2d(in2, np.flip(np.conj(in1)), mode, boundary, fillvalue, True))
+    return _conv2d(in1, np.flip(np.conj(in2)), mode, boundary, fillvalue, True)
+
+
 def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.signal`` (called by ``fusegrad.scipy``)."""
     for name in ("convolve", "correlate", "fftconvolve", "oaconvolve", "lfilter", "sosfilt",
-                 "lfilter_zi", "filtfilt"):  # fmt: skip
+                 "lfilter_zi", "filtfilt", "convolve2d", "correlate2d"):  # fmt: skip
         _dispatch.patch_attr(module, name, globals()[name])
 
 

@@ -1,4 +1,5 @@
-"""``scipy.special`` for traced values: logsumexp, softmax, log_softmax, polygamma, zeta.
+"""``scipy.special`` for traced values: logsumexp, softmax, log_softmax, polygamma, zeta, comb,
+factorial.
 
 SciPy's ufuncs (``gammaln``, ``digamma``, ``erf``, ``jv``, ...) need nothing here: NumPy's
 ``__array_ufunc__`` brings them to their rules (``fusegrad.rules.special``), and this module
@@ -32,6 +33,8 @@ from . import _dispatch
 _orig_logsumexp = _dispatch.original(_sp.logsumexp)
 _orig_polygamma = _dispatch.original(_sp.polygamma)
 _orig_zeta = _dispatch.original(_sp.zeta)
+_orig_comb = _dispatch.original(_sp.comb)
+_orig_factorial = _dispatch.original(_sp.factorial)
 
 
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
@@ -130,9 +133,65 @@ def zeta(x: Any, q: Any = None, out: Any = None) -> Any:
     return _ufuncs._zeta(x, q)
 
 
+def _exact_refused(name: str) -> NoDerivativeError:
+    return NoDerivativeError(
+        f"scipy.special.{name}(..., exact=True) computes with Python integers, so it has no "
+        f"derivative: call it with exact=False on traced values (the float value, differentiable "
+        f"through gamma/binom), or pass the argument as a constant "
+        f"(fusegrad.numpy.stop_gradient)"
+    )
+
+
+def comb(N: Any, k: Any, *, exact: bool = False, repetition: bool = False) -> Any:
+    """``scipy.special.comb`` with ``exact=False``: ``binom(N, k)`` where ``0 <= k <= N`` (0
+    elsewhere), ``binom(N + k - 1, k)`` with ``repetition`` (1 where ``k == 0 <= N``);
+    differentiable in ``N`` and ``k`` through ``binom``'s rule.
+
+    >>> float(comb(5.0, 2.0))
+    10.0
+    """
+    if not _dispatch.traced((N, k), {}):
+        return _orig_comb(N, k, exact=exact, repetition=repetition)
+    if exact:
+        raise _exact_refused("comb")
+    if repetition:
+        one = np.logical_and(np.equal(k, 0), np.greater_equal(N, 0))
+        return np.where(one, 1.0, _sp.binom(N + k - 1, k))
+    ok = np.logical_and(
+        np.less_equal(k, N), np.logical_and(np.greater_equal(N, 0), np.greater_equal(k, 0))
+    )
+    return np.where(ok, _sp.binom(N, k), 0.0)
+
+
+def factorial(n: Any, exact: bool = False, extend: str = "zero") -> Any:
+    """``scipy.special.factorial`` with ``exact=False``: ``gamma(n + 1)``, 0 for ``n < 0`` (with
+    ``extend='zero'``, SciPy's default), nan at ``n = -1`` with ``extend='complex'``; float64
+    as SciPy's; differentiable (``Γ(n+1) ψ(n+1)``).
+
+    >>> float(factorial(3.0))
+    6.0
+    """
+    if not _dispatch.traced((n,), {}):
+        return _orig_factorial(n, exact=exact, extend=extend)
+    if exact:
+        raise _exact_refused("factorial")
+    if extend not in ("zero", "complex"):
+        raise ValueError(
+            f"argument `extend` must be either 'zero' or 'complex', received: {extend}"
+        )
+    if np.iscomplexobj(n) and extend != "complex":
+        raise ValueError("In order to use non-integer arguments, you must opt into this by "
+                         "passing `extend='complex'`.")  # fmt: skip
+    if extend == "complex":
+        return np.where(np.equal(n, -1), np.nan, _sp.gamma(np.where(np.equal(n, -1), 0.0, n) + 1))
+    keep = np.greater_equal(n, 0)
+    out = np.where(keep, _sp.gamma(np.where(keep, n, 0.0) + 1), 0.0)
+    return np.where(np.isnan(n), np.nan, out).astype(np.float64)  # (SciPy's zeros: float64)
+
+
 def _patch(module: Any) -> None:
     """Install the wrappers in ``scipy.special`` (called by ``fusegrad.scipy``)."""
-    for name in ("logsumexp", "softmax", "log_softmax", "polygamma", "zeta"):
+    for name in ("logsumexp", "softmax", "log_softmax", "polygamma", "zeta", "comb", "factorial"):
         _dispatch.patch_attr(module, name, globals()[name])
 
 

@@ -763,6 +763,31 @@ class rayleigh_gen(rv_continuous):  # noqa: N801
         return np.sqrt(-2 * np.log(q))
 
 
+class vonmises_gen(rv_continuous):  # noqa: N801
+    """The von Mises distribution (SciPy's: not restricted to one period, ``kappa >= 0``); its
+    ``logpdf``/``pdf`` (differentiable in ``x``, ``kappa``, ``loc``, ``scale``).
+
+    >>> round(float(vonmises.logpdf(0.0, 0.0)), 12)  # uniform on a circle: -log 2π
+    -1.837877066409
+    """
+
+    name = "vonmises"
+
+    def _argcheck(self, kappa):
+        return np.greater_equal(kappa, 0)
+
+    def _logpdf(self, z, kappa):
+        return kappa * sp.cosm1(z) - 2 * LOG_SQRT_2PI - np.log(sp.i0e(kappa))
+
+    def _cdf(self, z, kappa):
+        raise TypeError(
+            "scipy.stats.vonmises: fusegrad.scipy.stats has logpdf and pdf of vonmises on "
+            "traced values, not its cdf (SciPy's series has no derivative rule)"
+        )
+
+    _sf = _logcdf = _logsf = _cdf
+
+
 # --------------------------------------------------------------------------------------------------
 # Discrete: k - loc on the integers; the parameters are differentiable, k is not
 # --------------------------------------------------------------------------------------------------
@@ -1038,6 +1063,54 @@ def _dirichlet_valid(x: Any, a: Any) -> Any:
     ok = np.logical_and(ok, np.less_equal(np.abs(np.sum(x, axis=0) - 1.0), 10e-10))
     zero_at_pole = np.logical_and(np.equal(x, 0), np.less(a, 1))
     return np.logical_and(ok, np.logical_not(np.any(zero_at_pole, axis=0)))
+
+
+class multinomial_gen:  # noqa: N801
+    """The multinomial distribution's ``logpmf``/``pmf``, differentiable in ``p`` (``x``, ``n``
+    are counts). As SciPy's, a row of ``p`` that does not sum to 1 (beyond ten float epsilons)
+    has its last entry replaced by ``1 - sum(p[:-1])`` (which then carries its derivative); a
+    negative ``n`` or a ``p`` outside [0, 1] gives ``nan``, an ``x`` off the support ``-inf``.
+
+    >>> round(float(multinomial.pmf([1, 1], 2, [0.5, 0.5])), 12)
+    0.5
+    """
+
+    name = "multinomial"
+
+    def __call__(self, n: Any, p: Any, seed: Any = None) -> _Frozen:
+        return _Frozen(self, (n, p), {})
+
+    def logpmf(self, x: Any, n: Any, p: Any) -> Any:
+        """Log of the probability of the counts ``x`` (components along the last axis)."""
+        p = _as_value(p)
+        eps = float(np.finfo(np.result_type(p.dtype, np.float32)).eps) * 10  # (SciPy's)
+        p = p if p.dtype == np.float64 else p.astype(np.float64)
+        head = p[..., :-1]
+        adjusted = 1.0 - np.sum(head, axis=-1)
+        off = np.greater(np.abs(1 - np.sum(stop_gradient(p), axis=-1)), eps)
+        p = np.concatenate([head, np.where(off, adjusted, p[..., -1])[..., None]], axis=-1)
+        kept = stop_gradient(p)
+        bad_np = np.logical_or(np.any(np.less(kept, 0), axis=-1), np.any(np.greater(kept, 1),
+                                                                       axis=-1))  # fmt: skip
+        n_int = np.asarray(n, dtype=int)
+        bad_np = np.logical_or(bad_np, np.less(n_int, 0))
+        xx = np.asarray(x, dtype=int)
+        if xx.ndim == 0:
+            raise ValueError("x must be an array.")
+        if xx.size != 0 and not xx.shape[-1] == np.shape(p)[-1]:
+            raise ValueError(f"Size of each quantile should be size of p: received "
+                             f"{xx.shape[-1]}, but expected {np.shape(p)[-1]}.")  # fmt: skip
+        bad_x = np.any(xx != np.asarray(x), axis=-1) | np.any(xx < 0, axis=-1)
+        bad_x = bad_x | (np.sum(xx, axis=-1) != n_int)
+        # (x = 0 where p = 0: xlogy's 0, and its slope in p taken as 0)
+        terms = np.where(xx == 0, 0.0, sp.xlogy(xx, np.where(xx == 0, 1.0, p)))
+        out = sp.gammaln(n_int + 1.0) + np.sum(terms - sp.gammaln(xx + 1.0), axis=-1)
+        out = np.where(bad_x, -np.inf, out)
+        return np.where(bad_np, np.nan, out)
+
+    def pmf(self, x: Any, n: Any, p: Any) -> Any:
+        """The probability of the counts ``x``."""
+        return np.exp(self.logpmf(x, n, p))
 
 
 def _eigenvalue_floor(w: Any) -> Any:
@@ -1325,6 +1398,7 @@ pareto = pareto_gen()
 invgamma = invgamma_gen()
 gumbel_r = gumbel_r_gen()
 rayleigh = rayleigh_gen()
+vonmises = vonmises_gen()
 bernoulli = bernoulli_gen()
 geom = geom_gen()
 nbinom = nbinom_gen()
@@ -1340,6 +1414,7 @@ poisson = poisson_gen()
 binom = binom_gen()
 dirichlet = dirichlet_gen()
 multivariate_normal = multivariate_normal_gen()
+multinomial = multinomial_gen()
 
 # the closed forms, on the distributions (their _entropy/_mean/_var)
 for _name, (_entropy_of, _mean_of, _var_of) in CLOSED_FORMS.items():
@@ -1356,7 +1431,8 @@ _DISCRETE = ("logpmf", "pmf", "logcdf", "cdf", "sf", "logsf", "ppf", "isf", "mea
              "entropy", "median")  # fmt: skip
 _MIRRORED = {d.name: d for d in (norm, t, gamma, beta, expon, laplace, cauchy, logistic, uniform,
                                  lognorm, chi2, halfnorm, weibull_min, pareto, invgamma, gumbel_r,
-                                 rayleigh, poisson, binom, bernoulli, geom, nbinom)}  # fmt: skip
+                                 rayleigh, vonmises, poisson, binom, bernoulli, geom,
+                                 nbinom)}  # fmt: skip
 
 
 def _method(method: str) -> Any:
@@ -1367,7 +1443,8 @@ def _method(method: str) -> Any:
             raise TypeError(
                 f"scipy.stats.{getattr(self, 'name', type(self).__name__)}.{method} was called "
                 "on a traced value, and fusegrad.scipy.stats has no differentiable version of it "
-                f"(it has {', '.join(sorted(_MIRRORED))}, dirichlet, multivariate_normal). "
+                f"(it has {', '.join(sorted(_MIRRORED))}, dirichlet, multinomial, "
+                "multivariate_normal). "
                 "Write the density with NumPy and scipy.special operations, or register a rule "
                 "with fusegrad.register_rrule"
             )
@@ -1396,10 +1473,11 @@ def _patch(module: Any) -> None:
                 _dispatch.patch_attr(owner, method, _method(method))
     for name in ("zscore", "zmap", "variation", "iqr"):
         _dispatch.patch_attr(module, name, globals()[name])
-    for cls, dist in ((mv.multivariate_normal_gen, multivariate_normal),
-                      (mv.dirichlet_gen, dirichlet)):  # fmt: skip
+    multi = ((mv.multivariate_normal_gen, multivariate_normal), (mv.dirichlet_gen, dirichlet),
+             (mv.multinomial_gen, multinomial))  # fmt: skip
+    for cls, dist in multi:
         _dispatch.patch_attr(cls, "__call__", _multi(dist, "__call__"))
-        for method in ("logpdf", "pdf", "entropy"):
+        for method in ("logpdf", "pdf", "logpmf", "pmf", "entropy"):
             if hasattr(dist, method):
                 _dispatch.patch_attr(cls, method, _multi(dist, method))
 
