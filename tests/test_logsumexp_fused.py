@@ -155,12 +155,67 @@ def test_jit_records_the_fused_passes_and_replays_mutated_inputs(fused_at_every_
             y[1] += 0.5
 
 
-def test_small_or_evaluated_arguments_take_the_rule(monkeypatch):
-    """Below the threshold, or when the argument is already an array, the rule runs on arrays
-    (the case declines), with SciPy's values bit for bit."""
+def test_array_arguments_take_the_rule_with_scipys_values(small_path, monkeypatch):
+    """On the small-array path the argument is an array: the rule, SciPy's values bit for bit
+    (the case is for unevaluated arguments)."""
     calls = []
-    monkeypatch.setattr(scans, "_logsumexp_fused", lambda *a: calls.append(a))
+    monkeypatch.setattr(scans, "_logsumexp_fused", lambda *a, **k: calls.append(a))
     x, y = np.linspace(-1, 1, 5), np.linspace(0, 2, 3)
-    v = fg.jvp(lambda x: sp.logsumexp(_pairs(x, y), axis=1), (x,), (x,))[0]
+    v, _ = fg.value_and_grad(lambda x: np.sum(sp.logsumexp(_pairs(x, y), axis=1)))(x)
     assert calls == []
-    np.testing.assert_array_equal(v, SCIPY_LOGSUMEXP(_pairs(x, y), axis=1))
+    assert v == np.sum(SCIPY_LOGSUMEXP(_pairs(x, y), axis=1))
+
+
+def _hmm(log_a, obs_terms):
+    alpha = obs_terms[0]
+    for t in range(1, obs_terms.shape[0]):
+        alpha = sp.logsumexp(alpha[:, None] + log_a, axis=0) + obs_terms[t]
+    return sp.logsumexp(alpha)
+
+
+def test_a_chain_of_logsumexps_replays_as_kernels():
+    """Under jit an HMM's steps are recorded kernels (the argument, max and sums stored), not
+    Python calls of the rule; the cotangents down the chain are stored too (lazy, they nested
+    into one kernel growing with the steps)."""
+    rng = np.random.default_rng(4)
+    log_a, obs = rng.normal(0, 0.3, (4, 4)), rng.normal(size=(30, 4))
+    g = fg.jit(fg.grad(_hmm))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            np.testing.assert_allclose(g(log_a, obs), fg.grad(_hmm)(log_a, obs), rtol=1e-12)
+            log_a = log_a * 1.1
+    program = next(e for e in g.cache_info().entries)
+    assert program.replayable
+    from fusegrad.lazy import replay
+
+    (prog,) = [p for p in _programs(replay) if p.n_inputs == 2]
+    calls = [s for s in prog.steps if s[0] == "call"]
+    assert not calls, [getattr(s[1], "__name__", s[1]) for s in calls]
+    assert max(len(s[1].program) for s in prog.steps if s[0] != "call" and s[1]) < 40
+
+
+def _programs(replay):
+    import gc
+
+    return [o for o in gc.get_objects() if isinstance(o, replay.Program)]
+
+
+def test_a_softmax_cross_entropy_in_kernels_matches_scipy():
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(300, 8)), rng.normal(size=(8, 50)) * 0.3
+    onehot = np.eye(50)[rng.integers(0, 50, 300)]
+
+    def loss(w):
+        z = x @ w
+        return -np.sum(onehot * (z - sp.logsumexp(z, axis=1, keepdims=True)))
+
+    z = x @ w
+    want_value = -np.sum(onehot * (z - SCIPY_LOGSUMEXP(z, axis=1, keepdims=True)))
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    want_grad = x.T @ (e / e.sum(axis=1, keepdims=True) - onehot)
+    for f in (fg.value_and_grad(loss), fg.jit(fg.value_and_grad(loss))):
+        for _ in range(3):
+            v, g = f(w)
+            assert v == pytest.approx(want_value, rel=1e-13)
+            np.testing.assert_allclose(g, want_grad, rtol=1e-11, atol=1e-12)

@@ -72,7 +72,7 @@ from .ad.pytree import structure
 from .lazy import LazyArray, engines, materialize, materialize_many, replay, small
 from .lazy.nodes import leaf
 from .rules.indexing import is_basic_index
-from .rules.registry import LAZY_CASES, LAZY_ONLY_CASES, rrule
+from .rules.registry import LAZY_CASES, RECORDABLE_CASES, rrule
 from .tangents import AbstractZero, ZeroTangent, unthunk
 
 _STATIC = (int, float, complex, bool, str, bytes, type(None))
@@ -508,7 +508,7 @@ def _rule_step(f: Callable, traced: tuple, args: tuple, kwargs: dict, lazy: bool
         return None
     if _max_level(args) or _max_level(kwargs.values()):
         return None
-    if f in LAZY_ONLY_CASES:  # a case that builds lazy values only: its kernels are recorded
+    if f in RECORDABLE_CASES:  # a case whose evaluations are recorded kernels
         out = LAZY_CASES[f](*args, **kwargs)
         if out is not None:
             return out

@@ -34,9 +34,9 @@ from ..tangents import AbstractThunk, AbstractZero, NoTangent, ZeroTangent, unth
 RRULES: dict[Any, tuple[Callable, bool]] = {}
 # Cases of a rule that is not ``lazy`` which take a lazy argument as it is (``register_lazy_case``)
 LAZY_CASES: dict[Any, Callable] = {}
-# Functions whose lazy case builds lazy values only: a jit recording runs it (its kernels are
-# recorded) before it records the rule as a step
-LAZY_ONLY_CASES: set[Any] = set()
+# Functions whose lazy case evaluates only through sanctioned materialisations: a jit recording
+# runs it (its kernels are recorded) before it records the rule as a step
+RECORDABLE_CASES: set[Any] = set()
 FRULES: dict[Any, Callable] = {}
 OPTED_OUT: set[Any] = set()
 
@@ -81,15 +81,16 @@ def register_rrule(f: Any, *, lazy: bool = False) -> Callable[[Callable], Callab
     return decorate
 
 
-def register_lazy_case(f: Any, *, lazy_only: bool = False) -> Callable[[Callable], Callable]:
+def register_lazy_case(f: Any, *, recordable: bool = False) -> Callable[[Callable], Callable]:
     """Register ``case`` as a case of ``f``'s reverse rule (one not registered ``lazy``) that
     takes lazy arguments as they are: the AD core calls ``case(*args, **kwargs)`` first, on
     arguments not yet evaluated, and evaluates them for the rule itself only when it returns
     None. A case returns ``(y, pullback)`` as the rule does, its pullback taking the concrete
     cotangents the rule's does (``matmul`` of an unevaluated matrix by a column computes the
     product in the pass that evaluates the matrix: ``rules/linalg._matmul_lazy_column``).
-    ``lazy_only``: the case evaluates nothing (it builds lazy values), so a ``jit`` recording
-    runs it too and records its kernels (else the recording records the rule as a step).
+    ``recordable``: the case builds lazy values and evaluates them only inside
+    ``lazy.replay.sanctioned`` (kernels a ``jit`` recording records), so a recording runs it
+    too (else the recording records the rule as a step).
 
     >>> def my_dot(a, b):
     ...     return a @ b
@@ -100,8 +101,8 @@ def register_lazy_case(f: Any, *, lazy_only: bool = False) -> Callable[[Callable
 
     def decorate(case: Callable) -> Callable:
         LAZY_CASES[f] = case
-        if lazy_only:
-            LAZY_ONLY_CASES.add(f)
+        if recordable:
+            RECORDABLE_CASES.add(f)
         return case
 
     return decorate

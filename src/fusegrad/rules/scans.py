@@ -25,7 +25,7 @@ Complex ``x``: a norm is real, so its cotangent is ``dy`` times the conjugate of
 O(n²)-per-lane product form ``da_k = Σ_{j≥k} dy_j Π_{i≤j, i≠k} a_i`` instead of dividing by ``a``.
 
 All rules receive NumPy arrays (``lazy=False``) and use differentiable ``np.*`` calls only;
-``logsumexp`` of a large broadcast blow-up has a lazy case (``_logsumexp_blow_up``).
+``logsumexp`` of an unevaluated argument has a lazy case (``_logsumexp_lazy``): kernels.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray
-from ..lazy.plan import grows, value
+from ..lazy import LazyArray, replay
+from ..lazy.plan import grows, materialize_many, value
 from ..lazy.reductions import normalize_axes
 from ..tangents import ZeroTangent, unthunk
 from .common import (
@@ -354,36 +354,45 @@ if _sp is not None:
 
         return y, pullback
 
-    @register_lazy_case(_sp.logsumexp, lazy_only=True)
-    def _logsumexp_blow_up(a, *args, **kwargs):
-        """``logsumexp`` of an unevaluated broadcast blow-up larger than ``LSE_STORE_BYTES``
-        (``-(x[:, None] - y[None, :])**2``), without weights: fused passes that store nothing of
-        its size (``_logsumexp_fused``); None for anything else (the rule runs on arrays: a
-        smaller or stored argument is cheaper read from memory than recomputed by each pass)."""
+    @register_lazy_case(_sp.logsumexp, recordable=True)
+    def _logsumexp_lazy(a, *args, **kwargs):
+        """``logsumexp`` of an unevaluated float ``a`` without weights, in kernels
+        (``_logsumexp_fused``): a broadcast blow-up over ``LSE_STORE_BYTES``
+        (``-(x[:, None] - y[None, :])**2``) stays lazy, each pass recomputing it; anything else
+        is stored first, with the max and the sums (read many times; a short axis's reductions
+        would otherwise be unrolled into every reader). None for an array argument (the
+        small-array path: SciPy's values bit for bit, by the rule)."""
         p = params(args, kwargs, axis=None, b=None, keepdims=False, return_sign=False)
         if p["return_sign"] or p["b"] is not None or not isinstance(a, LazyArray):
             return None
-        if a.dtype not in _LSE_DTYPES or a.nbytes <= LSE_STORE_BYTES or value(a) is not None:
+        if a.dtype not in _LSE_DTYPES or a.size == 0:
             return None
-        if not grows(a):
-            return None
-        return _logsumexp_fused(a, p["axis"], p["keepdims"], len(args))
+        blow_up = a.nbytes > LSE_STORE_BYTES and value(a) is None and grows(a)
+        return _logsumexp_fused(a, p["axis"], p["keepdims"], len(args), store=not blow_up)
 
-    def _logsumexp_fused(a, axis, keepdims, n_options):
+    def _logsumexp_fused(a, axis, keepdims, n_options, store=False):
         """``logsumexp`` of a lazy ``a`` as SciPy computes it (the largest terms, ``m`` of them,
         taken out of the sum: ``top + log1p(s / m) + log(m)``), in lazy operations: a max and
         one pass of two sums, then the rest fused into what reads the result. The pullback
         ``ȳ exp(a - top) / (m + s)`` is lazy too (``m + s`` is the sum of ``exp(a - top)``, so
-        the weights sum to 1 at any magnitude), so the gradient of a logsumexp over a broadcast
-        (``x[:, None] - y[None, :]``) is a fused pass that stores nothing of the broadcast's size.
-        """
+        the weights sum to 1 at any magnitude). Unless ``store``, neither direction stores
+        anything of ``a``'s size (a logsumexp over ``x[:, None] - y[None, :]``); with it, ``a``,
+        the max, the sums and the cotangent are computed when made (sanctioned: a jit recording
+        records their kernels), so that readers read them and a chain of logsumexps (an HMM's
+        steps) does not nest into one growing kernel."""
         shape = a.shape
         axes = normalize_axes(axis, len(shape))
+        if store:
+            _stored(a)
         top = np.max(a, axis=axes, keepdims=True)
+        if store:
+            _stored(top)
         is_top = np.equal(a, top)
         one = np.ones((), a.dtype)
         m = np.sum(np.where(is_top, one, 0 * one), axis=axes, keepdims=True)
         s = np.sum(np.exp(np.where(is_top, -np.inf * one, a) - top), axis=axes, keepdims=True)
+        if store:
+            _stored(m, s)
         out = np.log1p(s / m) + np.log(m) + top
         y = (
             out
@@ -393,10 +402,17 @@ if _sp is not None:
 
         def pullback(dy):
             d = expand_back(dy, shape, axes, keepdims, held=False)
-            w = np.exp(a - top) / (m + s)
-            return (as_cotangent(d * w), *no_tangents(n_options))
+            da = d * (np.exp(a - top) / (m + s))
+            if store:  # (a chain of them, an HMM's steps, would nest into one growing kernel)
+                _stored(da)
+            return (as_cotangent(da), *no_tangents(n_options))
 
         return y, pullback
+
+    def _stored(*nodes):
+        """Lazy values computed now, by kernels a jit recording records."""
+        with replay.sanctioned(always=True):
+            materialize_many([n for n in nodes if value(n) is None])
 
     def _lse_weights(a, b, yk, axis):
         """``exp(a - y)``, the derivative of ``y = logsumexp(a, b)`` in ``log(b a)``, normalised
@@ -420,8 +436,8 @@ if _sp is not None:
         return _sp.logsumexp(a, *args, **kwargs)
 
     _LSE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
-    # A lazy logsumexp argument up to this size is evaluated for the rule; a larger broadcast
-    # blow-up is not (``_logsumexp_blow_up``)
+    # A lazy logsumexp argument up to this size is stored; a larger broadcast blow-up is not
+    # (``_logsumexp_lazy``)
     LSE_STORE_BYTES = 1 << 20
     _LSE_SAME: list = []  # [_same_as_scipy()] once checked (a race only checks twice)
 
