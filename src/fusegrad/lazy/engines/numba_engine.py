@@ -469,6 +469,8 @@ def replay_cost(kernel) -> float:
         return COST_SCALAR_LIBM
     if kernel.size >= _registry.REPLAY_NUMBA_MIN:
         return COST_PREFERRED
+    if len(kernel.program) >= _registry.REPLAY_NUMBA_MIN_OPS:
+        return COST_PREFERRED
     return hot_cost(kernel)
 
 

@@ -101,6 +101,10 @@ NUMBA_MIN = 1_024
 #   taking ~20 ns a point here, numba_math's ~5.5). A kernel compiles once per machine (the
 #   disk cache), which a program replayed in a loop pays back.
 REPLAY_NUMBA_MIN = 32
+# REPLAY_NUMBA_MIN_OPS: below REPLAY_NUMBA_MIN points, a replayed kernel of this many instructions
+#   goes to numba too: numpy_blocked's cost is per instruction whatever the size (~1 us each),
+#   numba's ~2.5 us dispatch is not (an HMM's 6-point steps: a jit replay 3.7-4.4 -> 3.2 ms).
+REPLAY_NUMBA_MIN_OPS = 3
 
 
 @runtime_checkable
