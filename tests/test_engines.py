@@ -173,13 +173,10 @@ def test_a_small_kernel_in_a_loop_stays_on_numpy():
 def test_a_replayed_kernel_goes_to_numba_by_points_or_instructions():
     """In a replayed program numpy_blocked's cost is per instruction at any size: a tiny kernel
     of several instructions (an HMM's 6-point steps) is numba's, a one-instruction one not."""
-    tiny = registry.REPLAY_NUMBA_MIN - 1
-    several = _fresh_kernel(
-        6, ",".join(["add", "multiply", "subtract"][: registry.REPLAY_NUMBA_MIN_OPS])
-    )
+    assert registry.REPLAY_NUMBA_MIN > 6 and registry.REPLAY_NUMBA_MIN_OPS <= 3
+    several = _fresh_kernel(6, "add,multiply,subtract")
     one = _fresh_kernel(6, "add")
     wide = _fresh_kernel(registry.REPLAY_NUMBA_MIN, "add")
-    assert tiny >= 6
     with fg.use_engine("auto"):
         assert engines.choose_hot(several, "numpy", replayed=True) == "numba"
         assert engines.choose_hot(one, "numpy", replayed=True) == "numpy"
