@@ -310,3 +310,13 @@ def test_jvp_and_jacobian_with_aux():
     assert g(2.0) == pytest.approx(np.sum(x))
     with pytest.raises(TypeError, match="has_aux=True needs the function to return a pair"):
         fg.jvp(np.sin, (x,), (v,), has_aux=True)
+
+
+def test_transformed_functions_keep_the_functions_name():
+    """(jit's warnings name the function: a hessian's was called 'matrix')"""
+
+    def energy(x):
+        return np.sum(x**3)
+
+    for t in (fg.grad, fg.jacobian, fg.hessian, lambda f: fg.hessian(f, argnums=(0,))):
+        assert t(energy).__name__ == "energy"

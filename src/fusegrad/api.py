@@ -856,6 +856,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     if isinstance(argnums, int | np.integer):
         square = jacobian(grad(fun, argnums), argnums)
 
+        @functools.wraps(fun)  # (jit's warnings name the user's function)
         def matrix(*args: Any, **kwargs: Any) -> Any:
             _real_inputs_for_hessian(args, (int(argnums),))
             return square(*args, **kwargs)
@@ -864,6 +865,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     nums = tuple(argnums)
     gradient = grad(fun, nums)
 
+    @functools.wraps(fun)
     def blocks(*args: Any, **kwargs: Any) -> tuple:
         _real_inputs_for_hessian(args, nums)
         # row i: the jacobian of the i-th gradient in every argument of argnums
