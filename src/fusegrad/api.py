@@ -29,6 +29,7 @@ from .ad.forward import argument_tuples, cast_like
 from .ad.forward import jvp as forward_jvp
 from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
+from .lazy.dask_leaves import Placeholder
 from .lazy.nodes import current_scope, interning_scope
 from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
 from .tangents import (
@@ -427,7 +428,13 @@ def _own(tree: Any) -> Any:
     leaves, rebuild = flatten(tree)
     for v in leaves:
         check_array_type(v, "an input")  # np.array would drop a mask silently
-    return rebuild([np.array(v) if isinstance(v, np.ndarray) else v for v in leaves])
+    # (a view of a Dask input's placeholder is read from the Dask array later: dask_leaves.vjp)
+    return rebuild(
+        [
+            np.array(v) if isinstance(v, np.ndarray) and type(v) is not Placeholder else v
+            for v in leaves
+        ]
+    )
 
 
 def _traced_vjp(
