@@ -462,6 +462,49 @@ def test_jvp_of_a_dask_input_is_refused_by_name():
         fg.jvp(lambda x: np.sum(np.sin(x)), (xd,), (np.ones(10),))
 
 
+@pytest.mark.parametrize("engine", ["dask", "numpy"])
+def test_forward_mode_refuses_dask_primals_and_tangents_by_name(engine):
+    # both failed inside NumPy's dispatch ("operand type(s) all returned NotImplemented")
+    x = np.linspace(0, 1, 10)
+    xd = da.from_array(x, chunks=5)
+    f = lambda v: np.sum(np.sin(v[:, None] - x[None, :]))  # noqa: E731
+    with fg.use_engine(engine):
+        with pytest.raises(TypeError, match=r"hvp got a dask.array primal.*x\.compute\(\)"):
+            fg.hvp(f, (xd,), (np.ones(10),))
+        with pytest.raises(TypeError, match=r"jvp got a dask.array tangent.*x\.compute\(\)"):
+            fg.jvp(f, (x,), (da.ones(10, chunks=5),))
+
+
+def test_a_dask_cotangent_is_a_leaf_too(never_gathered, numpy_tiles):
+    # under the dask engine a pullback given a Dask cotangent failed in NumPy's dispatch
+    x, y, ct = np.linspace(-1, 1, 12), np.linspace(0, 1, 9), np.linspace(0, 1, 12)
+    f = lambda v: np.sum(np.tanh(v[:, None] - y[None, :]), axis=1)  # noqa: E731
+    want = fg.vjp(f, x)[1](ct)[0]
+    with fg.use_engine("dask"):
+        _, pull = fg.vjp(f, da.from_array(x, chunks=5))
+        (g,) = pull(da.from_array(ct, chunks=4))
+    assert isinstance(g, da.Array) and g.chunks == ((5, 5, 2),)
+    np.testing.assert_allclose(_np(g), want, rtol=1e-12)
+
+
+def test_checkpoint_of_a_dask_input(never_gathered, numpy_tiles):
+    # the checkpointed function ran on the placeholder and was refused, naming np.subtract
+    x, y = np.linspace(-1, 1, 12), np.linspace(0, 1, 9)
+    f = lambda v: np.sum(np.exp(-((v[:, None] - y[None, :]) ** 2)))  # noqa: E731
+    want_v, want_g = fg.value_and_grad(f)(x)
+    with fg.use_engine("dask"):
+        v, g = fg.value_and_grad(fg.checkpoint(f))(da.from_array(x, chunks=5))
+    np.testing.assert_allclose(v, want_v, rtol=1e-12)
+    np.testing.assert_allclose(_np(g), want_g, rtol=1e-12)
+
+
+def test_unknown_chunk_sizes_are_named():
+    xd = da.from_array(np.linspace(-1, 1, 30), chunks=7)
+    xd = xd[xd > 0]
+    with fg.use_engine("dask"), pytest.raises(ValueError, match=r"compute_chunk_sizes\(\)"):
+        fg.grad(lambda x: np.sum(np.tanh(x[:, None] - x[None, :])))(xd)
+
+
 def test_a_reshape_merging_axes_is_named():
     node = dask_leaves.as_leaf(da.ones((4, 3), chunks=2))
     with pytest.raises(NotImplementedError, match="reshape the Dask array itself"):

@@ -215,6 +215,12 @@ def as_leaf(x: Any, scope: int | None = None) -> Leaf:
     (10,)
     """
     get("dask")  # registered, so that every kernel reading the placeholder goes to it (claims)
+    if any(math.isnan(c) for cs in x.chunks for c in cs):
+        raise ValueError(
+            f"a Dask array input of shape {x.shape} has unknown (NaN) chunk sizes (it was made "
+            "by boolean indexing or another data-dependent operation): the dask engine tiles by "
+            "them. Call x.compute_chunk_sizes() before passing it"
+        )
     p = placeholder(tuple(int(n) for n in x.shape), np.dtype(x.dtype))
     root = _root(p)
     key = id(root)
@@ -390,10 +396,21 @@ def vjp(impl: Callable, flatten: Callable, fun: Callable, primals: tuple, *args:
 
     def pullback(ct: Any) -> tuple:
         with interning_scope(scope), eager_off():
-            grads = vjp_fn(ct)
+            grads = vjp_fn(convert(ct))  # a Dask cotangent is a leaf as the primals are
         return tuple(_as_dask(_read(g, flatten), p, flatten) for g, p in zip(grads, primals))
 
     return (_read(res[0], flatten), pullback) + tuple(_read(r, flatten) for r in res[2:])
+
+
+def lazy(tree: Any, flatten: Callable) -> Any:
+    """``tree`` with each placeholder in it (a primitive's concrete argument: ``checkpoint``'s)
+    as a lazy leaf again, so that the computations on it are tiled rather than refused."""
+    if not _SOURCES:
+        return tree
+    leaves, rebuild = flatten(tree)
+    if not any(type(v) is Placeholder for v in leaves):
+        return tree
+    return rebuild([leaf(v) if type(v) is Placeholder else v for v in leaves])
 
 
 def _read(tree: Any, flatten: Callable) -> Any:
@@ -445,6 +462,7 @@ __all__ = [
     "chunk_plan",
     "dask_view",
     "is_dask_array",
+    "lazy",
     "placeholder",
     "present",
     "reads_dask",
