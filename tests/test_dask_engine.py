@@ -462,10 +462,163 @@ def test_jvp_of_a_dask_input_is_refused_by_name():
         fg.jvp(lambda x: np.sum(np.sin(x)), (xd,), (np.ones(10),))
 
 
+@pytest.mark.parametrize("engine", ["dask", "numpy"])
+def test_forward_mode_refuses_dask_primals_and_tangents_by_name(engine):
+    # both failed inside NumPy's dispatch ("operand type(s) all returned NotImplemented")
+    x = np.linspace(0, 1, 10)
+    xd = da.from_array(x, chunks=5)
+    f = lambda v: np.sum(np.sin(v[:, None] - x[None, :]))  # noqa: E731
+    with fg.use_engine(engine):
+        with pytest.raises(TypeError, match=r"hvp got a dask.array primal.*x\.compute\(\)"):
+            fg.hvp(f, (xd,), (np.ones(10),))
+        with pytest.raises(TypeError, match=r"jvp got a dask.array tangent.*x\.compute\(\)"):
+            fg.jvp(f, (x,), (da.ones(10, chunks=5),))
+
+
+def test_a_dask_cotangent_is_a_leaf_too(never_gathered, numpy_tiles):
+    # under the dask engine a pullback given a Dask cotangent failed in NumPy's dispatch
+    x, y, ct = np.linspace(-1, 1, 12), np.linspace(0, 1, 9), np.linspace(0, 1, 12)
+    f = lambda v: np.sum(np.tanh(v[:, None] - y[None, :]), axis=1)  # noqa: E731
+    want = fg.vjp(f, x)[1](ct)[0]
+    with fg.use_engine("dask"):
+        _, pull = fg.vjp(f, da.from_array(x, chunks=5))
+        (g,) = pull(da.from_array(ct, chunks=4))
+    assert isinstance(g, da.Array) and g.chunks == ((5, 5, 2),)
+    np.testing.assert_allclose(_np(g), want, rtol=1e-12)
+
+
+def test_checkpoint_of_a_dask_input(never_gathered, numpy_tiles):
+    # the checkpointed function ran on the placeholder and was refused, naming np.subtract
+    x, y = np.linspace(-1, 1, 12), np.linspace(0, 1, 9)
+    f = lambda v: np.sum(np.exp(-((v[:, None] - y[None, :]) ** 2)))  # noqa: E731
+    want_v, want_g = fg.value_and_grad(f)(x)
+    with fg.use_engine("dask"):
+        v, g = fg.value_and_grad(fg.checkpoint(f))(da.from_array(x, chunks=5))
+    np.testing.assert_allclose(v, want_v, rtol=1e-12)
+    np.testing.assert_allclose(_np(g), want_g, rtol=1e-12)
+
+
+def test_unknown_chunk_sizes_are_named():
+    xd = da.from_array(np.linspace(-1, 1, 30), chunks=7)
+    xd = xd[xd > 0]
+    with fg.use_engine("dask"), pytest.raises(ValueError, match=r"compute_chunk_sizes\(\)"):
+        fg.grad(lambda x: np.sum(np.tanh(x[:, None] - x[None, :])))(xd)
+
+
 def test_a_reshape_merging_axes_is_named():
     node = dask_leaves.as_leaf(da.ones((4, 3), chunks=2))
     with pytest.raises(NotImplementedError, match="reshape the Dask array itself"):
         dask_leaves.dask_view(node.array.reshape(12)[1:11:2])
+
+
+_X = np.arange(1.0, 11.0)
+_FANCY = {
+    "list": lambda x: np.sum(x[[0, 3, 3]] ** 2),
+    "traced mask": lambda x: np.sum(x[x > 5] ** 2),
+    "numpy mask": lambda x: np.sum(x[_X > 5] ** 2),
+    "ix_": lambda x: np.sum(x.reshape(2, 5)[np.ix_([0, 1], [1, 3])]),
+    "of a broadcast view": lambda x: np.sum(np.broadcast_to(x, (3, 10))[[0, 2]]),
+}
+
+
+@pytest.mark.parametrize("name", list(_FANCY))
+def test_fancy_and_boolean_indexing_of_a_dask_input_is_refused(name):
+    # It used to copy the placeholder: a value of 0 and a zero gradient, silently
+    xd = da.from_array(_X, chunks=4)
+    with fg.use_engine("dask"), pytest.raises(dask_leaves.DaskInputError, match="Dask input"):
+        fg.value_and_grad(_FANCY[name])(xd)
+
+
+_READS = {
+    "copy": lambda p: p.copy(),
+    "astype": lambda p: p.astype(np.float32),
+    "ravel of a transpose": lambda p: p.T.ravel(),
+    "flatten": lambda p: p.flatten(),
+    "copying reshape": lambda p: p.T.reshape(12),
+    "np.reshape copying": lambda p: np.reshape(p.T, 12),
+    "order F": lambda p: p.reshape(12, order="F"),
+    "fancy": lambda p: p[[0, 1]],
+    "boolean": lambda p: p[np.ones((3, 4), bool)],
+    "element": lambda p: p[0, 1],
+    "item": lambda p: p.item(0),
+    "tolist": lambda p: p.tolist(),
+    "float": lambda p: float(p[0, 0, ...]),
+    "iterate": lambda p: list(p[0]),
+    "sum": lambda p: p.sum(),
+    "argmax": lambda p: p.argmax(),
+    "nonzero": lambda p: p.nonzero(),
+    "tobytes": lambda p: p.tobytes(),
+    "pickle": lambda p: __import__("pickle").dumps(p),
+    "broadcast, then fancy": lambda p: np.broadcast_to(p, (2, 3, 4))[[0]],
+}
+
+
+@pytest.mark.parametrize("name", list(_READS))
+def test_a_placeholder_is_never_read_as_data(name):
+    p = dask_leaves.as_leaf(da.ones((3, 4), chunks=2)).array
+    with pytest.raises(dask_leaves.DaskInputError):
+        _READS[name](p)
+    # views stay placeholders (np.broadcast_to's too), and say what they are
+    assert type(np.broadcast_to(p, (2, 3, 4))) is dask_leaves.Placeholder
+    assert repr(p.T[1:]) == "Placeholder(shape=(3, 3), dtype=float64)"
+
+
+_W = np.arange(12.0)
+_RESHAPES = {
+    "X.T.ravel()": lambda X: np.sum(X.T.ravel() * _W),
+    "X.T.flatten()": lambda X: np.sum(X.T.flatten() * _W),
+    "X.T.reshape(2, 6)": lambda X: np.sum(X.T.reshape(2, 6) ** 2),
+    "order F": lambda X: np.sum(X.reshape(12, order="F") * _W),
+    "np.ravel order F": lambda X: np.sum(np.ravel(X, order="F") * _W),
+    "merging view": lambda X: np.sum(X.reshape(12) * _W),
+    "of a strided slice": lambda X: np.sum(X[::2, 1:].reshape(-1) ** 3),
+    "of an intermediate": lambda X: np.sum(np.exp(X / 10).reshape(12) * _W),
+    "pairwise": lambda X: np.sum((X[:, None, :] - X[None, :, :]).reshape(9, 4) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", list(_RESHAPES))
+def test_reshapes_of_a_dask_input_are_made_by_dask(name, never_gathered, numpy_tiles):
+    # A reshape that copies used to copy the placeholder (zeros, silently); one that merges
+    # axes as a view was refused when the kernel ran: the leaf is now Dask's reshape
+    f = _RESHAPES[name]
+    X = np.arange(1.0, 13.0).reshape(3, 4)
+    want_v, want_g = fg.value_and_grad(f)(X)
+    with fg.use_engine("dask"):
+        v, g = fg.value_and_grad(f)(da.from_array(X, chunks=(2, 3)))
+    assert isinstance(g, da.Array) and g.chunks == ((2, 1), (3, 1))
+    np.testing.assert_allclose(v, want_v, rtol=1e-12)
+    np.testing.assert_allclose(_np(g), want_g, rtol=1e-12)
+
+
+_ELEMENTS = {
+    "x[5]": (lambda x: x[5], _X),
+    "x[5] * 2": (lambda x: x[5] * 2.0, _X),
+    "np.exp(x[5])": (lambda x: np.exp(x[5]), _X),
+    "np.sum(x[5:6])": (lambda x: np.sum(x[5:6]), _X),
+    "np.sum(x[5:6] ** 2) + np.sum(x)": (lambda x: np.sum(x[5:6] ** 2) + np.sum(x), _X),
+    "X[:1, :1]": (lambda x: np.sum(x.reshape(2, 5)[:1, :1] ** 2), _X),
+    "an input of size 1": (lambda x: np.sum(x**2), _X[:1]),
+    "a 0-d input": (lambda s: np.sum(np.exp(-(_X**2) / (2 * s**2))), np.array(0.7)),
+    "a 0-d input returned": (lambda s: s, np.array(0.7)),
+}
+
+
+@pytest.mark.parametrize("name", list(_ELEMENTS))
+def test_single_elements_and_zero_d_dask_inputs(name, never_gathered, numpy_tiles):
+    # A kernel reading one element crashed (chunk_plan got a NumPy scalar), the value of x[5]
+    # was the placeholder's 0.0, and a 0-d Dask input crashed in the tiles' assembly
+    f, x = _ELEMENTS[name]
+    want_v, want_g = fg.value_and_grad(f)(x)
+    with fg.use_engine("dask"):
+        v, g = fg.value_and_grad(f)(da.from_array(x, chunks=4))
+        out, pull = fg.vjp(f, da.from_array(x, chunks=4))
+        (g2,) = pull(1.0)
+    np.testing.assert_allclose(v, want_v, rtol=1e-12)
+    np.testing.assert_allclose(out, want_v, rtol=1e-12)
+    assert isinstance(g, da.Array) and g.shape == np.shape(x)
+    np.testing.assert_allclose(_np(g), want_g, rtol=1e-12)
+    np.testing.assert_allclose(_np(g2), want_g, rtol=1e-12)
 
 
 @pytest.fixture(scope="module")

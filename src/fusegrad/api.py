@@ -29,6 +29,7 @@ from .ad.forward import argument_tuples, cast_like
 from .ad.forward import jvp as forward_jvp
 from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
+from .lazy.dask_leaves import Placeholder
 from .lazy.nodes import current_scope, interning_scope
 from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
 from .tangents import (
@@ -427,7 +428,13 @@ def _own(tree: Any) -> Any:
     leaves, rebuild = flatten(tree)
     for v in leaves:
         check_array_type(v, "an input")  # np.array would drop a mask silently
-    return rebuild([np.array(v) if isinstance(v, np.ndarray) else v for v in leaves])
+    # (a view of a Dask input's placeholder is read from the Dask array later: dask_leaves.vjp)
+    return rebuild(
+        [
+            np.array(v) if isinstance(v, np.ndarray) and type(v) is not Placeholder else v
+            for v in leaves
+        ]
+    )
 
 
 def _traced_vjp(
@@ -816,14 +823,21 @@ def jvp(
     """
     for leaf in flatten(tuple(primals))[0]:
         check_array_type(leaf, "a primal")
-        if dask_leaves.is_dask_array(leaf):
-            raise TypeError(
-                "jvp got a dask.array primal: Dask inputs are leaves of the reverse mode only "
-                "(grad, value_and_grad, vjp under use_engine('dask')). Pass x.compute() to jvp, "
-                "or use vjp"
-            )
+    _no_dask("jvp", primals, tangents)
     with conversions.tracing():
         return forward_jvp(fun, primals, tangents, has_aux=has_aux)
+
+
+def _no_dask(who: str, primals: Any, tangents: Any) -> None:
+    """Refuse Dask arrays among a forward-mode call's primals or tangents, by name."""
+    for what, tree in (("primal", primals), ("tangent", tangents)):
+        if any(dask_leaves.is_dask_array(v) for v in flatten(tree)[0]):
+            raise TypeError(
+                f"{who} got a dask.array {what}: Dask arrays are inputs of the reverse mode only "
+                "(grad, value_and_grad, vjp, whose pullback also takes a Dask cotangent); "
+                f"forward mode does not take them. Pass x.compute() (np.asarray(x)) to {who}"
+                + (", or use vjp" if who == "jvp" else "")
+            )
 
 
 def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
@@ -836,6 +850,7 @@ def hvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
     array([6., 6.])
     """
     primals, tangents = argument_tuples("hvp", primals, tangents)
+    _no_dask("hvp", primals, tangents)
     nums = tuple(range(len(primals)))
     with conversions.tracing():
         _, out = forward_jvp(grad(fun, argnums=nums), primals, tangents, primal_out=False)
@@ -916,6 +931,7 @@ def checkpoint(fun: Callable) -> Callable:
     def run(args: tuple, kwargs: dict) -> tuple:
         # args: the closure's converted values first (one tuple), then fun's own arguments
         cells = kwargs.pop(_CLOSURE_CELLS, ())
+        args = dask_leaves.lazy(args, flatten)  # a Dask input's placeholder: its leaf again
         f = _with_closure(fun, cells, args[0]) if cells else fun
         leaves, built.rebuild = flatten(f(*args[1:], **kwargs))
         return tuple(leaves)

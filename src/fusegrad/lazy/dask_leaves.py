@@ -7,7 +7,9 @@ read, and nothing ever reads it) and is registered here with the Dask array it s
 Movement (``x[:, None]``, slices, transposes, broadcasts) makes NumPy views of the placeholder as
 of any leaf, so a kernel's inputs are views of it; the dask engine maps each tile's part of such
 a view back to an expression on the Dask array (``dask_view``), and the tile's task depends on
-just the chunks it reads. The input is never gathered on the client.
+just the chunks it reads. The input is never gathered on the client. A reshape that merges or
+splits axes is no such view: it makes a new placeholder, for Dask's reshape (``reshape``). A
+placeholder returned as it is (``lambda x: x[5]``) is read from the Dask array (``_read``).
 
 Kernels that read a placeholder go to the dask engine (its ``cost`` is 0 for them, so even
 ``auto`` picks it); the small-array path is off during the call (it would read placeholders
@@ -70,19 +72,106 @@ class DaskInputError(TypeError):
 
 
 class Placeholder(np.ndarray):
-    """The array of a Dask input's leaf: shape and dtype only. NumPy computations on it raise
-    ``DaskInputError`` (views, what movement makes, are allowed)."""
+    """The array of a Dask input's leaf: shape and dtype only. Views (what movement makes) are
+    placeholders too; anything that would read its memory as data raises ``DaskInputError``:
+    NumPy functions and ufuncs, methods that compute or copy (``copy``, ``astype``, ``sum``,
+    ``item``, ``tolist``, ...), an element (``p[0]`` of a 1-d one), fancy or boolean indexing,
+    and any new array of this type that is not a view of a placeholder's memory (a reshape or
+    ``ravel`` that must copy: ``__array_finalize__``)."""
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        raise _refusal(f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
+        raise refusal(f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         if func in _VIEWS:
-            return super().__array_function__(func, types, args, kwargs)
-        raise _refusal(f"np.{getattr(func, '__name__', func)}")
+            return _keep(super().__array_function__(func, types, args, kwargs))
+        raise refusal(f"np.{getattr(func, '__name__', func)}")
+
+    def __array_finalize__(self, obj: Any) -> None:
+        # a new placeholder: a view of one's memory, else a copy of it (zeros read as data)
+        if not _over_placeholder_memory(self):
+            raise refusal(
+                "a copy of a Dask input (ndarray.copy, astype, a reshape, ravel or flatten that "
+                "cannot be a view, fancy indexing)"
+            )
+
+    def __getitem__(self, index: Any) -> Any:
+        if not _basic_index(index):
+            raise refusal("indexing a Dask input with an array (fancy or boolean indexing)")
+        out = super().__getitem__(index)
+        if not isinstance(out, np.ndarray):
+            raise refusal("an element of a Dask input")
+        return out
+
+    def __iter__(self) -> Any:
+        if self.ndim <= 1:
+            raise refusal("iterating over the elements of a Dask input")
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"Placeholder(shape={self.shape}, dtype={self.dtype})"
+
+    __str__ = __repr__
 
 
-def _refusal(what: str) -> DaskInputError:
+def _reader(name: str) -> Callable:
+    def method(self: Placeholder, *args: Any, **kwargs: Any) -> Any:
+        raise refusal(name)
+
+    method.__name__ = name.rsplit(".", 1)[-1].strip("()")
+    return method
+
+
+# ndarray methods that read the data (or copy it): refused on a placeholder
+for _name in (
+    "all any argmax argmin argpartition argsort astype byteswap choose clip compress conj "
+    "conjugate copy cumprod cumsum dot dump dumps fill flatten item max mean min nonzero "
+    "partition prod ptp put repeat round searchsorted setfield sort std sum take tobytes "
+    "tofile tolist trace var __copy__ __deepcopy__ __reduce__ __reduce_ex__ __setstate__"
+).split():
+    setattr(Placeholder, _name, _reader(f"ndarray.{_name}"))
+for _name, _what in (
+    ("__float__", "float()"),
+    ("__int__", "int()"),
+    ("__complex__", "complex()"),
+    ("__bool__", "bool()"),
+    ("__index__", "operator.index()"),
+    ("__format__", "format()"),
+):
+    setattr(Placeholder, _name, _reader(f"{_what} of a Dask input"))
+del _name, _what
+
+
+def _basic_index(index: Any) -> bool:
+    """Whether ``index`` is basic indexing (ints, slices, None, Ellipsis): a view."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(
+        i is None
+        or i is Ellipsis
+        or isinstance(i, slice)
+        or isinstance(i, int | np.integer)
+        and not isinstance(i, bool | np.bool_)
+        for i in items
+    )
+
+
+def _over_placeholder_memory(a: np.ndarray) -> bool:
+    """Whether ``a`` is a view of a placeholder's memory (its root array is over an mmap)."""
+    base = _root(a).base
+    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
+
+
+def _keep(out: Any) -> Any:
+    """A view NumPy made of a placeholder as a placeholder again (``np.broadcast_to`` gives a
+    plain ndarray), so that nothing reads it as data."""
+    if type(out) is np.ndarray and _over_placeholder_memory(out):
+        return out.view(Placeholder)
+    if isinstance(out, list | tuple):
+        return type(out)(_keep(o) for o in out)
+    return out
+
+
+def refusal(what: str) -> DaskInputError:
     return DaskInputError(
         f"{what} needs the values of a Dask array input on the client, where only a "
         "placeholder is: under use_engine('dask') a Dask input feeds the fused elementwise, "
@@ -118,7 +207,7 @@ def placeholder(shape: tuple[int, ...], dtype: np.dtype) -> Placeholder:
     return root.reshape(shape).view(Placeholder)
 
 
-def as_leaf(x: Any) -> Leaf:
+def as_leaf(x: Any, scope: int | None = None) -> Leaf:
     """The lazy leaf of Dask array ``x``: a placeholder registered as ``x``'s stand-in.
 
     >>> import dask.array as da  # doctest: +SKIP
@@ -126,12 +215,33 @@ def as_leaf(x: Any) -> Leaf:
     (10,)
     """
     get("dask")  # registered, so that every kernel reading the placeholder goes to it (claims)
+    if any(math.isnan(c) for cs in x.chunks for c in cs):
+        raise ValueError(
+            f"a Dask array input of shape {x.shape} has unknown (NaN) chunk sizes (it was made "
+            "by boolean indexing or another data-dependent operation): the dask engine tiles by "
+            "them. Call x.compute_chunk_sizes() before passing it"
+        )
     p = placeholder(tuple(int(n) for n in x.shape), np.dtype(x.dtype))
     root = _root(p)
     key = id(root)
     _SOURCES[key] = (weakref.ref(root), x)
     weakref.finalize(root, _SOURCES.pop, key, None)
-    return leaf(p)
+    return leaf(p, scope)
+
+
+def reshape(a: np.ndarray, shape: tuple[int, ...], scope: int | None = None) -> Leaf:
+    """The leaf of view ``a`` of a placeholder reshaped to ``shape`` (C order): a placeholder of
+    its own, for the Dask array's view reshaped by Dask. A reshape that merges or splits axes
+    is no strided view of the input's chunks (and one that copies would copy the placeholder),
+    so the tiles read the reshaped Dask array's chunks instead."""
+    if a.size == 0:
+        return leaf(np.empty(shape, a.dtype), scope)
+    d = dask_view(a)
+    try:
+        d = d.reshape(shape)
+    except NotImplementedError:  # Dask splits or merges axes only evenly: through one axis
+        d = d.reshape(-1).reshape(shape)
+    return as_leaf(d, scope)
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -246,7 +356,7 @@ def assemble(recipe: tuple, *chunks: np.ndarray) -> np.ndarray:
     grid, local, axes, shape = recipe
     arrays = [np.asarray(c) for c in chunks]
     base = arrays[0] if len(arrays) == 1 else np.block(_nest(arrays, grid))
-    return _finish_view(base[local], list(axes), shape, np.broadcast_to)
+    return _finish_view(base[tuple(local) + (Ellipsis,)], list(axes), shape, np.broadcast_to)
 
 
 def _nest(items: list, grid: tuple[int, ...]) -> Any:
@@ -286,10 +396,39 @@ def vjp(impl: Callable, flatten: Callable, fun: Callable, primals: tuple, *args:
 
     def pullback(ct: Any) -> tuple:
         with interning_scope(scope), eager_off():
-            grads = vjp_fn(ct)
-        return tuple(_as_dask(g, p, flatten) for g, p in zip(grads, primals))
+            grads = vjp_fn(convert(ct))  # a Dask cotangent is a leaf as the primals are
+        return tuple(_as_dask(_read(g, flatten), p, flatten) for g, p in zip(grads, primals))
 
-    return (res[0], pullback) + tuple(res[2:])
+    return (_read(res[0], flatten), pullback) + tuple(_read(r, flatten) for r in res[2:])
+
+
+def lazy(tree: Any, flatten: Callable) -> Any:
+    """``tree`` with each placeholder in it (a primitive's concrete argument: ``checkpoint``'s)
+    as a lazy leaf again, so that the computations on it are tiled rather than refused."""
+    if not _SOURCES:
+        return tree
+    leaves, rebuild = flatten(tree)
+    if not any(type(v) is Placeholder for v in leaves):
+        return tree
+    return rebuild([leaf(v) if type(v) is Placeholder else v for v in leaves])
+
+
+def _read(tree: Any, flatten: Callable) -> Any:
+    """``tree`` (an output, an aux value, a gradient) with each view of a placeholder in it
+    (``lambda x: x[5]`` returns one: a leaf, no kernel ran) read from the Dask array: the
+    view's elements only, computed where the chunks are."""
+    if not _SOURCES:
+        return tree
+    leaves, rebuild = flatten(tree)
+    if not any(source(v) is not None for v in leaves):
+        return tree
+    return rebuild([_element_values(v) if source(v) is not None else v for v in leaves])
+
+
+def _element_values(a: np.ndarray) -> np.ndarray:
+    import dask
+
+    return np.asarray(dask.compute(dask_view(a))[0])
 
 
 def _as_dask(g: Any, p: Any, flatten: Callable) -> Any:
@@ -316,11 +455,14 @@ def _as_dask_leaf(g: Any, p: Any) -> Any:
 __all__ = [
     "DaskInputError",
     "Placeholder",
+    "refusal",
+    "reshape",
     "as_leaf",
     "assemble",
     "chunk_plan",
     "dask_view",
     "is_dask_array",
+    "lazy",
     "placeholder",
     "present",
     "reads_dask",

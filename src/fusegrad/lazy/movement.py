@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import replay, small
+from . import dask_leaves, replay, small
 from .nodes import OWNED, LazyArray, Leaf, Map, Reduce, leaf, make_map, make_reduce, trampoline
 
 View = Callable[[np.ndarray], np.ndarray]
@@ -150,6 +150,15 @@ def _move(
     out: LazyArray
     if node.cached is not None:
         out = leaf(view(node.cached), OWNED)
+    elif (
+        isinstance(node, Leaf)
+        and type(view) is _Reshape
+        and not reshape_only
+        and dask_leaves.source(node.array) is not None
+    ):
+        # a reshape that merges or splits axes of a Dask input's view is no strided view of
+        # its chunks (and where NumPy would copy, it would copy the placeholder): Dask's
+        out = dask_leaves.reshape(node.array, new_shape, node.scope)
     elif isinstance(node, Leaf):
         out = leaf(view(node.array), node.scope)
     elif isinstance(node, Map):
@@ -266,7 +275,7 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
         return node
     only_ones = _strip_ones(new_shape) == _strip_ones(node.shape)
     try:
-        return move(node, lambda v: np.reshape(v, new_shape, copy=False), only_ones)
+        return move(node, _Reshape(new_shape), only_ones)
     except ValueError:
         scope = node.scope if isinstance(node, Leaf) else OWNED
         if replay.active() is not None:
@@ -274,6 +283,17 @@ def reshape(node: LazyArray, shape: Any) -> LazyArray:
             out = replay.step(np.reshape, (node, new_shape), {}, _concrete)
             return out if isinstance(out, LazyArray) else leaf(out, scope)
         return leaf(np.reshape(_materialize(node), new_shape), scope)
+
+
+class _Reshape:
+    """The view ``np.reshape(v, shape, copy=False)`` (a ValueError where it would copy); a
+    leaf of a Dask input is reshaped by Dask instead (``_move``)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        return np.reshape(v, self.shape, copy=False)
 
 
 def _concrete(x: Any) -> Any:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import movement, reductions, replay, small
+from . import dask_leaves, movement, reductions, replay, small
 from .nodes import LazyArray, Map, Reduce, asarray, make_map
 from .ops import REDUCING_UFUNCS, op_for
 from .plan import materialize
@@ -236,12 +236,19 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kw: A
 def _reshape(
     a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None
 ) -> Any:
+    shape = shape if shape is not None else newshape
+    if order == "F":  # the C-order reshape of the reversed axes, reversed back: lazy too
+        shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+        flipped = movement.reshape(movement.transpose(asarray(a)), shape[::-1])
+        return movement.transpose(flipped)
     if order != "C":
         return NotImplemented
-    return movement.reshape(asarray(a), shape if shape is not None else newshape)
+    return movement.reshape(asarray(a), shape)
 
 
 def _ravel(a: Any, order: str = "C") -> Any:
+    if order == "F":
+        return movement.reshape(movement.transpose(asarray(a)), (-1,))
     if order != "C":
         return NotImplemented
     return movement.reshape(asarray(a), (-1,))
@@ -403,6 +410,13 @@ def array(self: LazyArray, dtype: Any = None, copy: Any = None) -> np.ndarray:
     """
     with replay.reading(_CONVERTED):
         out: np.ndarray = materialize(self)
+    if dask_leaves.source(out) is not None:
+        # np.asarray would make a plain view of it, read as data (zeros) by whatever follows:
+        # fancy or boolean indexing, or any NumPy call on the converted value
+        raise dask_leaves.refusal(
+            "fancy or boolean indexing of a Dask input (x[[0, 3]], x[x > 0]), or np.asarray of "
+            "one (what a NumPy computation on its values starts with)"
+        )
     if dtype is not None and out.dtype != dtype:
         return out.astype(dtype)
     if copy:

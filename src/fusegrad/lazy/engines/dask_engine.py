@@ -186,10 +186,10 @@ def grid(kernel: Kernel, points: int | None = None) -> list[list[tuple[int, int]
 
 
 def _slice(a: np.ndarray, domain: tuple[int, ...], bounds: tuple) -> np.ndarray:
-    """The part of input ``a`` a tile reads (an axis of size 1 that broadcasts stays whole)."""
-    return a[
-        tuple(slice(0, 1) if s == 1 != n else slice(*b) for s, n, b in zip(a.shape, domain, bounds))
-    ]
+    """The part of input ``a`` a tile reads (an axis of size 1 that broadcasts stays whole): a
+    view, also of a 0-d input (``a[()]`` would be a NumPy scalar, a copy)."""
+    index = (slice(0, 1) if s == 1 != n else slice(*b) for s, n, b in zip(a.shape, domain, bounds))
+    return a[tuple(index) + (Ellipsis,)]
 
 
 def _tile_outputs(outputs: tuple[Output, ...]) -> tuple[Output, ...]:
@@ -366,7 +366,8 @@ def run(kernel: Kernel) -> list[np.ndarray]:
     for a, r in zip(kernel.inputs, remote):
         src = dask_leaves.source(a) if r else None
         if src is not None and id(src) not in sources:
-            sources[id(src)] = (src, src.__dask_keys__())
+            keys = src.__dask_keys__()  # nested lists of keys, one level per axis
+            sources[id(src)] = (src, keys[0] if src.ndim == 0 else keys)  # 0-d: a list of one
     tiles = {}
     for index in itertools.product(*(range(len(b)) for b in axes)):
         bounds = tuple(axes[d][i] for d, i in enumerate(index))
