@@ -93,6 +93,21 @@ def traced(args: tuple, kwargs: dict) -> bool:
     return False
 
 
+def padded(x: Any, widths: list, pad: Any, fill: Any) -> Any:
+    """``x`` extended by ``widths`` in ``np.pad``'s ``pad`` mode (``"constant"``: with ``fill``,
+    which may be traced: the constant mode pads with zeros only then), the boundary handling
+    of the ``scipy.signal`` and ``scipy.ndimage`` mirrors.
+
+    >>> padded(np.ones(2), [(1, 0)], "constant", 5.0).tolist()
+    [5.0, 1.0, 1.0]
+    """
+    if pad != "constant":
+        return np.pad(x, widths, mode=pad)
+    if traced((fill,), {}):
+        return np.pad(x - fill, widths) + fill
+    return np.pad(x, widths, constant_values=fill)
+
+
 def original(f: Any) -> Any:
     """SciPy's own function behind a fusegrad wrapper (``f`` itself when not wrapped)."""
     return getattr(f, "__fusegrad_original__", f)

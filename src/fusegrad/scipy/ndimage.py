@@ -94,13 +94,7 @@ def _filter(x: Any, weights: Any, modes: list, cval: Any, origins: list) -> Any:
         widths[axis] = (left, n - 1 - left)
         if n == 1 and origin == 0:
             continue
-        pad: Any = _pad_mode(mode)
-        if pad != "constant":
-            x = np.pad(x, widths, mode=pad)
-        elif _dispatch.traced((cval,), {}):
-            x = np.pad(x - cval, widths) + cval
-        else:
-            x = np.pad(x, widths, constant_values=cval)
+        x = _dispatch.padded(x, widths, _pad_mode(mode), cval)
     # (imported here: scipy.signal imports scipy.ndimage, whose patch imports this module, so
     # fusegrad.scipy.signal, which needs a complete scipy.signal, cannot be imported above)
     from . import signal as _signal

@@ -474,13 +474,7 @@ def _conv2d(in1: Any, in2: Any, mode: str, boundary: str, fillvalue: Any,
         return convolve(in1, in2, "valid", "direct")
     m = np.shape(in2)
     widths = [(k - 1, k - 1) for k in m]
-    pad: Any = _PAD_MODES[_BOUNDARY_NAMES[boundary]]
-    if pad != "constant":
-        extended = np.pad(in1, widths, mode=pad)
-    elif _dispatch.traced((fillvalue,), {}):
-        extended = np.pad(in1 - fillvalue, widths) + fillvalue
-    else:
-        extended = np.pad(in1, widths, constant_values=fillvalue)
+    extended = _dispatch.padded(in1, widths, _PAD_MODES[_BOUNDARY_NAMES[boundary]], fillvalue)
     full = convolve(extended, in2, "valid", "direct")
     if mode == "full":
         return full
