@@ -31,6 +31,7 @@ from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
 from .lazy.dask_leaves import Placeholder
 from .lazy.nodes import current_scope, interning_scope
+from .rules.common import materialize
 from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
 from .tangents import (
     AbstractThunk,
@@ -790,7 +791,7 @@ def _jacobian_of_leaf(f_vjp, out_leaves, rebuild_out, i, out_dt, args, nums, sin
             # a step of a jit recording (a NumPy call on the rows outside the kernels made the
             # jitted jacobian and hessian run uncompiled)
             stacked = (
-                replay.step(_stack_rows, ([r[j] for r in row_leaves],), {}, _concrete_row)
+                replay.step(_stack_rows, ([r[j] for r in row_leaves],), {}, materialize)
                 if rows
                 else np.zeros((0,) + xshape)
             )
@@ -801,11 +802,6 @@ def _jacobian_of_leaf(f_vjp, out_leaves, rebuild_out, i, out_dt, args, nums, sin
 
 def _stack_rows(rows: list) -> np.ndarray:
     return np.stack([np.asarray(r) for r in rows])
-
-
-def _concrete_row(x: Any) -> Any:
-    x = unthunk(x)
-    return materialize_many([x])[0] if isinstance(x, LazyArray) else x
 
 
 def jvp(
