@@ -393,7 +393,14 @@ if _sp is not None:
         s = np.sum(np.exp(np.where(is_top, -np.inf * one, a) - top), axis=axes, keepdims=True)
         if store:
             _stored(m, s)
-        out = np.log1p(s / m) + np.log(m) + top
+        # (m = 0 when a pass recomputing a blow-up ran on another engine than the max's and
+        # rounded its maxima an ulp lower: then s is the whole sum, log(s) the answer)
+        out = (
+            np.where(
+                m > 0, np.log1p(s / np.maximum(m, one)) + np.log(np.maximum(m, one)), np.log(s)
+            )
+            + top
+        )
         y = (
             out
             if keepdims
