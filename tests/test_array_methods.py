@@ -104,3 +104,21 @@ def test_power_by_a_numpy_float64_promotes_float32_as_numpy(exponent, path, monk
     assert fg.jit(lambda x: x**exponent)(x).dtype == want
     g = fg.grad(lambda x: np.sum((x**exponent).astype(np.float64)))(x)
     np.testing.assert_allclose(g, float(exponent) * x.astype(np.float64) ** (float(exponent) - 1))
+
+
+def test_a_differentiated_python_float_stays_weak_through_python_operators():
+    """``x / (2 * s**2)`` of float32 ``x`` and a differentiated Python float ``s`` is float32, as
+    NumPy's (Python's ``s**2`` is a float) and JAX's: the operators gave a NumPy float64."""
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    for f in (
+        lambda x, s: np.sum(x / (2 * s**2)),
+        lambda x, s: np.sum(x * (s - 1.0) ** 3),
+        lambda x, s: np.sum(x * -s / (1 + s)),
+    ):
+        v, (gx, gs) = fg.value_and_grad(f, argnums=(0, 1))(x, 0.7)
+        assert np.asarray(v).dtype == f(x, 0.7).dtype == np.float32
+        assert gx.dtype == np.float32
+        want = (f(x, 0.7 + 1e-3) - f(x, 0.7 - 1e-3)) / 2e-3
+        assert gs == pytest.approx(float(want), rel=1e-3, abs=1e-3)
+    # np.* functions of a Python float are NumPy float64 as in NumPy: not weak
+    assert fg.jvp(lambda s: x * np.exp(s), (0.7,), (1.0,))[0].dtype == (x * np.exp(0.7)).dtype

@@ -327,15 +327,33 @@ def _power(self: Any, other: Any) -> Any:
     if type(other) in (int, float):
         fast = {2: np.square, 0.5: np.sqrt, 1: np.positive}.get(other)
         if fast is not None:
-            return fast(self)
-    return np.power(self, other)
+            return _weak(fast(self), self, other)
+    return _weak(np.power(self, other), self, other)
+
+
+_WEAK = (int, float, complex)
+
+
+def _weak(out: Any, a: Any, b: Any = 0) -> Any:
+    """``out`` of a Python operator on ``a`` and ``b``: where both are Python numbers or values
+    traced from one (a differentiated Python float), its value a Python number again, as
+    Python's own ``s ** 2`` is (the ufunc gave a NumPy float64, which made ``x * s ** 2`` of
+    float32 ``x`` float64; JAX keeps such values weakly typed too)."""
+    if (
+        isinstance(out, Tracer)
+        and type(out.value) in (np.float64, np.complex128)
+        and (type(a) in _WEAK or (isinstance(a, Tracer) and type(a.value) in _WEAK))
+        and (type(b) in _WEAK or (isinstance(b, Tracer) and type(b.value) in _WEAK))
+    ):
+        out.value = out.value.item()
+    return out
 
 
 def _binary(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
         # a number, an array or a value of self's trace: self's trace is the innermost
         if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
-            return self._trace.apply(uf, (self, o), {})
+            return _weak(self._trace.apply(uf, (self, o), {}), self, o)
         if _opts_out(o) or isinstance(o, str):
             # (a string: Python's answer, as a NumPy number's: ``ord == "fro"`` is False)
             return NotImplemented
@@ -347,7 +365,7 @@ def _binary(uf: np.ufunc) -> Any:
 def _reflected(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
         if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
-            return self._trace.apply(uf, (o, self), {})
+            return _weak(self._trace.apply(uf, (o, self), {}), o, self)
         if _opts_out(o):
             return NotImplemented
         return apply(uf, _array_likes((o, self)), {})
@@ -405,8 +423,8 @@ def _install() -> None:
     _operators(cls, ARITHMETIC)
     _operators(cls, COMPARISONS, reflected=False)
     cls.__pow__ = _power
-    cls.__rpow__ = lambda self, o: np.power(o, self)
-    cls.__neg__ = lambda self: np.negative(self)
+    cls.__rpow__ = lambda self, o: _weak(np.power(o, self), o, self)
+    cls.__neg__ = lambda self: _weak(np.negative(self), self)
     cls.__pos__ = lambda self: self
     cls.__abs__ = lambda self: np.absolute(self)
     cls.__round__ = lambda self, ndigits=None: np.round(self, ndigits or 0)  # an array, as NumPy's
