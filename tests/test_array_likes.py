@@ -66,3 +66,13 @@ def test_a_numpy_function_that_converts_its_inputs_is_named():
             return np.sum(acc)
 
         fg.grad(f)(X)
+
+
+def test_r_and_c_with_traced_items():
+    """NumPy's index tricks convert each item with ``array``, which a traced value refuses."""
+    check_grads(lambda x: np.sum(np.r_[x, 0.0, x**2, [x[0], 2.0]] ** 2), modes=("rev", "fwd"))(X)
+    check_grads(lambda x: np.sum(np.c_[x, x**2, np.ones(3)] @ np.arange(1.0, 4.0)))(X)
+    np.testing.assert_array_equal(fg.jvp(lambda x: np.r_[x[0], x], (X,), (X,))[0], np.r_[X[0], X])
+    assert np.r_[1, 2].tolist() == [1, 2]  # outside traces, and without traced items: NumPy's
+    with pytest.raises(TypeError, match="np.concatenate"):
+        fg.grad(lambda x: np.sum(np.r_["0,2", x, x]))(X)

@@ -4,12 +4,12 @@
 argument the function converts, ``np.asarray(x)`` at the top of a library function) could only
 become an ndarray and lose its derivative. So while a trace runs (``tracing()``: ``grad``,
 ``vjp``, ``jvp`` and the functions built on them enter it), the four conversion functions of
-the ``numpy`` module are wrapped (and ``np.full``/``np.full_like``, for a traced fill value, and
-``np.histogram``/``histogram_bin_edges``, for a traced ``range``): on anything without a traced
-value inside they are NumPy's own (one type check, and the original is called as is); on a
-traced value they return it (cast with ``astype`` if a ``dtype`` is asked for), a list or tuple
-holding traced values becomes ``np.stack`` of its parts (``fusegrad.numpy.array``), as
-``jnp.asarray`` does, and a traced fill value is broadcast.
+the ``numpy`` module are wrapped (and ``np.full``/``np.full_like``, for a traced fill value,
+``np.histogram``/``histogram_bin_edges``, for a traced ``range``, and ``np.r_``/``np.c_``): on
+anything without a traced value inside they are NumPy's own (one type check, and the original is
+called as is); on a traced value they return it (cast with ``astype`` if a ``dtype`` is asked
+for), a list or tuple holding traced values becomes ``np.stack`` of its parts
+(``fusegrad.numpy.array``), as ``jnp.asarray`` does, and a traced fill value is broadcast.
 Outside traces NumPy's functions are in place, untouched. Code that imported them by name
 (``from numpy import asarray``) keeps NumPy's; ``FUSEGRAD_PATCH_NUMPY=0`` in the environment
 turns the wrapping off.
@@ -36,7 +36,7 @@ import numpy as np
 from ..rules.tables import COMPOSITES
 from .core import Tracer
 
-ORIGINALS: dict[str, Callable] = {}
+ORIGINALS: dict[str, Any] = {}  # (functions, and the np.r_/np.c_ objects)
 
 
 def holds_tracer(x: Any) -> bool:
@@ -134,10 +134,48 @@ def _wrap_range(name: str) -> Callable:
     return histogram
 
 
+class _Concatenator:
+    """``np.r_`` / ``np.c_`` indexed with traced values (NumPy's own converts each item with
+    ``array``, which a traced value refuses): the items as arrays (``stacked``), 0-d ones as 1-d
+    (``r_``) or 1-d ones as columns (``c_``), concatenated along the first (``r_``) or last
+    (``c_``) axis. Without a traced item, NumPy's own; a string directive or a slice beside a
+    traced item is an error naming the equivalent ``np.concatenate``."""
+
+    def __init__(self, original: Any, columns: bool) -> None:
+        self._original = original
+        self._columns = columns
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        if not any(holds_tracer(i) for i in items):
+            return self._original[key]
+        name = "np.c_" if self._columns else "np.r_"
+        if any(isinstance(i, str | slice) for i in items):
+            raise TypeError(
+                f"{name}[...] with a traced value and a string directive or a slice: write the "
+                "np.concatenate (or np.arange) it stands for"
+            )
+        parts = [stacked(i) for i in items]
+        if self._columns:
+            parts = [np.reshape(p, (-1, 1)) if np.ndim(p) < 2 else p for p in parts]
+            return np.concatenate(parts, axis=-1)
+        return np.concatenate([np.reshape(p, (1,)) if np.ndim(p) == 0 else p for p in parts])
+
+    def __len__(self) -> int:
+        return len(self._original)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._original, name)
+
+
 _ENABLED = os.environ.get("FUSEGRAD_PATCH_NUMPY", "1").strip() != "0"
-_WRAPPERS = {name: _wrap(name) for name in ("asarray", "array", "asanyarray", "ascontiguousarray")}
+_CONVERSIONS = ("asarray", "array", "asanyarray", "ascontiguousarray")
+_WRAPPERS: dict[str, Any] = {name: _wrap(name) for name in _CONVERSIONS}
 _WRAPPERS.update({name: _wrap_full(name) for name in ("full", "full_like")})
 _WRAPPERS.update({name: _wrap_range(name) for name in ("histogram", "histogram_bin_edges")})
+for _name, _columns in (("r_", False), ("c_", True)):
+    ORIGINALS[_name] = getattr(np, _name)
+    _WRAPPERS[_name] = _Concatenator(ORIGINALS[_name], _columns)
 _depth = [0]
 _lock = threading.Lock()
 # The module's namespace, written with one dict update per switch: every grad call switches
