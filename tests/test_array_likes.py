@@ -76,3 +76,17 @@ def test_r_and_c_with_traced_items():
     assert np.r_[1, 2].tolist() == [1, 2]  # outside traces, and without traced items: NumPy's
     with pytest.raises(TypeError, match="np.concatenate"):
         fg.grad(lambda x: np.sum(np.r_["0,2", x, x]))(X)
+
+
+@pytest.mark.parametrize("ufunc", [np.logaddexp, np.logaddexp2])
+@pytest.mark.parametrize("axis,keepdims", [(0, False), (1, True), (None, False)])
+def test_logaddexp_reduce(ufunc, axis, keepdims):
+    m = np.array([[0.3, 1.2, -0.5], [2.0, 2.0, 1.0]])
+
+    def f(m):
+        return np.sum(ufunc.reduce(m, axis=axis, keepdims=keepdims) ** 2)
+
+    assert fg.value_and_grad(f)(m)[0] == pytest.approx(f(m), rel=1e-14)
+    check_grads(f, modes=("rev", "fwd"), order=2)(m)
+    g = fg.grad(lambda v: np.logaddexp.reduce(v))(np.array([-np.inf, 0.0, 0.0]))
+    np.testing.assert_array_equal(g, [0.0, 0.5, 0.5])

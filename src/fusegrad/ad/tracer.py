@@ -34,7 +34,14 @@ from ..rules.common import primal_tree
 from ..rules.elementwise import astype
 from ..rules.masked_reductions import OPTIONS as REDUCTION_OPTIONS
 from ..rules.registry import is_static
-from ..rules.tables import COMPOSITES, NONDIFF, STRUCTURAL, UFUNC_ACCUMULATE, UFUNC_REDUCE
+from ..rules.tables import (
+    COMPOSITES,
+    NONDIFF,
+    STRUCTURAL,
+    UFUNC_ACCUMULATE,
+    UFUNC_REDUCE,
+    UFUNC_REDUCE_COMPOSITES,
+)
 from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
 from .conversions import holds_tracer, stacked
 from .core import Tracer, apply
@@ -79,6 +86,8 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
         options = REDUCTION_OPTIONS.get(reduction)  # where=, initial=: as np.sum's
         out = options(*inputs, **kwargs) if options is not None else None
         return out if out is not None else apply(reduction, inputs, kwargs)
+    if method == "reduce" and ufunc in UFUNC_REDUCE_COMPOSITES:
+        return UFUNC_REDUCE_COMPOSITES[ufunc](*inputs, **kwargs)
     if method == "accumulate" and ufunc in UFUNC_ACCUMULATE:
         kwargs.setdefault("axis", 0)
         return apply(UFUNC_ACCUMULATE[ufunc], inputs, kwargs)

@@ -88,6 +88,33 @@ NONDIFF: set[Any] = {
 }
 
 UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
+
+
+def _log_add_exp_reduce(exp: Callable, log: Callable) -> Callable:
+    """``np.logaddexp.reduce`` (``np.logaddexp2.reduce``): ``m + log(sum(exp(a - m)))`` with
+    ``m`` the largest finite value along ``axis`` (its own derivative cancels: the result's is
+    the softmax of ``a``)."""
+
+    def reduce(a: Any, axis: Any = 0, dtype: Any = None, keepdims: bool = False, **kw: Any) -> Any:
+        if kw.get("initial", np._NoValue) is not np._NoValue or kw.get("where", True) is not True:
+            raise TypeError(
+                "initial= and where= of np.logaddexp.reduce on a traced value are not "
+                "supported: write scipy.special.logsumexp or np.where on the input"
+            )
+        m = np.max(a, axis=axis, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        out = log(np.sum(exp(a - m), axis=axis, keepdims=True)) + m
+        out = out if keepdims else np.squeeze(out, axis=axis)
+        return out if dtype is None else out.astype(dtype)
+
+    return reduce
+
+
+# ufunc reductions written with other functions (composites: traced, fused, any order)
+UFUNC_REDUCE_COMPOSITES = {
+    np.logaddexp: _log_add_exp_reduce(np.exp, np.log),
+    np.logaddexp2: _log_add_exp_reduce(np.exp2, np.log2),
+}
 UFUNC_ACCUMULATE = {np.add: np.cumsum, np.multiply: np.cumprod, np.maximum: cummax,
                     np.minimum: cummin}  # fmt: skip
 
@@ -114,3 +141,4 @@ COMPOSITES: dict[Any, Callable] = {
 }
 
 __all__ = ["COMPOSITES", "NONDIFF", "STRUCTURAL", "UFUNC_ACCUMULATE", "UFUNC_REDUCE"]
+__all__ += ["UFUNC_REDUCE_COMPOSITES"]
