@@ -314,3 +314,24 @@ def test_take_along_axis_with_indices_broadcast_against_the_array(shape, index_s
     idx = rng.integers(0, shape[axis], index_shape)
     w = rng.standard_normal(np.take_along_axis(x, idx, axis=axis).shape)
     check_grads(lambda v: np.sum(w * np.take_along_axis(v, idx, axis=axis)), ("rev", "fwd"), 2)(x)
+
+
+def test_an_element_cotangent_keeps_the_leading_size_1_axes():
+    """``x[..., 0]`` of a (1, n) or (1, 1) value: the lazy embedding skipped reshaping a lazy
+    cotangent to the leading size-1 axes the one-hot mask does not span, so the cotangent lost
+    them (a crash in the transpose's pullback, and in grad of jvp through a 1x1 solve)."""
+    y = np.array([[0.5], [1.0], [2.0]])
+    b = np.array([[0.3], [0.2], [0.1]])
+    f = lambda y: np.sum(-(y.T)[..., 0] * 2.0) + np.sum(y * b)  # noqa: E731
+    np.testing.assert_allclose(fusegrad.grad(f)(y), b + np.array([[-2.0], [0.0], [0.0]]))
+    a, r = np.array([[3.0]]), np.array([0.5])
+
+    def g(x):
+        return fusegrad.jvp(h, (x,), (np.ones(2),))[1]
+
+    def h(x):
+        return np.sum(np.linalg.solve(a * x[0], r * x[1]) ** 2)
+
+    x = np.array([0.7, 1.3])
+    want = fusegrad.hessian(h)(x) @ np.ones(2)
+    np.testing.assert_allclose(fusegrad.grad(g)(x), want, rtol=1e-12)

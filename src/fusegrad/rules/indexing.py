@@ -101,9 +101,11 @@ def _lazy_embed(dy: Any, index: tuple, shape: tuple[int, ...], dtype: Any) -> An
         g = np.reshape(dy, tuple(expanded))
     else:
         g = dy  # only leading size-1 axes to add: broadcasting adds them (a reshape rebuilds dy)
-    if mask is None:
-        return g
-    return np.where(mask, g, np.zeros((), dtype=dtype))
+    out = g if mask is None else np.where(mask, g, np.zeros((), dtype=dtype))
+    missing = len(shape) - np.ndim(out)
+    if missing > 0:  # (size-1 leading axes the mask does not span: x[..., 0] of a (1, 1) x)
+        out = np.reshape(out, (1,) * missing + tuple(np.shape(out)))
+    return out
 
 
 @register_rrule(operator.getitem, lazy=True)
