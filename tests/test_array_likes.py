@@ -90,3 +90,23 @@ def test_logaddexp_reduce(ufunc, axis, keepdims):
     check_grads(f, modes=("rev", "fwd"), order=2)(m)
     g = fg.grad(lambda v: np.logaddexp.reduce(v))(np.array([-np.inf, 0.0, 0.0]))
     np.testing.assert_array_equal(g, [0.0, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("ufunc", [np.add, np.multiply, np.maximum, np.minimum])
+def test_ufunc_reduceat(ufunc):
+    """Segments (an index not below the next one: the element itself), along any axis."""
+    a = np.arange(1.0, 9.0) + np.linspace(0.0, 0.1, 8)
+    m = a[:6].reshape(2, 3)
+
+    def f(a):
+        return np.sum(ufunc.reduceat(a, [0, 4, 1, 5, 5]) ** 2)
+
+    def g(m):
+        return np.sum(ufunc.reduceat(m, [0, 2], axis=1) ** 2)
+
+    assert fg.value_and_grad(f)(a)[0] == pytest.approx(f(a), rel=1e-14)
+    assert fg.value_and_grad(g)(m)[0] == pytest.approx(g(m), rel=1e-14)
+    check_grads(f, modes=("rev", "fwd"))(a)
+    check_grads(g, modes=("rev", "fwd"))(m)
+    with pytest.raises(IndexError, match="out of bounds"):
+        fg.grad(lambda a: np.sum(ufunc.reduceat(a, [0, 9])))(a)

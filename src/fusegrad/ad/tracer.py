@@ -41,6 +41,7 @@ from ..rules.tables import (
     UFUNC_ACCUMULATE,
     UFUNC_REDUCE,
     UFUNC_REDUCE_COMPOSITES,
+    UFUNC_REDUCEAT,
 )
 from ..scipy._dispatch import scipy_hint  # names the SciPy function, if one is on the stack
 from .conversions import holds_tracer, stacked
@@ -88,6 +89,8 @@ def _array_ufunc(self: Tracer, ufunc: np.ufunc, method: str, *inputs: Any, **kwa
         return out if out is not None else apply(reduction, inputs, kwargs)
     if method == "reduce" and ufunc in UFUNC_REDUCE_COMPOSITES:
         return UFUNC_REDUCE_COMPOSITES[ufunc](*inputs, **kwargs)
+    if method == "reduceat" and ufunc in UFUNC_REDUCEAT:
+        return UFUNC_REDUCEAT[ufunc](*inputs, **kwargs)
     if method == "accumulate" and ufunc in UFUNC_ACCUMULATE:
         kwargs.setdefault("axis", 0)
         return apply(UFUNC_ACCUMULATE[ufunc], inputs, kwargs)

@@ -87,7 +87,12 @@ NONDIFF: set[Any] = {
     np.linalg.matrix_rank,
 }
 
-UFUNC_REDUCE = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min}
+UFUNC_REDUCE: dict[Any, Any] = {
+    np.add: np.sum,
+    np.multiply: np.prod,
+    np.maximum: np.max,
+    np.minimum: np.min,
+}
 
 
 def _log_add_exp_reduce(exp: Callable, log: Callable) -> Callable:
@@ -109,6 +114,32 @@ def _log_add_exp_reduce(exp: Callable, log: Callable) -> Callable:
 
     return reduce
 
+
+def _reduceat(reduction: Callable) -> Callable:
+    """``ufunc.reduceat(a, indices, axis)``: per index ``i`` the reduction of ``a[i:j]`` along
+    ``axis`` (``j`` the next index; the end for the last), or ``a[i]`` itself where ``j <= i``,
+    as NumPy defines it: one reduction a segment, stacked along ``axis``."""
+
+    def reduceat(a: Any, indices: Any, axis: int = 0, dtype: Any = None, **kw: Any) -> Any:
+        if kw.get("out") is not None:
+            raise TypeError("reduceat(..., out=...) of a traced value: drop out=")
+        idx = [int(i) for i in np.ravel(primal(indices))]
+        n = np.shape(primal(a))[axis]
+        if any(not 0 <= i < n for i in idx):
+            raise IndexError(f"index out of bounds for reduceat over an axis of length {n}")
+        moved = np.moveaxis(a, axis, 0)
+        parts = []
+        for k, i in enumerate(idx):
+            j = idx[k + 1] if k + 1 < len(idx) else n
+            parts.append(reduction(moved[i:j], axis=0) if j > i else moved[i])
+        out = np.moveaxis(np.stack(parts), 0, axis)
+        return out if dtype is None else out.astype(dtype)
+
+    return reduceat
+
+
+# ufunc.reduceat of the reductions above
+UFUNC_REDUCEAT = {u: _reduceat(r) for u, r in UFUNC_REDUCE.items()}
 
 # ufunc reductions written with other functions (composites: traced, fused, any order)
 UFUNC_REDUCE_COMPOSITES = {
@@ -141,4 +172,4 @@ COMPOSITES: dict[Any, Callable] = {
 }
 
 __all__ = ["COMPOSITES", "NONDIFF", "STRUCTURAL", "UFUNC_ACCUMULATE", "UFUNC_REDUCE"]
-__all__ += ["UFUNC_REDUCE_COMPOSITES"]
+__all__ += ["UFUNC_REDUCEAT", "UFUNC_REDUCE_COMPOSITES"]
