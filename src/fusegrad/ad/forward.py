@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..lazy import LazyArray, materialize_many, small
+from ..rules.common import zeros_for
 from ..rules.lazy_values import operand
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
 from ..tangents import AbstractZero, NoTangent, ZeroTangent, unthunk
@@ -138,7 +139,7 @@ def _tangent_of(x: Any, level: int) -> Any:
             # an array-like of traced values and numbers (np.where(c, [x[1], 0.0], x)): the
             # numbers' tangents as zeros, so that the tangents form an array too (a
             # ZeroTangent in it made an object array, a wrong jvp)
-            ts = [_zeros_for(v) if _is_number(v) and isinstance(t, AbstractZero) else t
+            ts = [zeros_for(v) if _is_number(v) and isinstance(t, AbstractZero) else t
                   for v, t in zip(x, ts)]  # fmt: skip
         return type(x)(*ts) if hasattr(type(x), "_fields") else ts
     if isinstance(x, dict):
@@ -151,12 +152,6 @@ def _tangent_of(x: Any, level: int) -> Any:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, int | float | complex | np.number) and not isinstance(v, bool)
-
-
-def _zeros_for(v: Any) -> Any:
-    """A number's zero tangent, of a float dtype (an int's: float64)."""
-    dt = np.result_type(v)
-    return np.zeros((), dt if dt.kind in "fc" else np.float64)
 
 
 def _all_zero(ts: Any) -> bool:

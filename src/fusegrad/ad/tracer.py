@@ -365,7 +365,9 @@ def _binary(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
         # a number, an array or a value of self's trace: self's trace is the innermost
         if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
-            return _weak(self._trace.apply(uf, (self, o), {}), self, o)
+            out = self._trace.apply(uf, (self, o), {})
+            # (arrays, the hot case, skip the weak-number test: one type check)
+            return _weak(out, self, o) if type(self.value) in _WEAK else out
         if _opts_out(o) or isinstance(o, str):
             # (a string: Python's answer, as a NumPy number's: ``ord == "fro"`` is False)
             return NotImplemented
@@ -377,7 +379,8 @@ def _binary(uf: np.ufunc) -> Any:
 def _reflected(uf: np.ufunc) -> Any:
     def op(self: Tracer, o: Any) -> Any:
         if type(o) in PLAIN_LEAVES or (type(o) is Tracer and o._trace is self._trace):
-            return _weak(self._trace.apply(uf, (o, self), {}), o, self)
+            out = self._trace.apply(uf, (o, self), {})
+            return _weak(out, o, self) if type(self.value) in _WEAK else out
         if _opts_out(o):
             return NotImplemented
         return apply(uf, _array_likes((o, self)), {})

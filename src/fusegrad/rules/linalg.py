@@ -414,6 +414,16 @@ def _einsum_operand_cotangent(
 EINSUM_PATH_FROM = 1 << 15
 
 
+def _label_sizes(ins: list[str], shapes: list[tuple[int, ...]]) -> dict[str, int]:
+    """Each einsum label's size (a size-1 axis broadcasting takes the other's, 0 too)."""
+    sizes: dict[str, int] = {}
+    for sub, shp in zip(ins, shapes, strict=True):
+        for c, n in zip(sub, shp, strict=True):
+            if sizes.get(c, 1) == 1:
+                sizes[c] = n
+    return sizes
+
+
 def _contraction_path(letters: str, sizes: dict[str, int]) -> dict:
     """``{"optimize": True}`` for an einsum over ``letters`` (of ``sizes``) large enough that a
     contraction path pays for its search, else no keywords (NumPy's own loop)."""
@@ -432,11 +442,7 @@ def _einsum(subscripts, *operands, **kwargs):
     ops = list(operands)
     shapes = [tuple(np.shape(o)) for o in ops]
     ins, out = _parse_einsum(subscripts, shapes)
-    sizes: dict[str, int] = {}
-    for sub, shp in zip(ins, shapes, strict=True):
-        for c, n in zip(sub, shp, strict=True):
-            if sizes.get(c, 1) == 1:  # (broadcasting: a size-1 axis takes the other's, 0 too)
-                sizes[c] = n
+    sizes = _label_sizes(ins, shapes)
     y = np.einsum(subscripts, *ops, **kwargs)
     pass_kwargs = {k: v for k, v in kwargs.items() if k == "optimize"}
 
@@ -460,12 +466,9 @@ def _einsum_jvp(tangents, subscripts, *operands, **kwargs):
     dot: Any = ZeroTangent()
     path = {k: v for k, v in kwargs.items() if k == "optimize"}
     if not path:
-        ins, out = _parse_einsum(subscripts, [tuple(np.shape(o)) for o in ops])
-        sizes: dict[str, int] = {}
-        for sub, o in zip(ins, ops):
-            for c, n in zip(sub, np.shape(o)):
-                sizes[c] = max(sizes.get(c, 1), n)
-        path = _contraction_path("".join(ins) + out, sizes)
+        shapes = [tuple(np.shape(o)) for o in ops]
+        ins, out = _parse_einsum(subscripts, shapes)
+        path = _contraction_path("".join(ins) + out, _label_sizes(ins, shapes))
     rest = {k: v for k, v in kwargs.items() if k != "optimize"}
     for i, t in enumerate(tangents[1:]):
         if _zero(t):
