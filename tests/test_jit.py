@@ -1107,6 +1107,38 @@ def test_a_replay_runs_a_kernel_recorded_on_numpy_on_numba_once_hot_sized(monkey
     assert ran and all(k.size == n * n for k in ran)
 
 
+@pytest.mark.slow  # numba's start-up and a compile
+def test_a_replayed_kernel_with_comparisons_and_a_boolean_input_goes_to_numba(monkeypatch):
+    """logsumexp's guards (``x == -inf``, ``m > 0``) and a boolean mask made an HMM's 6-point
+    steps stay on numpy_blocked (~1 us an instruction): booleans are no integer data."""
+    from fusegrad.lazy.engines import numba_engine
+    from fusegrad.lazy.kernel import Instr, Kernel, Output
+
+    if not numba_engine.available():
+        pytest.skip("numba unavailable")
+    ran = []
+    real = numba_engine.replayer
+    monkeypatch.setattr(numba_engine, "replayer", lambda k: ran.append(k) or real(k))
+    f8, b1 = np.dtype("f8"), np.dtype("?")
+    x, mask = np.array([-2.0, -0.5, 0.0, 0.5, 1.0, 3.0]), np.array([1, 0, 1, 1, 0, 1], bool)
+    prog = (
+        Instr("greater", (0, 2), b1),  # 3: x > 0.0
+        Instr("logical_and", (3, 1), b1),  # 4
+        Instr("multiply", (0, 0), f8),  # 5
+        Instr("where", (4, 5, 0), f8),  # 6
+    )
+    outs = (Output(6, None, (), f8), Output(6, "sum", (0,), f8))
+    sig = Kernel((6,), (x, mask), (0.0,), prog, outs).signature()
+    template = Kernel((6,), (), (0.0,), prog, outs, sig)
+    with fg.use_engine("auto"):
+        run = replay._kernel_runner("numpy", template, replayed=True)
+    got = run((x + 1.0, mask), (0.0,))
+    want = np.where((x + 1.0 > 0) & mask, (x + 1.0) ** 2, x + 1.0)
+    np.testing.assert_allclose(got[0], want, rtol=1e-15)
+    np.testing.assert_allclose(got[1], [want.sum()], rtol=1e-15)
+    assert ran
+
+
 def test_structured_dtypes_of_one_size_are_two_signatures():
     # dtype.str names both '|V16': the signature holds the dtypes themselves
     a = np.zeros(3, dtype=[("x", "f8"), ("y", "f8")])

@@ -959,12 +959,12 @@ def _kernel_runner(
     from . import engines
 
     probe = _probe(template)
-    if all(i.dtype.kind == "f" for i in template.program) and all(
-        a.dtype.kind == "f" for a in probe.inputs
+    if all(i.dtype.kind in "fb" for i in template.program) and all(
+        a.dtype.kind in "fb" for a in probe.inputs
     ):
         # a recorded program is replayed many times: under auto its kernels go where hot ones
-        # do (float kernels only: an engine's supports() may read integer data, which a probe
-        # does not have)
+        # do (float and boolean kernels only: an engine's supports() may read integer data,
+        # which a probe does not have)
         engine = engines.choose_hot(probe, engine, replayed)
     e = engines.get(engine)
     make = getattr(e, "replayer", None)
