@@ -3,6 +3,7 @@ when recorded), degenerate products fused into kernels, kernels of one domain me
 pass, and engines re-chosen once a program is hot. Every case is checked against ``grad`` and
 hand-derived gradients on new values at each call, and results stay fresh arrays."""
 
+import re
 import warnings
 
 import numpy as np
@@ -629,3 +630,69 @@ def test_a_replay_relays_rows_of_a_wider_array_and_transposes():
     assert values[1] is x and np.shares_memory(values[4], x)
     for v, want in zip(values, (x[:, 1:3], x, x.T, x[0, 1:], x.T[:3]), strict=True):
         np.testing.assert_array_equal(v, want)
+
+
+def test_a_small_kernel_s_views_of_the_program_s_buffers_are_made_once_per_pool():
+    # below PAD_ROWS_FROM, padding at each call (as_strided, ~3 us) cost more than it saved;
+    # the pool's buffers are the same arrays at every replay, so their views (padded when
+    # rows of a wider array) are made once, and again only when the slot holds another array
+    from fusegrad.lazy import replay_ops
+    from fusegrad.lazy.engines.numba_engine import rows_padded
+
+    f8 = np.dtype("f8")
+    layouts = [((4, 6), (48, 8), f8), ((3,), (8,), f8)]
+    encoded = [
+        ("view", 0, 8, (4, 2), (48, 8), f8),  # x[:, 1:3]: rows of a wider array, padded
+        ("view", 0, 0, (2, 12), (96, 8), f8),  # x reshaped
+        ("view", 1, 8, (2,), (8,), f8),  # y[1:], a slot not reused: made at each call
+    ]
+    get = replay_ops.indexed_operands(encoded, [], layouts, None, None, rows_padded, {0})
+    pooled = get.in_pool()
+    x, y = np.arange(24.0).reshape(4, 6), np.arange(3.0)
+    first = pooled([x, y], ())
+    assert first[0].flags.c_contiguous and first[0].shape == (4, 6)
+    np.testing.assert_array_equal(first[0][:, :2], x[:, 1:3])
+    np.testing.assert_array_equal(first[1], x.reshape(2, 12))
+    x[:] += 100.0  # the buffer written again by the next replay: the views see it
+    y2 = y + 1.0
+    again = pooled([x, y2], ())
+    assert again[0] is first[0] and again[1] is first[1]
+    np.testing.assert_array_equal(again[0][:, :2], x[:, 1:3])
+    np.testing.assert_array_equal(again[2], y2[1:])
+    other = x.copy()  # the slot holding another array (a replay that found the pool in use)
+    moved = pooled([other, y], ())
+    assert moved[0] is not first[0] and np.shares_memory(moved[0], other)
+    np.testing.assert_array_equal(moved[0][:, :2], other[:, 1:3])
+    # a plain getter (no pool) pads nothing; one without reused views has no pooled form
+    plain = get([x, y], ())
+    assert not plain[0].flags.c_contiguous
+    assert not hasattr(replay_ops.indexed_operands(encoded, [], layouts, None, None,
+                                                   rows_padded, set()), "in_pool")  # fmt: skip
+
+
+@pytest.mark.slow  # numba's start-up and a compile
+def test_a_loop_writing_many_arrays_is_vectorised():
+    """LLVM leaves a loop scalar past 128 run-time overlap checks (about one per pair of an
+    output and another array); the numba engine raises that for the loops it compiles: an
+    LSTM cell's backward kernel writes 16 arrays from 12."""
+    from fusegrad.lazy.engines import numba_engine
+
+    if not numba_engine.available():
+        pytest.skip("numba unavailable")
+    import numba
+
+    n_in, n_out = 12, 16
+    ins = ", ".join(f"a{k}" for k in range(n_in))
+    outs = ", ".join(f"o{k}" for k in range(n_out))
+    body = "\n".join(
+        f"        o{k}[i] = a{k % n_in}[i] * a{(k + 1) % n_in}[i] + {k}.0" for k in range(n_out)
+    )
+    src = f"def many({ins}, {outs}):\n    for i in range(a0.shape[0]):\n{body}\n"
+    scope: dict = {}
+    exec(src, scope)  # noqa: S102
+    many = numba.njit(scope["many"])
+    arrays = [np.arange(64.0) + k for k in range(n_in)] + [np.empty(64) for _ in range(n_out)]
+    many(*arrays)
+    np.testing.assert_array_equal(arrays[n_in + 3], arrays[3] * arrays[4] + 3.0)
+    asm = next(iter(many.inspect_asm().values()))
+    assert re.search(r"v(mul|add|fmadd\w*)pd\s[^\n]*%[yz]mm", asm)

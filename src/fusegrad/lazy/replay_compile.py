@@ -160,8 +160,8 @@ def _op(step: tuple, layouts, reused: set[int], run: Any, evaluate: Callable) ->
     encoded = [s if s[0] == "const" else ("view", *s) for s in sources]
     indexes = getattr(run, "indexes", None)
     if indexes is not None:  # the engine's indexing of its inputs, done by the getters
-        pad = getattr(run, "pads", None)
-        get = replay_ops.indexed_operands(encoded, indexes, layouts, evaluate, pad)
+        pad, pooled = getattr(run, "pads", None), getattr(run, "pads_pooled", None)
+        get = replay_ops.indexed_operands(encoded, indexes, layouts, evaluate, pad, pooled, reused)
         run = run.bare
     else:
         get = replay_ops.operands(encoded, layouts, evaluate)

@@ -24,7 +24,7 @@ Example::
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import numpy as np
@@ -258,13 +258,19 @@ def indexed_operands(
     layouts: Sequence[tuple | None],
     evaluate: Callable | None,
     pad: Callable[[np.ndarray], np.ndarray] | None = None,
+    pad_pooled: Callable[[np.ndarray], np.ndarray] | None = None,
+    reused: Container[int] = (),
 ) -> Callable[[list, Sequence[Any]], tuple]:
     """As ``operands``, with operand ``j`` indexed by ``index`` for each ``(j, index)`` of
     ``indexes``: composed into the operand's view when that keeps axes (one view built, or
     none where the result is a whole slot), else indexed at each call (an element). What an
     engine replayer's ``bare`` entry takes (``numba_engine.replayer``). ``pad``: applied at
     each call to the operands that are rows of a wider array (``z[:, h:2h]``) or transposes
-    (``x.T``; the engine's ``pads``), the others passed as they are.
+    (``x.T``; the engine's ``pads``), the others passed as they are. ``pad_pooled`` (when
+    ``pad`` is None: a small kernel, for which padding at each call costs more than it saves):
+    the result's ``in_pool()`` makes a getter for the replays of one pool, whose views of
+    ``reused`` slots (the pool's buffers, the same arrays at every replay) are made once, and
+    padded by ``pad_pooled`` when they are rows of a wider array (``_pooled_operands``).
 
     >>> f8 = np.dtype("f8")
     >>> layouts = [((3,), (8,), f8)]
@@ -290,6 +296,17 @@ def indexed_operands(
     rows = [j for j, e in enumerate(parts) if _relaid(e, layouts)]
     if rows and pad is not None:
         get = _padding(get, rows, pad)
+    done = _with_elements(get, elements)
+    if pad is None and pad_pooled is not None and any(_pooled(e, layouts, reused) for e in parts):
+        done.in_pool = lambda: _with_elements(  # type: ignore[attr-defined]
+            _pooled_operands(parts, layouts, evaluate, reused, pad_pooled), elements
+        )
+    return done
+
+
+def _with_elements(
+    get: Callable[[list, Sequence[Any]], tuple], elements: list[tuple[int, tuple]]
+) -> Callable[[list, Sequence[Any]], tuple]:
     if not elements:
         return get
 
@@ -300,6 +317,57 @@ def indexed_operands(
         return tuple(values)
 
     return with_elements
+
+
+def _pooled(e: tuple, layouts: Sequence[tuple | None], reused: Container[int]) -> bool:
+    """Whether the encoded operand ``e`` is a view of a ``reused`` slot (a pool's buffer)."""
+    e = _whole(e, layouts)
+    return e[0] == "view" and e[1] in reused and layouts[e[1]] is not None
+
+
+def _pooled_operands(
+    parts: Sequence[tuple],
+    layouts: Sequence[tuple | None],
+    evaluate: Callable | None,
+    reused: Container[int],
+    pad: Callable[[np.ndarray], np.ndarray],
+) -> Callable[[list, Sequence[Any]], tuple]:
+    """``operands`` for the replays of one pool: a view of a ``reused`` slot is made once for
+    each array the slot holds (the pool's buffer, the same at every replay; a view of it is the
+    same view), and ``pad`` of it when it is rows of a wider array (``z[:, h:2h]``)."""
+    names: dict[str, Any] = {}
+    items = []
+    for k, part in enumerate(parts):
+        e = _whole(part, layouts)
+        if e[0] == "slot":
+            items.append(f"slots[{e[1]}]")
+            continue
+        if _pooled(e, layouts, reused):
+            make = view_maker(layouts[e[1]], *e[2:])
+            if _relaid(e, layouts) and e[4][-1] == e[5].itemsize:
+                make = _then(make, pad)
+            names[f"get{k}"] = _made_once(e[1], make)
+        else:
+            names[f"get{k}"] = getter(part, layouts, evaluate)
+        items.append(f"get{k}(slots, numbers)")
+    return eval(f"lambda slots, numbers: ({', '.join(items)},)", names)  # noqa: S307
+
+
+def _then(first: Callable, second: Callable) -> Callable:
+    return lambda b: second(first(b))
+
+
+def _made_once(i: int, make: Callable[[np.ndarray], np.ndarray]) -> Getter:
+    """A getter of ``make(slots[i])``, made again only when slot ``i`` holds another array."""
+    memo: list = [None, None]
+
+    def get(slots: list, numbers: Sequence[Any]) -> np.ndarray:
+        held = slots[i]
+        if held is not memo[0]:
+            memo[0], memo[1] = held, make(held)
+        return memo[1]
+
+    return get
 
 
 def _relaid(e: tuple, layouts: Sequence[tuple | None]) -> bool:
@@ -387,16 +455,20 @@ def _bound_kernel_op(
 ) -> Op:
     """``kernel_op`` of a replayer that binds its buffers (``bind(outs)``): bound once per
     pool, the program's, so that a replay skips building and checking the buffers' list (an
-    output that is not the program's gets a new array each replay)."""
-    bound: list = [None, None]  # [pool, its bound run]
+    output that is not the program's gets a new array each replay). The getter too, when it
+    has a pooled form (``indexed_operands``' ``in_pool``: inputs padded once per buffer)."""
+    bound: list = [None, None, None]  # [pool, its bound run, its getter]
+    in_pool = getattr(get, "in_pool", None)
 
     def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
         if pool is None:
             slots.extend(run(get(slots, numbers), constants_of(numbers)))
             return
         if bound[0] is not pool:
-            bound[:] = [pool, bind([pool[i] for i in out_slots])]
-        slots.extend(bound[1](get(slots, numbers), constants_of(numbers)))
+            bound[:] = [
+                pool, bind([pool[i] for i in out_slots]), get if in_pool is None else in_pool()
+            ]  # fmt: skip
+        slots.extend(bound[1](bound[2](slots, numbers), constants_of(numbers)))
 
     return op
 
