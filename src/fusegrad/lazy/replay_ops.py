@@ -424,13 +424,21 @@ def kernel_op(
     bind = getattr(run, "bind", None)
     if bind is not None and out_slots is not None:
         return _bound_kernel_op(run, bind, get, constants_of, out_slots)
+    in_pool = getattr(get, "in_pool", None)
+    held: list = [None, get]  # [pool, the getter for its replays]
 
     def op(slots: list, numbers: Sequence[Any], pool: list | None) -> None:
         values = constants_of(numbers)
-        if pool is None or out_slots is None:
+        if pool is None:
             slots.extend(run(get(slots, numbers), values))
+            return
+        if held[0] is not pool and in_pool is not None:
+            held[:] = [pool, in_pool()]
+        inputs = held[1](slots, numbers)
+        if out_slots is None:
+            slots.extend(run(inputs, values))
         else:
-            slots.extend(run(get(slots, numbers), values, [pool[i] for i in out_slots]))
+            slots.extend(run(inputs, values, [pool[i] for i in out_slots]))
 
     return op
 
