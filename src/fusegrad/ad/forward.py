@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize_many, small
+from ..lazy import LazyArray, materialize_many
+from ..lazy.nodes import interning_scope
 from ..rules.common import zeros_for
 from ..rules.lazy_values import operand
 from ..rules.registry import FRULES, OPTED_OUT, is_differentiable
@@ -332,7 +333,9 @@ def jvp(
     only the tangent's kernels run. With ``has_aux=True`` ``fun`` returns ``(output, aux)`` and
     the result is ``(output, tangent, aux)``, ``aux`` without this pass's tangents (JAX's).
     """
-    with small.fusing():  # tangents fuse into the primal's kernels at every size
+    # one interning scope, as grad's; small ops on concrete values run eagerly, as in grad (an
+    # hvp's jvp of a gradient over 50 weights took 2.7 ms fused, 0.9 eagerly: autograd 0.6)
+    with interning_scope():
         return _jvp(fun, primals, tangents, primal_out, has_aux)
 
 

@@ -6,11 +6,10 @@ values already computed) and whose result has fewer than ``EAGER_BELOW`` element
 once with NumPy, and its result is a leaf: nothing to fuse is lost at that size, and a chain of
 small ops costs what NumPy's does plus the protocol dispatch.
 
-Inside ``grad`` and ``vjp`` the path is on: a small op on concrete values is a tape node whose
-value is an ndarray, and its pullback runs eagerly on small concrete cotangents, while an op that
-touches a large or unevaluated value stays lazy and fused (with its memory bounds). ``jvp`` and
-``jit``'s recording turn it off (``fusing()``): tangents fuse into the primal's kernels and a
-recording must see every op.
+Inside ``grad``, ``vjp`` and ``jvp`` the path is on: a small op on concrete values is a tape
+node whose value is an ndarray, and its pullback (or its tangent) runs eagerly on small concrete
+values, while an op that touches a large or unevaluated value stays lazy and fused (with its
+memory bounds). ``jit``'s recording turns it off (``fusing()``): a recording must see every op.
 
 Example::
 
