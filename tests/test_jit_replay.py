@@ -696,3 +696,32 @@ def test_a_loop_writing_many_arrays_is_vectorised():
     np.testing.assert_array_equal(arrays[n_in + 3], arrays[3] * arrays[4] + 3.0)
     asm = next(iter(many.inspect_asm().values()))
     assert re.search(r"v(mul|add|fmadd\w*)pd\s[^\n]*%[yz]mm", asm)
+
+
+def test_the_pullback_of_a_slice_replays_into_the_program_s_buffer(monkeypatch):
+    """x[:, h:2h]'s cotangent (an LSTM's gates sliced from one product) is zeros with dy
+    written in: a direct step of the recording, not a checked scatter_add call."""
+    from fusegrad.rules import indexing
+
+    scattered = []
+    real = indexing.scatter_add
+    monkeypatch.setattr(indexing, "scatter_add", lambda *a: scattered.append(a) or real(*a))
+
+    def loss(w, x):
+        z = x @ w
+        return np.sum(np.tanh(z[:, :3]) * z[:, 3:6] + np.exp(z[:, 6:]) ** 2)
+
+    rng = np.random.default_rng(2)
+    w, x = rng.standard_normal((4, 9)) * 0.3, rng.standard_normal((5, 4))
+    step = fg.jit(fg.grad(loss))
+    for k in range(12):
+        got = step(w, x)
+        np.testing.assert_allclose(got, fg.grad(loss)(w, x), rtol=1e-13)
+        w[:, k % 9] += 0.01  # the arguments written between calls
+        x = x + 0.1
+    assert step.cache_info().hits >= 10 and not scattered
+    # a traced cotangent (the pullback differentiated again) takes the primitive
+    hess = fg.hessian(lambda v: np.sum(np.sin(v[1:3]) ** 2))(np.arange(4.0))
+    want = np.zeros((4, 4))
+    want[[1, 2], [1, 2]] = 2 * np.cos(2 * np.arange(1.0, 3.0))
+    np.testing.assert_allclose(hess, want, rtol=1e-12, atol=1e-15)
