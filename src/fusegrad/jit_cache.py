@@ -66,7 +66,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import direct_matmul
+from . import direct_concat, direct_matmul
 from .ad.core import _max_level
 from .ad.pytree import structure
 from .lazy import LazyArray, engines, materialize, materialize_many, replay, small
@@ -512,6 +512,11 @@ def _rule_step(f: Callable, traced: tuple, args: tuple, kwargs: dict, lazy: bool
         out = LAZY_CASES[f](*args, **kwargs)
         if out is not None:
             return out
+    if f is np.concatenate:
+        axis = direct_concat.axis_of(args, kwargs)
+        if axis is not None and isinstance(traced[0], list | tuple):
+            parts = tuple(_max_level((a,)) > 0 for a in traced[0])
+            return direct_concat.rule_step(args, kwargs, axis, parts, _prepare)
     needed = tuple(_max_level((a,)) > 0 for a in traced)
     if direct_matmul.applies(f, args, kwargs):
         if direct_matmul.degenerate(*args):
