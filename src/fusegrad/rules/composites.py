@@ -20,7 +20,7 @@ steps of ``np.unwrap``) are computed on the primal.
 - ``select``, ``piecewise``: nested ``where``.
 - ``gradient``, ``trapezoid``: differences and sums (uniform or coordinate spacing).
 - ``interp``: ``fp[i] + t (fp[i+1] - fp[i])`` with ``i`` found on the primal (also ``period``).
-- ``convolve``, ``correlate``: a gather into a Toeplitz layout and a product-sum.
+- ``correlate``: ``np.convolve`` (a bilinear rule, ``rules/linalg.py``) with ``v`` reversed.
 - ``polyval``, ``kron``, ``cross``, ``outer``: Horner; broadcast products.
 - ``polyfit``: NumPy's column-scaled Vandermonde least-squares problem through ``lstsq``
   (``w=`` too; not ``full=``/``cov=``).
@@ -615,38 +615,8 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, perio
     return val
 
 
-def _full_convolve(a: Any, v: Any) -> Any:
-    n, m = np.shape(a)[0], np.shape(v)[0]
-    k = np.arange(n + m - 1)[:, None] - np.arange(m)[None, :]  # a's index per (output, tap)
-    valid = (k >= 0) & (k < n)
-    ta = np.reshape(np.take(a, np.ravel(np.where(valid, k, 0))), k.shape)
-    ta = np.where(valid, ta, 0.0)
-    return np.sum(ta * v, axis=1)
-
-
-def _convolve_mode(full: Any, n: int, m: int, mode: str) -> Any:
-    if mode == "full":
-        return full
-    lo, hi = min(n, m), max(n, m)
-    if mode == "same":
-        start = (lo - 1) // 2
-        return full[start : start + hi]
-    if mode == "valid":
-        return full[lo - 1 : hi]
-    raise ValueError(f"mode must be one of 'full', 'same' or 'valid', got {mode!r}")
-
-
-def _convolve(a: Any, v: Any, mode: str = "full") -> Any:
-    a, v = as_array(a), as_array(v)
-    if np.ndim(a) != 1 or np.ndim(v) != 1:
-        raise ValueError("np.convolve: object too deep for desired array (1-d only)")
-    n, m = np.shape(a)[0], np.shape(v)[0]
-    if n == 0 or m == 0:
-        raise ValueError("np.convolve: inputs cannot be empty")
-    return _convolve_mode(_full_convolve(a, v), n, m, mode)
-
-
-def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
+def _correlate(a: Any, v: Any, mode: Any = "valid") -> Any:
+    # a convolution with v reversed and conjugated (np.convolve has a bilinear rule)
     a, v = as_array(a), as_array(v)
     if np.ndim(a) != 1 or np.ndim(v) != 1:
         raise ValueError("np.correlate: object too deep for desired array (1-d only)")
@@ -654,12 +624,11 @@ def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
     if n == 0 or m == 0:
         raise ValueError("np.correlate: inputs cannot be empty")
     vc = np.conj(v[::-1]) if is_complex_value(v) else v[::-1]
-    full = _full_convolve(a, vc)
     if mode == "same" and m > n:
         # NumPy swaps the operands and reverses the result: its window starts on the other side.
         start = n - 1 - (n - 1) // 2
-        return full[start : start + m]
-    return _convolve_mode(full, n, m, mode)
+        return np.convolve(a, vc, "full")[start : start + m]
+    return np.convolve(a, vc, mode)
 
 
 def _polyval(p: Any, x: Any) -> Any:
@@ -863,7 +832,6 @@ COMPOSITES: dict[Any, Callable] = {
     np.gradient:     _gradient,
     np.trapezoid:    _trapezoid,
     np.interp:       _interp,
-    np.convolve:     _convolve,
     np.correlate:    _correlate,
     np.polyval:      _polyval,
     np.polyfit:      _polyfit,

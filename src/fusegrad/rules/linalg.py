@@ -50,6 +50,7 @@ from ..tangents import NoTangent, Thunk, ZeroTangent, unthunk
 from .common import (
     add_tangents,
     bilinear,
+    dtype_of,
     eager_frule,
     is_zero,
     linear,
@@ -310,7 +311,36 @@ def _matmul_lazy_column(a, b, *args, **kwargs):
     return y, _matmul_pullback(computed, b, 0)
 
 
+def _convolve_mode(args: tuple, kwargs: dict) -> str:
+    return args[0] if args else kwargs.get("mode", "full")
+
+
+def _full_cotangent(dy: Any, n: int, m: int, mode: str) -> Any:
+    """``dy`` of ``np.convolve(a, v, mode)`` (``len(a) = n``, ``len(v) = m``) as the cotangent
+    of the full convolution: zeros outside the window ``mode`` keeps."""
+    if mode == "full":
+        return dy
+    lo = min(n, m)
+    start = (lo - 1) // 2 if mode == "same" else lo - 1
+    after = n + m - 1 - start - np.shape(dy)[0]
+    zeros = np.zeros(start, dtype_of(dy)), np.zeros(after, dtype_of(dy))
+    return np.concatenate([zeros[0], dy, zeros[1]])
+
+
+def _convolve_ta(dy, a, v, *args, **kwargs):
+    """da = convolve(dy_full, v[::-1], 'valid'): each a[i] meets v[j] at output i + j."""
+    g = _full_cotangent(dy, np.shape(a)[0], np.shape(v)[0], _convolve_mode(args, kwargs))
+    return project(np.convolve(g, v[::-1], "valid"), a)
+
+
+def _convolve_tb(dy, a, v, *args, **kwargs):
+    """dv = convolve(dy_full, a[::-1], 'valid')."""
+    g = _full_cotangent(dy, np.shape(a)[0], np.shape(v)[0], _convolve_mode(args, kwargs))
+    return project(np.convolve(g, a[::-1], "valid"), v)
+
+
 # fmt: off
+bilinear(np.convolve,  _convolve_ta, _convolve_tb)
 bilinear(np.matmul)
 bilinear(np.vdot,      _vdot_ta,   _vdot_tb)
 bilinear(np.outer,     _outer_ta,  _outer_tb)
