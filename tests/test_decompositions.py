@@ -314,3 +314,26 @@ def test_pinv_hermitian_has_the_symmetrised_derivatives():
     t = np.arange(9.0).reshape(3, 3)
     dot = fg.jvp(lambda a: np.linalg.pinv(a, hermitian=True), (s,), (t,))[1]
     np.testing.assert_allclose(dot, fg.jvp(np.linalg.pinv, (s,), ((t + t.T) / 2,))[1], rtol=1e-12)
+
+
+def test_pinv_and_lstsq_gradients_of_a_tall_matrix_form_no_m_by_m_matrix():
+    """(I - AP) X is X - A (P X): lstsq of a 300 x 15 system spent 70% of its replay forming
+    the 300 x 300 I - AP."""
+    from fusegrad.memory import track_allocations
+
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((400, 5)), rng.standard_normal(400)
+
+    def loss(a):
+        return np.sum(np.linalg.lstsq(a, b, rcond=None)[0] ** 2) + np.sum(np.linalg.pinv(a) ** 3)
+
+    with track_allocations() as report:
+        g = fg.grad(loss)(a)
+    assert report.peak_bytes < 400 * 400 * 8 / 4
+    h = 1e-6
+    e = rng.standard_normal(a.shape)
+    fd = (loss(a + h * e) - loss(a - h * e)) / (2 * h)
+    np.testing.assert_allclose(np.sum(g * e), fd, rtol=1e-6)
+    # forward mode: the same products regrouped
+    _, dot = fg.jvp(loss, (a,), (e,))
+    np.testing.assert_allclose(dot, fd, rtol=1e-6)
