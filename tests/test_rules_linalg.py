@@ -574,3 +574,29 @@ def test_einsum_with_a_size_one_label_broadcast(spec, shapes):
     rng = np.random.default_rng(8)
     ops = [rng.standard_normal(s) for s in shapes]
     check_grads(lambda a, b: np.sum(np.einsum(spec, a, b) ** 2), ("rev", "fwd"), order=2)(*ops)
+
+
+def test_an_einsum_contraction_path_is_searched_once_per_subscripts_and_shapes(monkeypatch):
+    """A jit replay runs the pullbacks again: their einsum's path search (~30 us each) is done
+    once for given subscripts and shapes."""
+    from fusegrad.rules import linalg
+
+    searched = []
+    real = np.einsum_path
+    monkeypatch.setattr(np, "einsum_path", lambda *a, **k: searched.append(a[0]) or real(*a, **k))
+    monkeypatch.setattr(linalg, "_PATHS", {})
+    rng = np.random.default_rng(0)
+    x, s = rng.standard_normal((200, 6, 5)), rng.standard_normal((6, 5, 5))
+
+    def f(x, s):
+        return np.sum(np.einsum("nki,kij,nkj->nk", x, s, x, optimize=True) ** 2)
+
+    g1 = fg.grad(f, argnums=(0, 1))(x, s)
+    first = len(searched)
+    g2 = fg.grad(f, argnums=(0, 1))(x, s)
+    assert first and len(searched) == first
+    for a, b in zip(g1, g2):
+        np.testing.assert_array_equal(a, b)
+    m = np.einsum("nki,kij,nkj->nk", x, s, x)
+    want_s = np.einsum("nk,nki,nkj->kij", 2 * m, x, x)
+    np.testing.assert_allclose(g1[1], want_s, rtol=1e-12)
