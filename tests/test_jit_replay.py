@@ -760,3 +760,66 @@ def test_concatenate_replays_as_bare_numpy_calls(monkeypatch, dtype, axis):
     split.clear()
     step(w, h, x)
     assert step.cache_info().hits >= 3 and not split
+
+
+def test_a_replay_racing_the_hot_swap_keeps_the_pool_of_the_compile_it_runs():
+    """Thread A read the program's compile, thread B swapped in the hot one (and dropped the
+    pool), A then made a pool of the old compile, which every later replay ran the new one's
+    ops on: an IndexError at every call from then on (sweep W, forced with sys.settrace)."""
+    from fusegrad.lazy import replay
+
+    def rnn(Wx, Wh, b, X):
+        h = np.zeros((X.shape[1], Wh.shape[0]))
+        tot = 0.0
+        for t in range(X.shape[0]):
+            h = np.tanh(X[t] @ Wx + h @ Wh + b)
+            tot = tot + np.sum(h * h)
+        return tot
+
+    rng = np.random.default_rng(0)
+
+    def args():
+        return (rng.standard_normal((4, 5)) * 0.5, rng.standard_normal((5, 5)) * 0.5,
+                rng.standard_normal(5) * 0.1, rng.standard_normal((6, 3, 4)))  # fmt: skip
+
+    made = []
+    real_init = replay.Program.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        made.append(self)
+
+    replay.Program.__init__ = init
+    try:
+        step = fg.jit(fg.grad(rnn, argnums=(0, 1, 2)))
+        step(*args())
+    finally:
+        replay.Program.__init__ = real_init
+    prog = made[-1]
+    while prog.replays < replay.HOT_REPLAYS - 3:
+        step(*args())
+    lock = prog.lock
+
+    class SwappedWhileWaiting:
+        """The lock, with another thread's hot swap landing just before it is taken."""
+
+        done = False
+
+        def acquire(self, blocking: bool = True) -> bool:
+            if not SwappedWhileWaiting.done:
+                SwappedWhileWaiting.done = True
+                prog.compiled, prog.pool = prog._compile(True), None
+            return lock.acquire(blocking)
+
+        def release(self) -> None:
+            lock.release()
+
+    prog.lock = SwappedWhileWaiting()
+    try:
+        for _ in range(4):
+            a = args()
+            for g, e in zip(step(*a), fg.grad(rnn, argnums=(0, 1, 2))(*a)):
+                np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-14)
+    finally:
+        prog.lock = lock
+    assert SwappedWhileWaiting.done and prog.compiled.replayed

@@ -1059,12 +1059,14 @@ class Program:
                 finally:
                     self.lock.release()
         slots = [*arrays, *self.constants]
-        compiled = self.compiled
         if not self.lock.acquire(blocking=False):
-            for op in compiled.free:
+            for op in self.compiled.free:
                 op(slots, numbers, None)
             return self.results(slots, numbers)
         try:
+            # read under the lock, which the swap above holds: a compile read before it could be
+            # the one swapped out, and the pool made for it kept for the next one's ops
+            compiled = self.compiled
             pool = self.pool
             if pool is None:
                 pool = self.pool = compiled.pool()
