@@ -101,13 +101,6 @@ VECTOR_NS = 3.0
 # `auto` threshold, see prefers() (the measurements are with it in registry.py).
 AUTO_MIN_SIZE = _registry.NUMBA_COLD_MIN
 
-# LLVM's loop vectoriser leaves a loop scalar when proving at run time that its arrays do not
-# overlap takes more than 128 checks (about one per pair of an output and another array): an
-# LSTM cell's backward kernel, 16 values written a point from 12 inputs (8x24), took 10.6 us
-# scalar, 5.2 vectorised. Raised for every loop numba compiles in this process (an LLVM option
-# is global); the checks run once per row, and a row shorter than a vector skips them.
-MEMORY_CHECKS = 512
-
 _HEADER = "# fusegrad-kernel v1 key={key} body-sha256={digest}\n"
 _lock = threading.RLock()
 _ENTRIES: dict[tuple, _Entry] = {}
@@ -131,13 +124,11 @@ def available() -> bool:
     if _available is None:
         try:
             import numba  # noqa: F401
-            from llvmlite import binding as llvm  # type: ignore[import-untyped]
-
-            llvm.set_option("fusegrad", f"-vectorize-memory-check-threshold={MEMORY_CHECKS}")
 
             # With numba, not with the first kernel that calls it: defining numba_math's ~30
             # cached functions peaks at ~1.4 MB of Python objects (~1.5 MiB of RSS, ~7 ms),
-            # a start-up cost that would otherwise land on that kernel's first call.
+            # a start-up cost that would otherwise land on that kernel's first call. (Its
+            # import also sets LLVM's vectoriser option, MEMORY_CHECKS, before any compile.)
             from fusegrad.lazy.engines import numba_math  # noqa: F401
 
             _available = True

@@ -72,9 +72,19 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from llvmlite import ir  # type: ignore[import-untyped]  # llvmlite ships no type information
+from llvmlite import binding as llvm  # type: ignore[import-untyped]  # llvmlite ships no type information
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+
+# LLVM's loop vectoriser leaves a loop scalar when proving at run time that its arrays do not
+# overlap takes more than 128 checks (about one per pair of an output and another array): an
+# LSTM cell's backward kernel, 16 values written a point from 12 inputs (8x24), took 10.6 us
+# scalar, 5.2 vectorised. Raised for every loop numba compiles in this process (an LLVM option
+# is global) when this module is imported, before any kernel compiles (numba_engine.available);
+# the checks run once per row, and a row shorter than a vector skips them.
+MEMORY_CHECKS = 512
+llvm.set_option("fusegrad", f"-vectorize-memory-check-threshold={MEMORY_CHECKS}")
 
 __all__ = ["exp", "expm1", "log", "log1p", "tanh", "exp_f32", "expm1_f32", "log_f32"]
 __all__ += ["log1p_f32", "tanh_f32", "power", "power_f32", "logaddexp"]
