@@ -211,17 +211,26 @@ def operands(
 
 
 def _generated(
-    parts: Sequence[tuple], layouts: Sequence[tuple | None], other: Callable, form: str
+    parts: Sequence[tuple],
+    layouts: Sequence[tuple | None],
+    other: Callable,
+    form: str,
+    view: Callable[[tuple], Getter | None] | None = None,
 ) -> Callable[[list, Sequence[Any]], Any]:
     """One generated expression ``form`` (``"({},)"``, ``"[{}]"``) of the encoded ``parts``: a
-    whole slot read directly, a view by its ``view_maker``, anything else by the getter
-    ``other(part)`` gives; no Python call per whole slot, no list built and then copied."""
+    whole slot read directly, a view by its ``view_maker`` (or by the getter ``view(e)`` gives,
+    when it gives one), anything else by the getter ``other(part)`` gives; no Python call per
+    whole slot, no list built and then copied."""
     names: dict[str, Any] = {}
     items = []
     for k, part in enumerate(parts):
         e = _whole(part, layouts)
+        own = None if view is None or e[0] != "view" else view(e)
         if e[0] == "slot":
             items.append(f"slots[{e[1]}]")
+        elif own is not None:
+            names[f"get{k}"] = own
+            items.append(f"get{k}(slots, numbers)")
         elif e[0] == "view" and layouts[e[1]] is not None:
             names[f"view{k}"] = view_maker(layouts[e[1]], *e[2:])
             items.append(f"view{k}(slots[{e[1]}])")
@@ -335,22 +344,16 @@ def _pooled_operands(
     """``operands`` for the replays of one pool: a view of a ``reused`` slot is made once for
     each array the slot holds (the pool's buffer, the same at every replay; a view of it is the
     same view), and ``pad`` of it when it is rows of a wider array (``z[:, h:2h]``)."""
-    names: dict[str, Any] = {}
-    items = []
-    for k, part in enumerate(parts):
-        e = _whole(part, layouts)
-        if e[0] == "slot":
-            items.append(f"slots[{e[1]}]")
-            continue
-        if _pooled(e, layouts, reused):
-            make = view_maker(layouts[e[1]], *e[2:])
-            if _relaid(e, layouts) and e[4][-1] == e[5].itemsize:
-                make = _then(make, pad)
-            names[f"get{k}"] = _made_once(e[1], make)
-        else:
-            names[f"get{k}"] = getter(part, layouts, evaluate)
-        items.append(f"get{k}(slots, numbers)")
-    return eval(f"lambda slots, numbers: ({', '.join(items)},)", names)  # noqa: S307
+
+    def pooled(e: tuple) -> Getter | None:
+        if not _pooled(e, layouts, reused):
+            return None
+        make = view_maker(layouts[e[1]], *e[2:])
+        if _relaid(e, layouts) and e[4][-1] == e[5].itemsize:
+            make = _then(make, pad)
+        return _made_once(e[1], make)
+
+    return _generated(parts, layouts, lambda p: getter(p, layouts, evaluate), "({},)", pooled)
 
 
 def _then(first: Callable, second: Callable) -> Callable:
