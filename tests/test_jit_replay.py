@@ -663,6 +663,16 @@ def test_a_small_kernel_s_views_of_the_program_s_buffers_are_made_once_per_pool(
     moved = pooled([other, y], ())
     assert moved[0] is not first[0] and np.shares_memory(moved[0], other)
     np.testing.assert_array_equal(moved[0][:, :2], other[:, 1:3])
+    # x[0, 3] reshaped is an element's copy, not a view: no view maker offers it (a copy could
+    # pass its address check by the allocator's chance), and a getter keeps no copy (sweep Z2:
+    # a wrong value at every replay after the first, in one run of two with a cold cache)
+    row = np.arange(6.0).reshape(1, 6)
+    for make in replay_ops._candidates(row, 24, (1,), (8,)):
+        assert np.shares_memory(make(row), row)
+    copying = replay_ops._made_once(0, lambda b: b[0, 3].reshape(1))
+    assert copying([row], ())[0] == 3.0
+    row[0, 3] = -7.0
+    assert copying([row], ())[0] == -7.0
     # a plain getter (no pool) pads nothing; one without reused views has no pooled form
     plain = get([x, y], ())
     assert not plain[0].flags.c_contiguous

@@ -115,7 +115,7 @@ def _candidates(base: np.ndarray, offset: int, shape: tuple, strides: tuple) -> 
         if k >= n:
             break
         index.append(k)
-        if rest == 0:
+        if rest == 0 and len(index) < base.ndim:  # (every axis indexed: an element, a copy)
             idx = tuple(index)
             sub_shape = base[idx].shape
             if sub_shape == shape:
@@ -361,14 +361,19 @@ def _then(first: Callable, second: Callable) -> Callable:
 
 
 def _made_once(i: int, make: Callable[[np.ndarray], np.ndarray]) -> Getter:
-    """A getter of ``make(slots[i])``, made again only when slot ``i`` holds another array."""
+    """A getter of ``make(slots[i])``, made again only when slot ``i`` holds another array, and
+    at every call when ``make`` copies (``b[0, 3]`` of a 2-d ``b`` is an element, not a view: a
+    kept copy read the first replay's value at every replay after it; sweep Z2)."""
     memo: list = [None, None]
 
     def get(slots: list, numbers: Sequence[Any]) -> np.ndarray:
         held = slots[i]
-        if held is not memo[0]:
-            memo[0], memo[1] = held, make(held)
-        return memo[1]
+        if held is memo[0]:
+            return memo[1]
+        made = make(held)
+        if type(made) is np.ndarray and np.may_share_memory(made, held):
+            memo[0], memo[1] = held, made
+        return made
 
     return get
 
