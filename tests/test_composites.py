@@ -508,6 +508,24 @@ def test_convolve_is_bilinear_and_its_gradient_is_two_convolutions(mode, n, m):
     np.testing.assert_allclose(hess, 2 * jac.T @ jac, rtol=1e-11, atol=1e-12)
 
 
+@pytest.mark.parametrize("fn", [np.convolve, np.correlate])
+def test_convolve_and_correlate_take_numpy_s_integer_modes(fn):
+    """NumPy reads mode 0, 1, 2 as 'valid', 'same', 'full' (the rule compared strings: 1 gave
+    'valid''s gradient, 2 crashed; sweep Z2)."""
+    a, v = np.array([0.3, -1.2, 0.7, 2.0, 0.1]), np.array([1.0, -2.0, 0.5])
+
+    def loss(a, v, mode):
+        return np.sum(np.sin(fn(a, v, mode=mode)))
+
+    for number, name in enumerate(["valid", "same", "full"]):
+        for k in (0, 1):
+            np.testing.assert_allclose(
+                fg.grad(loss, argnums=k)(a, v, number),
+                fg.grad(loss, argnums=k)(a, v, name),
+                rtol=1e-14,
+            )
+
+
 def test_convolve_gradient_allocates_no_toeplitz_matrix():
     x, w = np.linspace(-1, 1, 4000), np.hanning(31)
     with track_allocations() as report:

@@ -624,6 +624,7 @@ def _correlate(a: Any, v: Any, mode: Any = "valid") -> Any:
     if n == 0 or m == 0:
         raise ValueError("np.correlate: inputs cannot be empty")
     vc = np.conj(v[::-1]) if is_complex_value(v) else v[::-1]
+    mode = {0: "valid", 1: "same", 2: "full"}.get(mode, mode)  # NumPy takes 0, 1, 2 too
     if mode == "same" and m > n:
         # NumPy swaps the operands and reverses the result: its window starts on the other side.
         start = n - 1 - (n - 1) // 2

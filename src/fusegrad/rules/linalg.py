@@ -312,7 +312,8 @@ def _matmul_lazy_column(a, b, *args, **kwargs):
 
 
 def _convolve_mode(args: tuple, kwargs: dict) -> str:
-    return args[0] if args else kwargs.get("mode", "full")
+    mode = args[0] if args else kwargs.get("mode", "full")
+    return {0: "valid", 1: "same", 2: "full"}.get(mode, mode)  # NumPy takes 0, 1, 2 too
 
 
 def _full_cotangent(dy: Any, n: int, m: int, mode: str) -> Any:
