@@ -337,3 +337,25 @@ def test_pinv_and_lstsq_gradients_of_a_tall_matrix_form_no_m_by_m_matrix():
     # forward mode: the same products regrouped
     _, dot = fg.jvp(loss, (a,), (e,))
     np.testing.assert_allclose(dot, fd, rtol=1e-6)
+
+
+def test_a_hessian_through_pinv_told_hermitian_is_symmetric_and_flat_off_hermitian():
+    """pinv(a, hermitian=True) reads a's Hermitian part, and so does its pullback: it used the
+    raw a in (I - AP), so the pullback's derivative had a part along a's anti-Hermitian
+    directions and the Hessian was not symmetric (sweep Z2)."""
+    rng = np.random.default_rng(1)
+    w = np.arange(9.0).reshape(3, 3)
+    s = rng.standard_normal((3, 3))
+    s = s + s.T
+    hess = fg.hessian(lambda a: np.sum(np.sin(np.linalg.pinv(a, hermitian=True)) * w))(s)
+    h = hess.reshape(9, 9)
+    np.testing.assert_allclose(h, h.T, rtol=1e-9, atol=1e-9)
+    anti = rng.standard_normal((3, 3))
+    anti = anti - anti.T
+    np.testing.assert_allclose(h @ anti.ravel(), 0.0, atol=1e-8)
+    # along Hermitian directions: central differences of the gradient
+    e = rng.standard_normal((3, 3))
+    e = e + e.T
+    grad = fg.grad(lambda a: np.sum(np.sin(np.linalg.pinv(a, hermitian=True)) * w))
+    fd = (grad(s + 1e-6 * e) - grad(s - 1e-6 * e)) / 2e-6
+    np.testing.assert_allclose((h @ e.ravel()).reshape(3, 3), fd, rtol=1e-5, atol=1e-6)

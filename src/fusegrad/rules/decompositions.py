@@ -338,6 +338,10 @@ def _pinv(a, *args, **kwargs):
     ``hermitian=True`` its Hermitian part."""
     pm = np.linalg.pinv(a, *args, **kwargs)
     hermitian = _hermitian_pinv(args, kwargs)
+    # told Hermitian, pinv reads a's Hermitian part (JAX's convention, as eigh's): so does its
+    # pullback, whose own derivative then has no part along a's anti-Hermitian directions (a
+    # Hessian through pinv(a, hermitian=True) was not symmetric; sweep Z2)
+    ah = sym(a) if hermitian else a
 
     def pullback(dp):
         gp = _conj(dp)
@@ -346,9 +350,9 @@ def _pinv(a, *args, **kwargs):
         # (I - AP) X as X - A (P X), X (I - PA) as X - (X P) A: never an m x m matrix for a tall
         # A (lstsq's 300 x 15: 70% of its replay was forming I - AP)
         u = _product3(gh, pm, ph)
-        g = g + (u - _product3(a, pm, u))
+        g = g + (u - _product3(ah, pm, u))
         v = _product3(ph, pm, gh)
-        g = g + (v - _product3(v, pm, a))
+        g = g + (v - _product3(v, pm, ah))
         g = _conj(g)
         return (project(sym(g) if hermitian else g, a), *no_tangents(len(args)))
 
@@ -364,7 +368,7 @@ def _pinv_frule(tangents, a, *args, **kwargs):
     if _zero(t):
         return pm, ZeroTangent()
     if _hermitian_pinv(args, kwargs):
-        t = sym(t)
+        t, a = sym(t), sym(a)
     ph, th = _H(pm), _H(t)
     d = -_product3(pm, t, pm)
     w = _product3(pm, ph, th)
