@@ -526,6 +526,14 @@ def test_convolve_and_correlate_take_numpy_s_integer_modes(fn):
             )
 
 
+def test_convolve_with_a_number_is_a_scaling():
+    a = np.array([0.3, -1.2, 0.7])
+    ga, gv = fg.grad(lambda a, v: np.sum(np.sin(np.convolve(a, v))), argnums=(0, 1))(a, 2.5)
+    np.testing.assert_allclose(ga, 2.5 * np.cos(2.5 * a), rtol=1e-14)
+    np.testing.assert_allclose(gv, np.sum(a * np.cos(2.5 * a)), rtol=1e-14)
+    assert np.shape(gv) == ()
+
+
 def test_convolve_gradient_allocates_no_toeplitz_matrix():
     x, w = np.linspace(-1, 1, 4000), np.hanning(31)
     with track_allocations() as report:

@@ -330,14 +330,16 @@ def _full_cotangent(dy: Any, n: int, m: int, mode: str) -> Any:
 
 def _convolve_ta(dy, a, v, *args, **kwargs):
     """da = convolve(dy_full, v[::-1], 'valid'): each a[i] meets v[j] at output i + j."""
-    g = _full_cotangent(dy, np.shape(a)[0], np.shape(v)[0], _convolve_mode(args, kwargs))
-    return project(np.convolve(g, v[::-1], "valid"), a)
+    a1, v1 = np.reshape(a, (-1,)), np.reshape(v, (-1,))  # (a number is a 1-vector to NumPy)
+    g = _full_cotangent(dy, np.shape(a1)[0], np.shape(v1)[0], _convolve_mode(args, kwargs))
+    return project(np.reshape(np.convolve(g, v1[::-1], "valid"), np.shape(a)), a)
 
 
 def _convolve_tb(dy, a, v, *args, **kwargs):
     """dv = convolve(dy_full, a[::-1], 'valid')."""
-    g = _full_cotangent(dy, np.shape(a)[0], np.shape(v)[0], _convolve_mode(args, kwargs))
-    return project(np.convolve(g, a[::-1], "valid"), v)
+    a1, v1 = np.reshape(a, (-1,)), np.reshape(v, (-1,))
+    g = _full_cotangent(dy, np.shape(a1)[0], np.shape(v1)[0], _convolve_mode(args, kwargs))
+    return project(np.reshape(np.convolve(g, a1[::-1], "valid"), np.shape(v)), v)
 
 
 # fmt: off
