@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.spatial.distance as sd
+from traced_values import traced_value
 
 import fusegrad as fg
 import fusegrad.scipy.spatial as fsd
@@ -24,18 +25,6 @@ METRICS = [
 ]  # fmt: skip
 
 
-def _traced_value(f, *args, **kwargs):
-    seen = {}
-
-    def loss(*a):
-        out = f(*a, **kwargs)
-        seen["value"] = fg.numpy.stop_gradient(out)
-        return np.sum(np.sin(out))
-
-    fg.grad(loss, argnums=tuple(range(len(args))))(*args)
-    return seen["value"], f(*args, **kwargs), loss
-
-
 def _same(ours, theirs):
     assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
     np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
@@ -43,23 +32,23 @@ def _same(ours, theirs):
 
 @pytest.mark.parametrize(("metric", "kwargs"), METRICS, ids=lambda m: str(m))
 def test_cdist_pdist_match_scipy_and_differentiate(metric, kwargs):
-    ours, theirs, loss = _traced_value(sd.cdist, A, B, metric=metric, **kwargs)
+    ours, theirs, loss = traced_value(sd.cdist, A, B, metric=metric, **kwargs)
     _same(ours, theirs)
     check_grads(loss, ("rev", "fwd"), order=2)(A, B)
-    ours, theirs, loss = _traced_value(sd.pdist, A, metric=metric, **kwargs)
+    ours, theirs, loss = traced_value(sd.pdist, A, metric=metric, **kwargs)
     _same(ours, theirs)
     check_grads(loss, ("rev", "fwd"), order=2)(A)
-    ours, theirs, _ = _traced_value(sd.cdist, A.astype(np.float32), B, metric=metric, **kwargs)
+    ours, theirs, _ = traced_value(sd.cdist, A.astype(np.float32), B, metric=metric, **kwargs)
     _same(ours, theirs)  # float64, as SciPy's
 
 
 def test_callables_and_squareform():
-    _same(*_traced_value(sd.cdist, A, B, metric=lambda u, v: np.sqrt(np.sum((u - v) ** 2)))[:2])
-    _same(*_traced_value(sd.pdist, A, metric=lambda u, v: np.sum(np.abs(u - v)))[:2])
-    _same(*_traced_value(lambda x: sd.squareform(sd.pdist(x)), A)[:2])
-    _same(*_traced_value(lambda x: sd.squareform(sd.squareform(sd.pdist(x))), A)[:2])
-    _same(*_traced_value(lambda x: sd.squareform(x[:0]), A[:, 0])[:2])
-    _same(*_traced_value(lambda x: sd.squareform(x.astype(np.float32)), A[:3, 0])[:2])
+    _same(*traced_value(sd.cdist, A, B, metric=lambda u, v: np.sqrt(np.sum((u - v) ** 2)))[:2])
+    _same(*traced_value(sd.pdist, A, metric=lambda u, v: np.sum(np.abs(u - v)))[:2])
+    _same(*traced_value(lambda x: sd.squareform(sd.pdist(x)), A)[:2])
+    _same(*traced_value(lambda x: sd.squareform(sd.squareform(sd.pdist(x))), A)[:2])
+    _same(*traced_value(lambda x: sd.squareform(x[:0]), A[:, 0])[:2])
+    _same(*traced_value(lambda x: sd.squareform(x.astype(np.float32)), A[:3, 0])[:2])
     check_grads(lambda v: np.sum(sd.squareform(v) @ np.arange(4.0)), ("rev", "fwd"))(RNG.random(6))
     with pytest.raises(ValueError, match="Incompatible vector size"):
         fg.grad(lambda v: np.sum(sd.squareform(v)))(np.ones(4))
