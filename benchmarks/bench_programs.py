@@ -33,6 +33,9 @@ os.environ.setdefault(
     "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 )
 os.environ.setdefault("JAX_ENABLE_X64", "1")
+# fg.jit's replays timed compiled, as jax.jit's are: every hot kernel compiles past HOT_REPLAYS
+# (by default a program compiles only what its run has paid for: fusegrad.lazy.replay_budget)
+os.environ.setdefault("FUSEGRAD_JIT_COMPILE", "eager")
 
 import argparse  # noqa: E402
 import cProfile  # noqa: E402

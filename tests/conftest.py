@@ -20,6 +20,10 @@ if not os.environ.get("FUSEGRAD_CACHE_DIR"):
     os.environ["FUSEGRAD_CACHE_DIR"] = _SESSION_CACHE
 else:
     _SESSION_CACHE = None
+# A hot program's kernels all compile at its HOT_REPLAYS-th replay, whatever numba's disk cache
+# holds, so that every test of a hot replay runs the compiled kernels on a fresh machine too
+# (tests/test_replay_budget.py tests the default, which compiles only what the run has paid for).
+os.environ["FUSEGRAD_JIT_COMPILE"] = "eager"
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -58,6 +58,7 @@ import dataclasses
 import functools
 import math
 import operator
+import time
 import types
 import warnings
 from collections import OrderedDict
@@ -588,6 +589,7 @@ def _record(
     copy: bool = False,
     poison: Any = None,
 ) -> Any:
+    start = time.perf_counter()
     inputs = _recording_inputs(arrays, copy)
     traced = list(leaves)
     rec = replay.Recorder(inputs, top_is_api=getattr(fun, "__fusegrad_api__", False))
@@ -638,5 +640,7 @@ def _record(
         )
     else:
         entry.program, entry.rebuild = program, rebuild_out
+        # the recording is time the program has taken: its hot compile may spend as much
+        program.spent += max(0.0, time.perf_counter() - start - program.compiling)
     # a number the function returned (a replay.Number) goes back as a plain one
     return rebuild_out([v._value if isinstance(v, replay.Number) else v for v in values])

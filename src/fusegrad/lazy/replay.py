@@ -34,13 +34,21 @@ import math
 import operator
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from . import replay_accumulate, replay_compile, replay_constants, replay_fuse, replay_ops
+from . import (
+    replay_accumulate,
+    replay_budget,
+    replay_compile,
+    replay_constants,
+    replay_fuse,
+    replay_ops,
+)
 from .kernel import Kernel
 from .nodes import DYNAMIC_NUMBERS, LazyArray, Leaf, Map, Reduce, _base
 from .nodes import leaf as _leaf
@@ -949,23 +957,27 @@ def _probe(template: Kernel) -> Kernel:
 
 
 def _kernel_runner(
-    engine: str, template: Kernel, replayed: bool = False
+    engine: str, template: Kernel, replayed: bool = False, allowed: set | None = None
 ) -> Callable[[tuple, tuple], list[np.ndarray]]:
     """A function of a replay's inputs and constants running ``template``'s kernel on
     ``engine`` (under ``auto``, on the engine for a hot kernel, or for a kernel of a program
     replayed ``HOT_CALLS`` times when ``replayed``): the engine's own ``replayer(template)``
     when it has one (what depends only on the signature and domain is worked out once), else a
-    new ``Kernel`` for its ``run`` each time."""
+    new ``Kernel`` for its ``run`` each time. ``allowed``: when given, the signatures a
+    ``replayed`` kernel may be compiled for (``replay_budget``); another stays where it ran."""
     from . import engines
 
     probe = _probe(template)
-    if all(i.dtype.kind in "fb" for i in template.program) and all(
-        a.dtype.kind in "fb" for a in probe.inputs
-    ):
+    if _hot_placeable(template, probe):
         # a recorded program is replayed many times: under auto its kernels go where hot ones
         # do (float and boolean kernels only: an engine's supports() may read integer data,
         # which a probe does not have)
-        engine = engines.choose_hot(probe, engine, replayed)
+        hot = engines.choose_hot(probe, engine, replayed)
+        if replayed and allowed is not None and probe.signature() not in allowed:
+            seconds = getattr(engines.get(hot), "compile_seconds", None)
+            if seconds is not None and seconds(probe) > 0:
+                hot = engines.choose_hot(probe, engine, False)
+        engine = hot
     e = engines.get(engine)
     make = getattr(e, "replayer", None)
     fast = make(probe) if make is not None else None
@@ -987,6 +999,12 @@ def _kernel_runner(
     return run_kernel
 
 
+def _hot_placeable(template: Kernel, probe: Kernel) -> bool:
+    return all(i.dtype.kind in "fb" for i in template.program) and all(
+        a.dtype.kind in "fb" for a in probe.inputs
+    )
+
+
 class Program:
     """The kernels and steps of a recorded call and how its results come from them;
     ``run(arrays)``. Each step is compiled once into a closure (``replay_compile``).
@@ -1000,7 +1018,7 @@ class Program:
 
     __slots__ = (
         "steps", "n_inputs", "recipes", "plan", "compiled", "results", "replays", "reused",
-        "pool", "lock", "constants",
+        "pool", "lock", "constants", "spent", "compiling", "next_hot", "allowed",
     )  # fmt: skip
 
     def __init__(
@@ -1028,17 +1046,65 @@ class Program:
         self.reused = replay_ops.reusable(merged, recipes, layouts)
         self.pool: list | None = None
         self.lock = threading.Lock()
+        # seconds this program has run (its recording, which ``jit`` adds, and its replays) and
+        # spent compiling: what ``replay_budget`` lets it compile at the replays ``next_hot``
+        self.spent = 0.0
+        start = time.perf_counter()
+        self.allowed: set | None = None  # the kernels a hot compile moved (None: not yet)
         self.compiled = self._compile(False)
+        self.compiling = time.perf_counter() - start
+        self.next_hot: float = HOT_REPLAYS
         self.results = replay_ops.results(recipes, layouts, evaluate)
         self.replays = 0
 
-    def _compile(self, replayed: bool) -> replay_compile.Compiled:
+    def _compile(self, replayed: bool, allowed: set | None = None) -> replay_compile.Compiled:
         merged, recipes, layouts = self.plan
         return replay_compile.Compiled(
             merged, self.n_inputs + len(self.constants), layouts, self.reused,
-            lambda step, hot: _kernel_runner(step[0], step[1], hot), evaluate, recipes,
+            lambda step, hot: _kernel_runner(step[0], step[1], hot, allowed), evaluate, recipes,
             _call_op, replayed,
         )  # fmt: skip
+
+    def compile_costs(self) -> dict[tuple, float]:
+        """The signatures of the kernels a hot compile would move to an engine that compiles
+        them, each with its estimated compile seconds (0: compiled already)."""
+        from . import engines
+
+        costs: dict[tuple, float] = {}
+        for engine, template, *_ in self.plan[0]:
+            if engine in ("call", "iadd", "alias") or template is None:
+                continue
+            probe = _probe(template)
+            sig = probe.signature()
+            if sig in costs or not _hot_placeable(template, probe):
+                continue
+            seconds = getattr(engines.get(engines.choose_hot(probe, engine, True)),
+                              "compile_seconds", None)  # fmt: skip
+            if seconds is not None:
+                costs[sig] = seconds(probe)
+        return costs
+
+    def _hot_compile(self) -> None:
+        """At ``next_hot`` replays: the program recompiled with its kernels where those of a hot
+        program run best, as far as ``replay_budget`` affords (the rest at twice the replays).
+        Under the lock, not from inside a replay (a step calling the program): swapped in when no
+        replay holds the buffers."""
+        if not self.lock.acquire(blocking=False):
+            return  # the next replay tries again
+        try:
+            start = time.perf_counter()
+            costs = self.compile_costs()
+            eager = replay_budget.MODE == "eager"
+            budget = None if eager else self.spent - self.compiling
+            allowed = replay_budget.affordable(costs, budget)
+            if self.allowed is None or not allowed <= self.allowed:
+                self.allowed = allowed if self.allowed is None else allowed | self.allowed
+                limit = None if eager else self.allowed
+                self.compiled, self.pool = self._compile(True, limit), None
+            self.next_hot = math.inf if set(costs) <= self.allowed else 2 * self.replays
+            self.compiling += time.perf_counter() - start
+        finally:
+            self.lock.release()
 
     @property
     def kernels(self) -> int:
@@ -1049,15 +1115,15 @@ class Program:
         """The results for new C-contiguous ``arrays`` (the inputs, in recorded order) and number
         arguments ``numbers`` (plain Python values, in recorded order)."""
         self.replays += 1
-        if self.replays >= HOT_REPLAYS and not self.compiled.replayed:
-            # a loop: its kernels go where those of a hot program run best (engines compiled
-            # now, once, where that pays back over the replays to come); swapped in when no
-            # replay holds the buffers (not from inside one: a step calling the program)
-            if self.lock.acquire(blocking=False):
-                try:
-                    self.compiled, self.pool = self._compile(True), None
-                finally:
-                    self.lock.release()
+        if self.replays >= self.next_hot:
+            self._hot_compile()  # a loop: its kernels go where those of a hot program run best
+        start = time.perf_counter()
+        try:
+            return self._run(arrays, numbers)
+        finally:
+            self.spent += time.perf_counter() - start
+
+    def _run(self, arrays: list[np.ndarray], numbers: Sequence[Any]) -> list[Any]:
         slots = [*arrays, *self.constants]
         if not self.lock.acquire(blocking=False):
             for op in self.compiled.free:

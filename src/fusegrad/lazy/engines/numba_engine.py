@@ -38,6 +38,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -518,6 +519,63 @@ def is_compiled(kernel) -> bool:
     return e is not None and e.ran
 
 
+# A cold compile's seconds (numba's disk cache without the kernel's machine code): about
+# COMPILE_S[0], plus COMPILE_S[1] an argument of the generated kernel and COMPILE_S[2] a loop of its
+# source. Fitted on the 2-core machine over the 51 kernels the example programs' hot replays
+# compile (``benchmarks/bench_programs.py``; rnn, lstm, gru, hmm, lotka-volterra...): within
+# 0.2-1.25x of the time measured. numba's typing and lowering of each array argument dominate:
+# an HMM's 649-argument kernel took 22 s, a 17-argument one 0.55 s. LOAD_S: machine code that
+# numba's disk cache holds, loaded. The estimates are scaled by the median ratio of measured to
+# estimated time over the compiles this process has done (a faster or slower machine).
+COMPILE_S = (0.1, 0.035, 0.08)
+LOAD_S = 0.05
+_COLD_ESTIMATES: dict[tuple, float] = {}  # signature -> unscaled estimate
+_ESTIMATED: dict[int, float] = {}  # id(dispatcher) -> its kernel's unscaled estimate
+_MEASURED: list[float] = []  # measured / estimated, one per compile
+
+
+def compile_seconds(kernel) -> float:
+    """Estimated seconds before this engine first runs ``kernel``: 0 when this process holds its
+    machine code, ``LOAD_S`` when numba's disk cache does, else a cold compile's (``COMPILE_S``,
+    from the size of the generated source).
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8 = np.dtype("f8")
+    >>> k = Kernel((3,), (np.ones(3),), (), (Instr("exp", (0,), f8),), (Output(1, None, (), f8),))
+    >>> run(k)[0].shape, compile_seconds(k)  # run once: compiled (or loaded) in this process
+    ((3,), 0.0)
+    """
+    sig = kernel.signature()
+    e = _ENTRIES.get(sig)
+    if e is not None and any(f is not None and f.overloads for f in (e.short, e.long)):
+        return 0.0
+    plan = _plan_for(sig, kernel)
+    if plan.error is not None:
+        return 0.0  # not this engine's (supports() says so): nothing to compile
+    folder = cache_dir()
+    if folder is not None:
+        stem = f"k_{_key(sig)[:40]}"
+        if os.path.exists(os.path.join(folder, stem + ".py")) and any(
+            ".kernel" in os.path.basename(f)
+            for f in _numba_files(os.path.join(folder, "__pycache__"), stem)
+        ):
+            return LOAD_S
+    cold = _COLD_ESTIMATES.get(sig)
+    if cold is None:
+        source = (_pairs if plan.mirrored else _cg).generate_source(plan)
+        params = source.split("def kernel(", 1)[-1].split(")", 1)[0].count(",") + 1
+        base, per_argument, per_loop = COMPILE_S
+        loops = source.count(" for ")
+        cold = _COLD_ESTIMATES[sig] = base + per_argument * params + per_loop * loops
+    return cold * _calibration()
+
+
+def _calibration() -> float:
+    if not _MEASURED:
+        return 1.0
+    return min(4.0, max(0.25, float(np.median(_MEASURED[-32:]))))
+
+
 _PLANS: dict[tuple, object] = {}
 
 
@@ -541,6 +599,11 @@ class _Entry:
         self.short = module.kernel
         self.long = getattr(module, "kernel_long", None)
         self.ran = False
+        estimate = _COLD_ESTIMATES.get(sig)
+        if estimate is not None:  # ``_call`` compares it with the compile's time
+            for disp in (self.short, self.long):
+                if disp is not None:
+                    _ESTIMATED[id(disp)] = estimate
         self.views = []
         for flags in plan.in_bcast:
             if all(flags):
@@ -912,12 +975,16 @@ def _call(disp, args):
     if before:
         return disp(*args)
     hits = sum(disp.stats.cache_hits.values())
+    start = time.perf_counter()
     r = _first_call(disp, args)
     if len(disp.overloads) > before:
+        estimate = _ESTIMATED.pop(id(disp), None)
         if sum(disp.stats.cache_hits.values()) > hits:
             STATS["cache_hits"] += 1
         else:
             STATS["compiled"] += 1
+            if estimate:
+                _MEASURED.append((time.perf_counter() - start) / estimate)
     return r
 
 
