@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -229,6 +230,33 @@ def test_the_whole_domain_path_matches_blocks_and_numpy():
             np.testing.assert_allclose(w, e, rtol=1e-6)
             np.testing.assert_allclose(b, e, rtol=1e-6)
     assert not np.shares_memory(whole[0], whole[1])
+
+
+@pytest.mark.parametrize("n", [6, 40_000])  # the whole-domain path, and blocks on threads
+def test_the_branch_a_select_does_not_take_does_not_warn(n):
+    # where(s > 0, log(s), -inf), as logsumexp's guard: NumPy computes log(0) for the points that
+    # take -inf; fusegrad's numpy engine did, with "divide by zero encountered in log", which the
+    # user's code (scipy.special.logsumexp) never raises
+    s = np.linspace(0.0, 3.0, n).reshape(-1, 2) * (np.arange(n // 2)[:, None] % 3 > 0)
+    k = Kernel(
+        s.shape, (s,), (0.0, -np.inf),
+        (Instr("greater", (0, 1), np.dtype("?")), Instr("log", (0,), F8),
+         Instr("where", (3, 4, 2), F8)),
+        (Output(5, None, (), F8), Output(5, "sum", (0, 1), F8)),
+    )  # fmt: skip
+    with np.errstate(divide="ignore"):
+        want = np.where(s > 0, np.log(s), -np.inf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = numpy_blocked.run(k)
+        replay = numpy_blocked.replayer(k)
+        again = got if replay is None else replay((s,), k.constants)
+    for g in (got, again):
+        np.testing.assert_array_equal(g[0], want)
+        assert g[1].item() == -np.inf
+    with pytest.warns(RuntimeWarning, match="divide by zero"):  # no select: as NumPy, it warns
+        numpy_blocked.run(Kernel(s.shape, (s,), (), (Instr("log", (0,), F8),),
+                                 (Output(1, None, (), F8),)))  # fmt: skip
 
 
 def test_the_whole_domain_path_keeps_one_temporary_for_a_chain():

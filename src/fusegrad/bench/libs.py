@@ -62,9 +62,11 @@ LIBS: dict[str, Lib] = {
         # its replays timed compiled, as jax.jit's are: every hot kernel compiles at the 8th
         # replay (the default compiles as the run pays for it: replay_budget)
         Lib(
-            "fusegrad-jit", "fusegrad", "pip install -e .",
+            "fusegrad-jit",
+            "fusegrad",
+            "pip install -e .",
             env={"FUSEGRAD_ENGINE": "auto", "FUSEGRAD_JIT_COMPILE": "eager"},
-        ),  # fmt: skip
+        ),
         Lib("fusegrad-numpy", "fusegrad", "pip install -e .", env={"FUSEGRAD_ENGINE": "numpy"}),
         Lib("fusegrad-numba", "fusegrad", "pip install -e .", env={"FUSEGRAD_ENGINE": "numba"}),
         Lib("numpy", "numpy", "pip install numpy"),

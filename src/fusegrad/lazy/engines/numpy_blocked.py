@@ -246,7 +246,25 @@ def _run_whole(kernel: Kernel, outs: list[np.ndarray]) -> None:
     Fresh temporaries of a few hundred KiB cost a page fault per 4 KiB when touched
     (``benchmarks/bench_crossover.py``); reused ones do not. The plan is cached per signature and
     domain: a kernel run again (a loop, a training step) costs its ufunc calls and little else."""
-    _exec_whole(kernel, _whole_plan(kernel), [*kernel.inputs, *kernel.constants], outs)
+    plan, vals = _whole_plan(kernel), [*kernel.inputs, *kernel.constants]
+    if _selects(kernel):
+        with np.errstate(all="ignore"):
+            _exec_whole(kernel, plan, vals, outs)
+    else:
+        _exec_whole(kernel, plan, vals, outs)
+
+
+def _selects(kernel: Kernel) -> bool:
+    """Whether ``kernel`` has a ``where``. Its branches are computed at every point, as NumPy
+    computes them, so it runs with NumPy's floating-point warnings off: the branch a point does
+    not take (a guard's ``log`` of an empty sum in ``logsumexp``) must not warn the user, whose
+    own code never computed it (numba's kernels never warn).
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> _selects(Kernel((1,), (), (), (Instr("where", (0, 1, 2), np.dtype("f8")),), ()))
+    True
+    """
+    return any(i.op == "where" for i in kernel.program)
 
 
 def _exec_whole(kernel: Kernel, plan: tuple, vals: list, outs: list[np.ndarray]) -> None:
@@ -295,10 +313,15 @@ def replayer(kernel: Kernel) -> Callable[[tuple, tuple], list[np.ndarray]] | Non
     plan = _whole_plan(kernel)
     specs = [(kernel.output_shape(o), o.dtype) for o in kernel.outputs]
     empty = np.empty
+    quiet = _selects(kernel)
 
     def run_whole(inputs: tuple, constants: tuple) -> list[np.ndarray]:
         outs = [empty(shape, dtype) for shape, dtype in specs]
-        _exec_whole(kernel, plan, [*inputs, *constants], outs)
+        if quiet:
+            with np.errstate(all="ignore"):
+                _exec_whole(kernel, plan, [*inputs, *constants], outs)
+        else:
+            _exec_whole(kernel, plan, [*inputs, *constants], outs)
         return outs
 
     return run_whole
@@ -462,8 +485,15 @@ def _run_blocked(kernel: Kernel, outs: list[np.ndarray]) -> None:
     ]
     n_threads = threads() if kernel.size >= THREADED and blocking.count >= 4 else 1
     n_threads = min(n_threads, blocking.count)
+    quiet = _selects(kernel)
 
     def worker(t: int) -> list[np.ndarray | None]:
+        if quiet:  # (NumPy's error state is the thread's own)
+            with np.errstate(all="ignore"):
+                return blocks(t)
+        return blocks(t)
+
+    def blocks(t: int) -> list[np.ndarray | None]:
         first = len(kernel.inputs) + len(kernel.constants)
         buffers: dict[int, np.ndarray] = {}
         partials: list[np.ndarray | None] = []
