@@ -14,9 +14,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fusegrad.lazy import ops  # noqa: E402
+import fusegrad as fg
+from fusegrad.lazy import ops, replay  # noqa: E402
 from fusegrad.lazy.engines import numba_engine as ne  # noqa: E402
-from fusegrad.lazy.engines import numpy_speed  # noqa: E402
+from fusegrad.lazy.engines import (
+    numba_split,  # noqa: E402
+    numpy_speed,  # noqa: E402
+)
 from fusegrad.lazy.kernel import Instr, Kernel, Output  # noqa: E402
 
 try:
@@ -694,3 +698,71 @@ def test_a_heavy_kernel_reads_a_transpose_in_c_order_on_both_engines(monkeypatch
             np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
             # numba copies x.T (only x.T) for the heavy kernel; the light one reads it as is
             assert copied == ([True, False] if (f, name) == (heavy, "numba") else [])
+
+
+# ---------------------------------------------------------------- a short last axis, split
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs())
+def test_random_programs_with_a_short_last_axis_split(monkeypatch, k):
+    """numba_split at every size: the kernel over the other axes, one instruction per index of
+    the last one where it varies, outputs stacked or combined, agrees with NumPy."""
+    assume(len(k.domain) >= 2 and 2 <= k.domain[-1] <= numba_split.SHORT_MAX)
+    assume(ne.supports(k))
+    monkeypatch.setattr(numba_split, "MIN_POINTS", 0)
+    assume(numba_split.split(k) is not None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(k)
+
+
+def test_a_pairwise_gradient_over_3d_points_splits_its_coordinates(monkeypatch):
+    # the mirrored sum of sum(exp(-|x_i - x_j|^2)) over a 300x300x3 domain: per coordinate,
+    # against the hand-derived gradient, on numba and replayed under jit
+    splits = []
+    real = numba_split.split
+    monkeypatch.setattr(numba_split, "split", lambda k: (lambda s: splits.append(s) or s)(real(k)))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((300, 3))
+
+    def f(x):
+        return np.sum(np.exp(-np.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)))
+
+    d = x[:, None, :] - x[None, :, :]
+    e = np.exp(-np.sum(d**2, axis=-1))
+    want = -4 * np.sum(e[:, :, None] * d, axis=1)
+    with fg.use_engine("numba"):
+        np.testing.assert_allclose(fg.grad(f)(x), want, rtol=1e-12, atol=1e-12)
+        jg = fg.jit(fg.grad(f))
+        for k in range(replay.HOT_REPLAYS + 2):
+            y = x + 0.01 * k
+            dy = y[:, None, :] - y[None, :, :]
+            ey = np.exp(-np.sum(dy**2, axis=-1))
+            np.testing.assert_allclose(jg(y), -4 * np.sum(ey[:, :, None] * dy, axis=1),
+                                       rtol=1e-12, atol=1e-12)  # fmt: skip
+    assert any(s is not None and s.kernel.domain == (300, 300) for s in splits)
+
+
+def test_what_is_not_split():
+    f8 = np.dtype("f8")
+    x = np.ones((200, 100, 3))
+    big = Kernel((200, 100, 3), (x,), (), (Instr("exp", (0,), f8),), (Output(1, None, (), f8),))
+    assert numba_split.split(big) is None  # an output the domain's size: a stack would copy it
+    count = Kernel(
+        (200, 100, 3), (x,), (0.5,),
+        (Instr("greater", (0, 1), np.dtype("?")),),
+        (Output(2, "sum", (1, 2), np.dtype("i8")),),
+    )  # fmt: skip
+    assert numba_split.split(count) is None  # booleans counted: no per-point combine
+    long = Kernel((200, 100, 5), (np.ones((200, 100, 5)),), (), (Instr("exp", (0,), f8),),
+                  (Output(1, "sum", (1,), f8),))  # fmt: skip
+    assert numba_split.split(long) is None  # a last axis of 5: long enough to vectorise
+    cube = Kernel((200, 100, 3), (x,), (3.0,), (Instr("power", (0, 1), f8),),
+                  (Output(2, "sum", (1,), f8),))  # fmt: skip
+    assert numba_split.split(cube) is None  # a vectorised power computes all its cases
+    summed = Kernel((200, 100, 3), (x,), (), (Instr("exp", (0,), f8),),
+                    (Output(1, "sum", (1, 2), f8),))  # fmt: skip
+    s = numba_split.split(summed)
+    assert s is not None and s.kernel.domain == (200, 100)
+    np.testing.assert_allclose(ne.run(summed)[0], np.exp(x).sum(axis=(1, 2), keepdims=True))
