@@ -758,11 +758,37 @@ def test_what_is_not_split():
     long = Kernel((200, 100, 5), (np.ones((200, 100, 5)),), (), (Instr("exp", (0,), f8),),
                   (Output(1, "sum", (1,), f8),))  # fmt: skip
     assert numba_split.split(long) is None  # a last axis of 5: long enough to vectorise
-    cube = Kernel((200, 100, 3), (x,), (3.0,), (Instr("power", (0, 1), f8),),
-                  (Output(2, "sum", (1,), f8),))  # fmt: skip
-    assert numba_split.split(cube) is None  # a vectorised power computes all its cases
+
+    def power(p):
+        return Kernel((200, 100, 3), (x,), (p,), (Instr("power", (0, 1), f8),),
+                      (Output(2, "sum", (1,), f8),))  # fmt: skip
+
+    assert numba_split.split(power(2.5)) is None  # vectorised, a power computes all its cases
+    assert numba_split.split(power(3.0)) is not None  # but x ** 3 is compiled in: one case
     summed = Kernel((200, 100, 3), (x,), (), (Instr("exp", (0,), f8),),
                     (Output(1, "sum", (1, 2), f8),))  # fmt: skip
     s = numba_split.split(summed)
     assert s is not None and s.kernel.domain == (200, 100)
     np.testing.assert_allclose(ne.run(summed)[0], np.exp(x).sum(axis=(1, 2), keepdims=True))
+
+
+def test_a_power_of_a_fast_exponent_is_compiled_in_and_a_changed_one_is_not_missed():
+    # numba compiles x ** 3 with the literal 3 (so the loop vectorises); a jit replay whose
+    # exponent is a number argument that changes must not run that code with the old one
+    x = np.linspace(0.5, 2.0, 40_000).reshape(200, 200)
+    f8 = np.dtype("f8")
+    k = Kernel(x.shape, (x,), (3.0,), (Instr("power", (0, 1), f8),), (Output(2, "sum", (1,), f8),))
+    assert ne.signature(k)[2] == ("float=3.0",)
+    np.testing.assert_allclose(ne.run(k)[0], np.sum(x**3.0, axis=1, keepdims=True), rtol=1e-14)
+    other = Kernel(x.shape, (x,), (-2.0,), k.program, k.outputs)
+    np.testing.assert_allclose(ne.run(other)[0], np.sum(x**-2.0, axis=1, keepdims=True),
+                               rtol=1e-14)  # fmt: skip
+
+    def f(x, p):
+        return np.sum(x**p)
+
+    with fg.use_engine("numba"):
+        jf = fg.jit(f)
+        for k in range(replay.HOT_REPLAYS + 4):
+            p = (3.0, 3.0, 2.0, -1.0, 2.5, 4)[k % 6]
+            np.testing.assert_allclose(jf(x, p), np.sum(x**p), rtol=1e-12)

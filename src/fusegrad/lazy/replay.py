@@ -957,14 +957,20 @@ def _probe(template: Kernel) -> Kernel:
 
 
 def _kernel_runner(
-    engine: str, template: Kernel, replayed: bool = False, allowed: set | None = None
+    engine: str,
+    template: Kernel,
+    replayed: bool = False,
+    allowed: set | None = None,
+    dynamic: Sequence[int] = (),
 ) -> Callable[[tuple, tuple], list[np.ndarray]]:
     """A function of a replay's inputs and constants running ``template``'s kernel on
     ``engine`` (under ``auto``, on the engine for a hot kernel, or for a kernel of a program
     replayed ``HOT_CALLS`` times when ``replayed``): the engine's own ``replayer(template)``
     when it has one (what depends only on the signature and domain is worked out once), else a
     new ``Kernel`` for its ``run`` each time. ``allowed``: when given, the signatures a
-    ``replayed`` kernel may be compiled for (``replay_budget``); another stays where it ran."""
+    ``replayed`` kernel may be compiled for (``replay_budget``); another stays where it ran.
+    ``dynamic``: the constants a replay computes afresh (number arguments): an engine that
+    compiles one in as a literal (numba's power exponents) cannot run the kernel."""
     from . import engines
 
     probe = _probe(template)
@@ -979,6 +985,10 @@ def _kernel_runner(
                 hot = engines.choose_hot(probe, engine, False)
         engine = hot
     e = engines.get(engine)
+    baked = getattr(e, "baked_constants", None)
+    if dynamic and baked is not None and baked(probe) & set(dynamic):
+        engine = engines.REFERENCE  # reads its constants at each call
+        e = engines.get(engine)
     make = getattr(e, "replayer", None)
     fast = make(probe) if make is not None else None
     if fast is not None:
@@ -1061,7 +1071,9 @@ class Program:
         merged, recipes, layouts = self.plan
         return replay_compile.Compiled(
             merged, self.n_inputs + len(self.constants), layouts, self.reused,
-            lambda step, hot: _kernel_runner(step[0], step[1], hot, allowed), evaluate, recipes,
+            lambda step, hot: _kernel_runner(
+                step[0], step[1], hot, allowed, [j for j, _ in step[4]]
+            ), evaluate, recipes,
             _call_op, replayed,
         )  # fmt: skip
 
@@ -1084,13 +1096,14 @@ class Program:
                 costs[sig] = seconds(probe)
         return costs
 
-    def _hot_compile(self) -> None:
+    def _hot_compile(self) -> bool:
         """At ``next_hot`` replays: the program recompiled with its kernels where those of a hot
         program run best, as far as ``replay_budget`` affords (the rest at twice the replays).
         Under the lock, not from inside a replay (a step calling the program): swapped in when no
-        replay holds the buffers."""
+        replay holds the buffers. Whether it recompiled."""
         if not self.lock.acquire(blocking=False):
-            return  # the next replay tries again
+            return False  # the next replay tries again
+        recompiled = False
         try:
             start = time.perf_counter()
             costs = self.compile_costs()
@@ -1101,10 +1114,12 @@ class Program:
                 self.allowed = allowed if self.allowed is None else allowed | self.allowed
                 limit = None if eager else self.allowed
                 self.compiled, self.pool = self._compile(True, limit), None
+                recompiled = True
             self.next_hot = math.inf if set(costs) <= self.allowed else 2 * self.replays
             self.compiling += time.perf_counter() - start
         finally:
             self.lock.release()
+        return recompiled
 
     @property
     def kernels(self) -> int:
@@ -1115,13 +1130,19 @@ class Program:
         """The results for new C-contiguous ``arrays`` (the inputs, in recorded order) and number
         arguments ``numbers`` (plain Python values, in recorded order)."""
         self.replays += 1
-        if self.replays >= self.next_hot:
-            self._hot_compile()  # a loop: its kernels go where those of a hot program run best
+        # a loop: its kernels go where those of a hot program run best
+        hot = self.replays >= self.next_hot and self._hot_compile()
         start = time.perf_counter()
         try:
             return self._run(arrays, numbers)
         finally:
-            self.spent += time.perf_counter() - start
+            # the first replay of a recompile is charged as compiling: numba compiles a kernel
+            # again there when an operand's layout differs from the one it compiled for
+            took = time.perf_counter() - start
+            if hot:
+                self.compiling += took
+            else:
+                self.spent += took
 
     def _run(self, arrays: list[np.ndarray], numbers: Sequence[Any]) -> list[Any]:
         slots = [*arrays, *self.constants]

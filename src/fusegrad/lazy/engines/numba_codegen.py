@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -254,6 +254,7 @@ class Plan:
     helpers: set
     error: str | None = None
     mirrored: bool = False  # outputs are mirrored sums: the tiled nest of numba_pairs
+    literals: dict = field(default_factory=dict)  # constant -> its value's source (``baked``)
 
 
 def _weak_rep(kind: str) -> int | float | bool:
@@ -264,12 +265,24 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
     """Derive a :class:`Plan` from the parts of a kernel signature.
 
     ``inputs`` is a tuple of ``(dtype, broadcast_flags)``; ``const_kinds`` as in
-    ``Kernel.signature()``. ``plan.error`` names the first unsupported feature, if any.
+    ``Kernel.signature()``, a kind ``"float=3.0"`` a constant compiled in as that value
+    (``baked``). ``plan.error`` names the first unsupported feature, if any.
 
     >>> analyse(0, (), (), (), ()).error is None
     True
+    >>> analyse(0, (), ("float=3.0", "<f4=-2.0"), (), ()).literals
+    {0: '3.0', 1: 'np.float32(-2.0)'}
     """
     err = None
+    literals = {}
+    kinds = []
+    for j, k in enumerate(const_kinds):
+        kind, _, value = k.partition("=")
+        if value:
+            weak = kind in ("int", "float", "bool")
+            literals[j] = repr(float(value)) if weak else f"{ctor(np.dtype(kind))}({value})"
+        kinds.append(kind)
+    const_kinds = tuple(kinds)
     dts: list = [np.dtype(d) for d, _ in inputs]
     for d in dts:
         if d not in SUPPORTED_DTYPES:
@@ -338,6 +351,7 @@ def analyse(ndim, inputs, const_kinds, program, outputs) -> Plan:
         helpers,
         err,
         mirrored,
+        literals,
     )
 
 
@@ -511,6 +525,31 @@ FAST_EXPONENTS = frozenset({0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0
 POWERS = frozenset({"power", "float_power"})
 
 
+def baked(constants: tuple, program: tuple, n_inputs: int) -> dict[int, float]:
+    """The constants compiled into a kernel as literals: each the exponent of a float power, of
+    a value in ``FAST_EXPONENTS``. numba_math.power of a run-time exponent branches over its
+    cases, which a vectorised loop computes all of, pow included (as selects): the
+    Lennard-Jones gradient's ``r ** -6``, 26 ms over 1000x1000 pairs; of a literal, LLVM folds
+    the branches away and the loop vectorises.
+
+    >>> from fusegrad.lazy.kernel import Instr
+    >>> baked((3, 0.25), (Instr("power", (0, 1), np.dtype("f8")),), 1)
+    {0: 3.0}
+    """
+    out: dict[int, float] = {}
+    for ins in program:
+        if ins.op in POWERS and ins.dtype.kind == "f" and len(ins.args) == 2:
+            j = ins.args[1] - n_inputs
+            if 0 <= j < len(constants):
+                c = constants[j]
+                if isinstance(c, int | float | np.integer | np.floating) and not isinstance(
+                    c, bool | np.bool_
+                ):
+                    if float(c) in FAST_EXPONENTS:
+                        out[j] = float(c)
+    return out
+
+
 def vectorised(op: str, dtype: np.dtype) -> bool:
     """Whether generated code computes ``op`` in ``dtype`` without a scalar libm call (False
     for ``POWERS``, which depend on their exponent).
@@ -592,7 +631,7 @@ def program_source(plan: Plan) -> tuple[dict[int, list[str]], list[str]]:
             stmts[max(deps[k]) + 1].append(f"x{k} = a{k}[{', '.join(idx)}]")
         else:
             names.append(f"a{k}")
-    names += [f"c{j}" for j in range(ncon)]
+    names += [plan.literals.get(j, f"c{j}") for j in range(ncon)]
     reps = [
         dt if dt is not None or kind is None else _weak_rep(kind)
         for dt, kind in zip(dts, [None] * nin + list(plan.const_kinds) + [None] * len(plan.program))

@@ -53,6 +53,7 @@ from fusegrad.lazy.engines import numpy_blocked as _blocked
 from fusegrad.lazy.engines import numpy_speed as _speed
 from fusegrad.lazy.engines import registry as _registry
 from fusegrad.lazy.engines.registry import register
+from fusegrad.lazy.kernel import Kernel
 
 # The engine interface (``registry``).
 name = "numba"
@@ -282,7 +283,7 @@ def supports(kernel) -> bool:
     True
     """
     try:
-        plan = _plan_for(kernel.signature(), kernel)
+        plan = _plan_for(signature(kernel), kernel)
     except Exception:
         return False
     if plan.error is not None:
@@ -519,7 +520,7 @@ def is_compiled(kernel) -> bool:
     short = _split.split(kernel)
     if short is not None:
         return is_compiled(short.kernel)
-    e = _ENTRIES.get(kernel.signature())
+    e = _ENTRIES.get(signature(kernel))
     return e is not None and e.ran
 
 
@@ -528,11 +529,11 @@ def is_compiled(kernel) -> bool:
 # source. Fitted on the 2-core machine over the 51 kernels the example programs' hot replays
 # compile (``benchmarks/bench_programs.py``; rnn, lstm, gru, hmm, lotka-volterra...): within
 # 0.2-1.25x of the time measured. numba's typing and lowering of each array argument dominate:
-# an HMM's 649-argument kernel took 22 s, a 17-argument one 0.55 s. LOAD_S: machine code that
-# numba's disk cache holds, loaded. The estimates are scaled by the median ratio of measured to
-# estimated time over the compiles this process has done (a faster or slower machine).
+# an HMM's 649-argument kernel took 22 s, a 17-argument one 0.55 s. Machine code that
+# numba's disk cache holds is loaded (5-70 ms) and not charged. The estimates are scaled by the
+# median ratio of measured to estimated time over the compiles this process has done (a faster
+# or slower machine).
 COMPILE_S = (0.1, 0.035, 0.08)
-LOAD_S = 0.05
 _COLD_ESTIMATES: dict[tuple, float] = {}  # signature -> unscaled estimate
 _ESTIMATED: dict[int, float] = {}  # id(dispatcher) -> its kernel's unscaled estimate
 _MEASURED: list[float] = []  # measured / estimated, one per compile
@@ -540,8 +541,8 @@ _MEASURED: list[float] = []  # measured / estimated, one per compile
 
 def compile_seconds(kernel) -> float:
     """Estimated seconds before this engine first runs ``kernel``: 0 when this process holds its
-    machine code, ``LOAD_S`` when numba's disk cache does, else a cold compile's (``COMPILE_S``,
-    from the size of the generated source).
+    machine code or numba's disk cache does (a load), else a cold compile's (``COMPILE_S``, from
+    the size of the generated source).
 
     >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
     >>> f8 = np.dtype("f8")
@@ -552,7 +553,7 @@ def compile_seconds(kernel) -> float:
     short = _split.split(kernel)
     if short is not None:
         return compile_seconds(short.kernel)
-    sig = kernel.signature()
+    sig = signature(kernel)
     e = _ENTRIES.get(sig)
     if e is not None and any(f is not None and f.overloads for f in (e.short, e.long)):
         return 0.0
@@ -566,7 +567,7 @@ def compile_seconds(kernel) -> float:
             ".kernel" in os.path.basename(f)
             for f in _numba_files(os.path.join(folder, "__pycache__"), stem)
         ):
-            return LOAD_S
+            return 0.0
     cold = _COLD_ESTIMATES.get(sig)
     if cold is None:
         source = (_pairs if plan.mirrored else _cg).generate_source(plan)
@@ -584,6 +585,34 @@ def _calibration() -> float:
 
 
 _PLANS: dict[tuple, object] = {}
+
+
+def signature(kernel) -> tuple:
+    """``kernel.signature()``, with the constants ``numba_codegen.baked`` compiles in as
+    literals given as ``kind=value``: this engine's compiled code and caches are keyed by it.
+
+    >>> from fusegrad.lazy.kernel import Instr, Kernel, Output
+    >>> f8 = np.dtype("f8")
+    >>> k = Kernel((2,), (np.ones(2),), (3.0,), (Instr("power", (0, 1), f8),),
+    ...            (Output(2, None, (), f8),))
+    >>> signature(k)[2]
+    ('float=3.0',)
+    """
+    sig = kernel.signature()
+    if not any(i.op in _cg.POWERS for i in kernel.program):
+        return sig
+    literal = _cg.baked(kernel.constants, kernel.program, len(kernel.inputs))
+    if not literal:
+        return sig
+    ndim, inputs, consts, prog, outs = sig
+    consts = tuple(f"{k}={literal[j]!r}" if j in literal else k for j, k in enumerate(consts))
+    return (ndim, inputs, consts, prog, outs)
+
+
+def baked_constants(kernel) -> set[int]:
+    """The indices of ``kernel``'s constants its compiled code holds as literals (a replay that
+    changes one must run the kernel elsewhere: ``replay._kernel_runner``)."""
+    return set(_cg.baked(kernel.constants, kernel.program, len(kernel.inputs)))
 
 
 def _plan_for(sig, kernel):
@@ -797,7 +826,7 @@ def _load(sig, plan):
 
 
 def _entry(kernel) -> _Entry:
-    sig = kernel.signature()
+    sig = signature(kernel)
     e = _ENTRIES.get(sig)
     if e is None:
         with _lock:
@@ -1265,8 +1294,6 @@ def replayer(kernel):
 def _split_replayer(kernel):
     """``replayer`` of a kernel ``numba_split`` splits: the split kernel's, its inputs the
     slices of each call's and its outputs assembled."""
-    from fusegrad.lazy.kernel import Kernel
-
     first = _split.split(kernel)
     assert first is not None
     inner = replayer(first.kernel)

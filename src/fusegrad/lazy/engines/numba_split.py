@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fusegrad.lazy.engines import numba_codegen as cg
 from fusegrad.lazy.kernel import Instr, Kernel, Output
 
 SHORT_MAX = 4  # a last axis of at most this many points is split
@@ -73,10 +74,14 @@ def split(kernel: Kernel) -> Split | None:
     dom = kernel.domain
     if len(dom) < 2 or not 2 <= dom[-1] <= SHORT_MAX or kernel.size < MIN_POINTS:
         return None
-    if any(i.op == "power" for i in kernel.program):
+    if any(i.op in cg.POWERS for i in kernel.program):
         # a vectorised power of a run-time exponent computes every case of numba_math.power at
-        # every point, libm's pow included (the Lennard-Jones gradient's r**-6: 10.7 -> 26 ms)
-        return None
+        # every point, libm's pow included (the Lennard-Jones gradient's r**-6: 10.7 -> 26 ms);
+        # one compiled in as a literal (numba_codegen.baked) has only its own case
+        n_in = len(kernel.inputs)
+        literal = cg.baked(kernel.constants, kernel.program, n_in)
+        if any(i.op in cg.POWERS and i.args[-1] - n_in not in literal for i in kernel.program):
+            return None
     key = (kernel.signature(), dom[-1])
     if key not in _RECIPES:
         if len(_RECIPES) > 4096:
