@@ -219,3 +219,19 @@ def test_a_softmax_cross_entropy_in_kernels_matches_scipy():
             v, g = f(w)
             assert v == pytest.approx(want_value, rel=1e-13)
             np.testing.assert_allclose(g, want_grad, rtol=1e-11, atol=1e-12)
+
+
+def test_a_slice_of_only_minus_inf_has_a_nan_derivative_and_no_warning():
+    # an HMM's column of zero probabilities: SciPy's logsumexp raises no warning there, and the
+    # gradient was computed with "invalid value encountered in subtract" (-inf - -inf)
+    L, x = np.array([-np.inf, 0.3, -1.0]), np.array([0.5, 0.1, 0.7])
+
+    def f(x):
+        return np.sum(sp.logsumexp(np.stack([L, L + x]), axis=0))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = fg.grad(f)(x)
+    w = np.exp(x[1:]) / (1 + np.exp(x[1:]))  # d/dx log(e^L + e^(L+x)) = e^x / (1 + e^x)
+    assert np.isnan(g[0])  # 0/0, as JAX's
+    np.testing.assert_allclose(g[1:], w, rtol=1e-14)

@@ -425,10 +425,12 @@ if _sp is not None:
         """``exp(a - y)``, the derivative of ``y = logsumexp(a, b)`` in ``log(b a)``, normalised
         so that ``Σ b w = 1`` exactly: ``y`` is rounded at the scale of ``max(a)``, and
         ``exp(a - y)`` alone was off by that rounding (3e-5 for float32 logits near 1e3;
-        ``[1e17, 1e17]`` gave ``[1, 1]``)."""
-        w = np.exp(a - yk)
-        total = np.sum(w if b is None else b * w, axis=axis, keepdims=True)
-        return w / total
+        ``[1e17, 1e17]`` gave ``[1, 1]``). A slice of only ``-inf`` has no derivative: NaN, as
+        JAX's, without the warning of ``-inf - -inf`` (SciPy's call raises none)."""
+        with np.errstate(invalid="ignore"):
+            w = np.exp(a - yk)
+            total = np.sum(w if b is None else b * w, axis=axis, keepdims=True)
+            return w / total
 
     def _logsumexp_value(a, args, kwargs, axis, b, keepdims):
         """``scipy.special.logsumexp(a, *args, **kwargs)``: of a float64 or float32 ndarray
