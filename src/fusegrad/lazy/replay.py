@@ -940,9 +940,12 @@ def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dtype: np.
     return np.ndarray(shape, dtype, buffer=buf, offset=offset, strides=strides)
 
 
-def _probe(template: Kernel) -> Kernel:
+def _probe(template: Kernel, sources: Sequence[tuple] | None = None) -> Kernel:
     """``template`` (a recorded kernel without its inputs) with stand-in inputs of the recorded
-    dtypes and broadcast axes (zero-strided zeros: no memory), for what needs their shapes."""
+    dtypes and broadcast axes (zero-strided zeros: no memory), for what needs their shapes; with
+    ``sources`` (the step's), an input that is a view gets zeros of the view's strides, so that
+    an engine compiling for the probe compiles for the layouts a replay passes (numba compiled
+    for C order, then again, cold, inside the first replay: half an HMM's hot compile)."""
     sig = template.signature()
     inputs = tuple(
         np.broadcast_to(
@@ -951,9 +954,25 @@ def _probe(template: Kernel) -> Kernel:
         )
         for dtype, flags in sig[1]
     )
+    if sources is not None:
+        inputs = tuple(_strided_zeros(a, s) for a, s in zip(inputs, sources))
     return Kernel(
         template.domain, inputs, template.constants, template.program, template.outputs, sig
     )
+
+
+def _strided_zeros(probe: np.ndarray, source: tuple) -> np.ndarray:
+    """Zeros of ``source``'s shape and strides (a recorded view: ``(slot, offset, shape,
+    strides, dtype)``), or ``probe`` when it is another kind, or its strides are negative."""
+    if source[0] == "const" or len(source) != 5:
+        return probe
+    _, _, shape, strides, dtype = source
+    if tuple(shape) != probe.shape or dtype != probe.dtype or min(strides, default=0) < 0:
+        return probe
+    if 0 in shape:
+        return probe
+    nbytes = dtype.itemsize + sum((n - 1) * st for n, st in zip(shape, strides))
+    return np.ndarray(shape, dtype, buffer=np.zeros(nbytes, np.uint8), strides=strides)
 
 
 def _kernel_runner(
@@ -962,6 +981,7 @@ def _kernel_runner(
     replayed: bool = False,
     allowed: set | None = None,
     dynamic: Sequence[int] = (),
+    sources: Sequence[tuple] | None = None,
 ) -> Callable[[tuple, tuple], list[np.ndarray]]:
     """A function of a replay's inputs and constants running ``template``'s kernel on
     ``engine`` (under ``auto``, on the engine for a hot kernel, or for a kernel of a program
@@ -970,7 +990,8 @@ def _kernel_runner(
     new ``Kernel`` for its ``run`` each time. ``allowed``: when given, the signatures a
     ``replayed`` kernel may be compiled for (``replay_budget``); another stays where it ran.
     ``dynamic``: the constants a replay computes afresh (number arguments): an engine that
-    compiles one in as a literal (numba's power exponents) cannot run the kernel."""
+    compiles one in as a literal (numba's power exponents) cannot run the kernel. ``sources``:
+    the step's, whose views' layouts the probe an engine compiles for takes (``_probe``)."""
     from . import engines
 
     probe = _probe(template)
@@ -989,6 +1010,8 @@ def _kernel_runner(
     if dynamic and baked is not None and baked(probe) & set(dynamic):
         engine = engines.REFERENCE  # reads its constants at each call
         e = engines.get(engine)
+    if sources is not None and getattr(e, "COMPILES_PER_LAYOUT", False):
+        probe = _probe(template, sources)
     make = getattr(e, "replayer", None)
     fast = make(probe) if make is not None else None
     if fast is not None:
@@ -1072,7 +1095,7 @@ class Program:
         return replay_compile.Compiled(
             merged, self.n_inputs + len(self.constants), layouts, self.reused,
             lambda step, hot: _kernel_runner(
-                step[0], step[1], hot, allowed, [j for j, _ in step[4]]
+                step[0], step[1], hot, allowed, [j for j, _ in step[4]], step[2]
             ), evaluate, recipes,
             _call_op, replayed,
         )  # fmt: skip

@@ -57,6 +57,9 @@ from fusegrad.lazy.kernel import Kernel
 
 # The engine interface (``registry``).
 name = "numba"
+# numba compiles a kernel for its operands' layouts (C order or not): a jit replay's probe has
+# the recorded views' strides (``replay._probe``), so the hot compile is the last
+COMPILES_PER_LAYOUT = True
 
 
 class _Ops:
@@ -1195,7 +1198,10 @@ def replayer(kernel):
     fn = e.long if _cg.long_rows(e.plan, nblk, dom) else e.short
     head = (nblk, nslot, 0, nslot, True, _NO_CLAIMS, *dom)
     if not fn.overloads:  # compiled (or loaded) now, not at the first replay
-        _call(fn, [*head, *(a[v] for a, v in zip(_probe_inputs(kernel), views)),
+        # (the layouts a replay passes: its operands padded as run_serial or the pooled getter
+        # pads them)
+        lay = pad or rows_padded
+        _call(fn, [*head, *(lay(a[v]) for a, v in zip(_probe_inputs(kernel), views)),
                    *kernel.constants, *_arrays(specs)])  # fmt: skip
     e.ran = True
     empty = np.empty
@@ -1323,8 +1329,10 @@ def _arrays(specs: list) -> list[np.ndarray]:
 
 
 def _probe_inputs(kernel) -> list[np.ndarray]:
-    """Zero inputs of ``kernel``'s shapes (its own, when it has them), to compile with."""
-    return [np.zeros(a.shape, a.dtype) for a in kernel.inputs]
+    """Zero inputs of ``kernel``'s shapes, to compile with: C-ordered in place of a broadcast
+    (read-only) stand-in, and the kernel's own (a jit probe of a view's strides: the layout
+    a replay passes, ``replay._probe``) otherwise."""
+    return [a if a.flags.writeable else np.zeros(a.shape, a.dtype) for a in kernel.inputs]
 
 
 _WHOLE = np.zeros((1, 2), np.int64)  # one block: the whole domain as one tile (never written)
