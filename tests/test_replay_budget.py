@@ -131,3 +131,27 @@ def test_compile_seconds_is_zero_once_compiled_or_on_disk():
         assert numba_engine.compile_seconds(k) == 0.0  # a load: not charged
     finally:
         numba_engine._ENTRIES[sig] = entry
+
+
+def test_the_hot_compile_is_the_last_compile(monkeypatch):
+    # numba compiles a kernel per operand layout: compiled for C-ordered zeros, a replay that
+    # passed a strided view (z[:, ::2] of a product) compiled it again inside the replay, where
+    # the budget neither expected nor counted it
+    if not numba_engine.available():
+        pytest.skip("numba unavailable")
+    monkeypatch.setattr(replay_budget, "MODE", "eager")
+    rng = np.random.default_rng(2)
+    x, W = rng.normal(size=(12, 5)), rng.normal(size=(5, 16))
+
+    def f(W):
+        z = x @ W
+        return np.sum(np.tanh(z[:, ::2]) * (1 / (1 + np.exp(-z[:, 1::2]))))
+
+    known = set(numba_engine._ENTRIES)
+    with fg.use_engine("auto"):
+        jg = fg.jit(fg.grad(f))
+        for k in range(replay.HOT_REPLAYS + 3):
+            np.testing.assert_allclose(jg(W + k), fg.grad(f)(W + k), rtol=1e-11, atol=1e-14)
+    new = [e for sig, e in numba_engine._ENTRIES.items() if sig not in known]
+    assert new  # the hot kernels: each compiled once, for the layouts the replays pass
+    assert all(len(d.overloads) == 1 for e in new for d in (e.short, e.long) if d and d.overloads)
