@@ -78,22 +78,16 @@ def test_a_compile_dearer_than_the_run_waits_until_the_run_pays_for_it(monkeypat
     assert program.next_hot == float("inf")  # everything moved: no more looking
 
 
-def test_a_kernel_compiled_already_moves_at_once(monkeypatch, hot_loop):
+@pytest.mark.parametrize(
+    "mode, seconds", [("budget", 0.0), ("eager", 1e6)], ids=["compiled already", "eager"]
+)
+def test_a_free_kernel_or_eager_mode_moves_at_the_hot_replay(monkeypatch, hot_loop, mode, seconds):
     jg, want, built, programs = hot_loop
-    monkeypatch.setattr(replay_budget, "MODE", "budget")
-    monkeypatch.setattr(numba_engine, "compile_seconds", lambda kernel: 0.0)
+    monkeypatch.setattr(replay_budget, "MODE", mode)
+    monkeypatch.setattr(numba_engine, "compile_seconds", lambda kernel: seconds)
     with fg.use_engine("auto"):
         _replays(jg, want, replay.HOT_REPLAYS + 1)
     assert built and programs[-1].next_hot == float("inf")
-
-
-def test_eager_compiles_whatever_it_costs(monkeypatch, hot_loop):
-    jg, want, built, programs = hot_loop
-    monkeypatch.setattr(replay_budget, "MODE", "eager")
-    monkeypatch.setattr(numba_engine, "compile_seconds", lambda kernel: 1e6)
-    with fg.use_engine("auto"):
-        _replays(jg, want, replay.HOT_REPLAYS + 1)
-    assert built
 
 
 def test_a_program_counts_its_recording_and_replays_and_compiles(monkeypatch, hot_loop):
