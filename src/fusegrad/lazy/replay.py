@@ -1159,8 +1159,8 @@ class Program:
         try:
             return self._run(arrays, numbers)
         finally:
-            # the first replay of a recompile is charged as compiling: numba compiles a kernel
-            # again there when an operand's layout differs from the one it compiled for
+            # the first replay of a recompile is charged as compiling: what numba still compiles
+            # there (a layout the probe did not have: a read-only input of the caller's)
             took = time.perf_counter() - start
             if hot:
                 self.compiling += took
