@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -966,3 +967,26 @@ def test_factorial_against_jax():
     n = np.array([0.5, 3.0, 4.2])
     ours = fg.grad(lambda t: np.sum(sp.factorial(t)))(n)
     np.testing.assert_allclose(ours, jax.grad(lambda t: jsp.factorial(t).sum())(n), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: sp.logsumexp(2.0 * x, axis=1),
+        lambda x: sp.logsumexp(x - 1.0, axis=0, keepdims=True),
+        lambda x: sp.logsumexp(2.0 * x),
+        lambda x: sp.softmax(2.0 * x, axis=1),
+        lambda x: sp.log_softmax(x + 1.0, axis=-1),
+    ],
+    ids=["logsumexp rows", "logsumexp columns", "logsumexp all", "softmax", "log_softmax"],
+)
+def test_jit_replays_plain_code_calling_logsumexp_and_softmax(fn):
+    # without grad, SciPy's own code ran on the unevaluated argument and converted it: jit
+    # warned that the function would run uncompiled, every call
+    x = np.random.default_rng(5).normal(size=(40, 6))
+    jf = fg.jit(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in range(4):
+            np.testing.assert_allclose(jf(x + k), fn(x + k), rtol=1e-13, atol=1e-15)
+    assert jf.cache_info().entries[0].replayable

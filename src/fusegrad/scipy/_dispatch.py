@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..ad.core import Tracer
+from ..lazy import LazyArray
 from ..rules import registry
 
 # SciPy module -> the fusegrad.scipy module that patches it (its ``_patch(module)``).
@@ -91,6 +92,17 @@ def traced(args: tuple, kwargs: dict) -> bool:
             if type(a) not in _PLAIN and _is_traced(a):
                 return True
     return False
+
+
+def lazy_mirror(mirror: Callable) -> Callable:
+    """Mark ``mirror`` as taking unevaluated values (``fusegrad.lazy.LazyArray``) too: the
+    SciPy function it mirrors calls it on them, not SciPy's own code."""
+    mirror.__fusegrad_lazy__ = True  # type: ignore[attr-defined]
+    return mirror
+
+
+def _unevaluated(args: tuple, kwargs: dict) -> bool:
+    return any(isinstance(a, LazyArray) for a in (*args, *kwargs.values()))
 
 
 def padded(x: Any, widths: list, pad: Any, fill: Any) -> Any:
@@ -196,8 +208,13 @@ def retarget(f: Any, mirror: Callable) -> bool:
     except (TypeError, ValueError):  # pragma: no cover - every SciPy function has one
         signature = None
     key = f"{f.__qualname__}@{id(f)}"
+    # a mirror that also takes unevaluated values (``lazy_mirror``), which SciPy's code would
+    # convert: plain lazy code under ``jit`` then replays
+    lazy = getattr(mirror, "__fusegrad_lazy__", False)
 
     def dispatch(args: tuple, kwargs: dict) -> Any:
+        if lazy and _unevaluated(args, kwargs):
+            return mirror(*args, **kwargs)
         if traced(args, kwargs):
             # A mirror may call SciPy's function again on values traced one level out (a rule's
             # primal under grad of grad): that is the mirror again. The very same traced values

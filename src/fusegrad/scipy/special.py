@@ -25,6 +25,7 @@ import numpy as np
 import scipy.special as _sp
 from scipy.special import _ufuncs
 
+from ..lazy import LazyArray
 from ..numpy import stop_gradient
 from ..rules import registry
 from ..rules.special import NoDerivativeError
@@ -37,6 +38,7 @@ _orig_comb = _dispatch.original(_sp.comb)
 _orig_factorial = _dispatch.original(_sp.factorial)
 
 
+@_dispatch.lazy_mirror
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
               return_sign: bool = False) -> Any:  # fmt: skip
     """``scipy.special.logsumexp``: ``log(sum(b * exp(a)))`` along ``axis``, stably.
@@ -45,6 +47,12 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
     1.3862943611
     """
     if not _dispatch.traced((a, b), {}):
+        if isinstance(a, LazyArray) and b is None and not return_sign:
+            # an unevaluated value (plain lazy code, ``fg.jit(f)``): in kernels, as under grad;
+            # SciPy's code would convert it, and ``jit`` would not replay the function
+            case = registry.LAZY_CASES[_sp.logsumexp](a, axis, keepdims=keepdims)
+            if case is not None:
+                return case[0]
         return _orig_logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
     if not return_sign:
         args = (a, axis) if b is None else (a, axis, b)
@@ -61,19 +69,21 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
     return out, sign
 
 
+@_dispatch.lazy_mirror
 def softmax(x: Any, axis: Any = None) -> Any:
     """``scipy.special.softmax``: ``exp(x) / sum(exp(x))`` along ``axis`` (all axes for None).
 
     >>> softmax(np.zeros(2))
     array([0.5, 0.5])
     """
-    if not _dispatch.traced((x,), {}):
+    if not (_dispatch.traced((x,), {}) or isinstance(x, LazyArray)):
         return _dispatch.original(_sp.softmax)(x, axis=axis)
     m = stop_gradient(np.max(x, axis=axis, keepdims=True))
     e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+@_dispatch.lazy_mirror
 def log_softmax(x: Any, axis: Any = None) -> Any:
     """``scipy.special.log_softmax``: ``(x - m) - log(sum(exp(x - m)))`` with ``m`` the largest
     finite ``x`` along ``axis``, as SciPy computes it (``x - logsumexp(x)`` carries
@@ -82,7 +92,7 @@ def log_softmax(x: Any, axis: Any = None) -> Any:
     >>> np.exp(log_softmax(np.zeros(2)))
     array([0.5, 0.5])
     """
-    if not _dispatch.traced((x,), {}):
+    if not (_dispatch.traced((x,), {}) or isinstance(x, LazyArray)):
         return _dispatch.original(_sp.log_softmax)(x, axis=axis)
     m = stop_gradient(np.max(x, axis=axis, keepdims=True))
     shifted = x - np.where(np.isfinite(m), m, 0.0)
