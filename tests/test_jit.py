@@ -1304,3 +1304,23 @@ def test_a_gather_pullback_inside_an_outer_derivative_is_not_a_step_holding_a_tr
             np.testing.assert_allclose(h(x), fg.hessian(f)(x), rtol=1e-13)
             np.testing.assert_allclose(gg(x), fg.grad(lambda x: np.sum(fg.grad(f)(x)))(x))
             x = x * 1.1
+
+
+def test_a_transformation_called_inside_a_jitted_function_says_so():
+    # jit(step) with step calling grad: its results are arrays the step's own NumPy code reads
+    # eagerly (no kernel records that), so the step runs uncompiled; the reason said "a Python
+    # read of an array", which the user's code never did
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(64, 5)), rng.normal(size=64)
+
+    def loss(w):
+        return np.mean((np.tanh(X @ w) - y) ** 2)
+
+    def step(w):
+        return w - 0.1 * fg.grad(loss)(w)
+
+    jstep, w = fg.jit(step), np.zeros(5)
+    with pytest.warns(UserWarning, match=r"jit the transformation itself, fg.jit\(fg.grad"):
+        got = jstep(w)
+    np.testing.assert_allclose(got, step(w), rtol=1e-14)
+    assert not jstep.cache_info().entries[0].replayable

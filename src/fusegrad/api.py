@@ -229,7 +229,7 @@ def _unbox_output(
     if type(out) is Tracer and out._trace is trace and replay.active() is None:
         value = out.value  # the common case: the traced output itself
         if evaluate and isinstance(value, LazyArray):
-            with replay.sanctioned():
+            with replay.sanctioned(), replay.reading(replay.NESTED_RESULTS):
                 value = materialize_many([value])[0]
         return value, [(out, value)]
     leaves, rebuild = flatten(out)
@@ -243,7 +243,7 @@ def _unbox_output(
             tracers.append(None)
             values.append(leaf)
     if evaluate and (replay.active() is not None or any(isinstance(v, LazyArray) for v in values)):
-        with replay.sanctioned():
+        with replay.sanctioned(), replay.reading(replay.NESTED_RESULTS):
             done = materialize_many(values)
         values = [
             replay.note_derived(v[()], v, replay.item)
@@ -286,7 +286,7 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
         isinstance(n, LazyArray) and not isinstance(n, Leaf) and n.cached is None for n in nodes
     ]
     if lazy:
-        with replay.sanctioned():
+        with replay.sanctioned(), replay.reading(replay.NESTED_RESULTS):
             values = materialize_many(nodes)
     else:
         values = nodes

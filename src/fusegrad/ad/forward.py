@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..lazy import LazyArray, materialize_many
+from ..lazy import LazyArray, materialize_many, replay
 from ..lazy.nodes import interning_scope
 from ..rules.common import zeros_for
 from ..rules.lazy_values import operand
@@ -415,7 +415,8 @@ def _jvp(
             tangs.append(ZeroTangent())
     n = len(prims)
     todo = (prims if primal_out else []) + [t for t in tangs if not isinstance(t, AbstractZero)]
-    values = iter(materialize_many(todo))
+    with replay.reading(replay.NESTED_RESULTS):  # (jvp inside a jitted function)
+        values = iter(materialize_many(todo))
     prim_vals = [next(values) for _ in range(n)] if primal_out else prims
     tang_vals = [t if isinstance(t, AbstractZero) else next(values) for t in tangs]
     ref = prim_vals

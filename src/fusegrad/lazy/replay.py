@@ -101,6 +101,16 @@ def api_call() -> contextlib.AbstractContextManager:
     return _raised(active(), "api_depth")
 
 
+# Why a recording cannot use a transformation's results when the transformation is called inside
+# the jitted function (arrays the function's own NumPy code then reads eagerly, which no kernel
+# records), the ``reading`` of their evaluation
+NESTED_RESULTS = (
+    "the results of a fusegrad transformation (grad, value_and_grad, jvp, hvp...) called inside "
+    "the jitted function: jit replays a transformation only as the function it compiles; jit "
+    "the transformation itself, fg.jit(fg.grad(loss)), and apply its results outside"
+)
+
+
 @contextlib.contextmanager
 def reading(what: str) -> Iterator[None]:
     """Names the Python read of a value (``bool()`` of a traced array) that materialisations in
