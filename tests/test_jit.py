@@ -1306,21 +1306,81 @@ def test_a_gather_pullback_inside_an_outer_derivative_is_not_a_step_holding_a_tr
             x = x * 1.1
 
 
-def test_a_transformation_called_inside_a_jitted_function_says_so():
-    # jit(step) with step calling grad: its results are arrays the step's own NumPy code reads
-    # eagerly (no kernel records that), so the step runs uncompiled; the reason said "a Python
-    # read of an array", which the user's code never did
+def test_a_training_step_calling_grad_inside_jit_replays():
+    # the JAX idiom, @jit def step(w): return w - lr * grad(loss)(w): the transformation's
+    # results stay unevaluated inside the recording, so the update is recorded with them (it
+    # ran uncompiled, every call, with a reason naming a Python read the code never made)
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(64, 5)), rng.normal(size=64)
 
+    def loss(p):
+        return np.mean((np.tanh(X @ p["w"] + p["b"]) - y) ** 2) + 0.01 * np.sum(p["w"] ** 2)
+
+    def step(p):
+        value, g = fg.value_and_grad(loss)(p)
+        return {k: p[k] - 0.1 * g[k] for k in p}, value
+
+    def plain_step(w):
+        return w - 0.1 * fg.grad(lambda w: loss({"w": w, "b": np.zeros(())}))(w)
+
+    jstep, jplain = fg.jit(step), fg.jit(plain_step)
+    p, q = {"w": np.zeros(5), "b": np.zeros(())}, {"w": np.zeros(5), "b": np.zeros(())}
+    w = v = np.zeros(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(replay.HOT_REPLAYS + 4):  # through the hot recompile
+            (p, value), (q, want) = jstep(p), step(q)
+            w, v = jplain(w), plain_step(v)
+            for k in p:
+                np.testing.assert_allclose(p[k], q[k], rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(value, want, rtol=1e-12)
+            np.testing.assert_allclose(w, v, rtol=1e-12, atol=1e-15)
+    assert jstep.cache_info().entries[0].replayable and jplain.cache_info().entries[0].replayable
+    assert isinstance(p["w"], np.ndarray) and isinstance(w, np.ndarray)
+
+
+def test_a_step_reading_its_gradient_in_python_is_not_replayed():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20, 3))
+
     def loss(w):
-        return np.mean((np.tanh(X @ w) - y) ** 2)
+        return np.sum(np.tanh(X @ w) ** 2)
 
     def step(w):
-        return w - 0.1 * fg.grad(loss)(w)
+        g = fg.grad(loss)(w)
+        return w - (0.1 if float(g[0]) > 0 else 0.2) * g  # a branch on a value
 
-    jstep, w = fg.jit(step), np.zeros(5)
-    with pytest.warns(UserWarning, match=r"jit the transformation itself, fg.jit\(fg.grad"):
+    jstep, w = fg.jit(step), rng.normal(size=3)
+    with pytest.warns(UserWarning, match="will run uncompiled"):
         got = jstep(w)
-    np.testing.assert_allclose(got, step(w), rtol=1e-14)
+    np.testing.assert_allclose(got, step(w), rtol=1e-13)
     assert not jstep.cache_info().entries[0].replayable
+
+
+@pytest.mark.parametrize(
+    "name", ["vjp", "vjp value", "jacobian", "hessian", "elementwise_grad", "grad", "jvp"]
+)
+def test_a_transformation_inside_a_jitted_function_is_replayed_right_or_not_at_all(name):
+    # vjp, jacobian, hessian and elementwise_grad called inside a jitted function gave arrays
+    # its own NumPy code then read eagerly: the recording kept their first values as constants,
+    # and every replay returned the first call's update (11 of 12 calls wrong, no warning)
+    rng = np.random.default_rng(3)
+    X, v = rng.normal(size=(20, 3)), np.ones(3)
+
+    def loss(w):
+        return np.sum(np.tanh(X @ w) ** 2)
+
+    step = {
+        "vjp": lambda w: w - 0.1 * fg.vjp(loss, w)[1](1.0)[0],
+        "vjp value": lambda w: w * fg.vjp(loss, w)[0],
+        "jacobian": lambda w: w - 0.1 * np.sum(fg.jacobian(lambda w: np.tanh(X @ w))(w), axis=0),
+        "hessian": lambda w: w - 0.1 * fg.hessian(loss)(w) @ v,
+        "elementwise_grad": lambda w: w - 0.1 * fg.elementwise_grad(np.tanh)(w),
+        "grad": lambda w: w - 0.1 * fg.grad(loss)(w),
+        "jvp": lambda w: w - 0.1 * fg.jvp(loss, (w,), (v,))[1],
+    }[name]
+    jstep, w = fg.jit(step), rng.normal(size=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (jvp's runs uncompiled, and says so)
+        for k in range(replay.HOT_REPLAYS + 4):
+            np.testing.assert_allclose(jstep(w + 0.1 * k), step(w + 0.1 * k), rtol=1e-12)

@@ -30,6 +30,7 @@ from .ad.forward import jvp as forward_jvp
 from .ad.pytree import flatten, same_structure
 from .lazy import LazyArray, Leaf, dask_leaves, materialize_many, replay
 from .lazy.dask_leaves import Placeholder
+from .lazy.nodes import asarray as lazy_asarray
 from .lazy.nodes import current_scope, interning_scope
 from .rules.common import materialize
 from .rules.registry import is_differentiable, primitive, register_frule, register_rrule
@@ -242,7 +243,11 @@ def _unbox_output(
         else:
             tracers.append(None)
             values.append(leaf)
-    if evaluate and (replay.active() is not None or any(isinstance(v, LazyArray) for v in values)):
+    if evaluate and _stays_lazy():
+        values = [_lazy(v) for v in values]
+    elif evaluate and (
+        replay.active() is not None or any(isinstance(v, LazyArray) for v in values)
+    ):
         with replay.sanctioned(), replay.reading(replay.NESTED_RESULTS):
             done = materialize_many(values)
         values = [
@@ -285,6 +290,13 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
     fresh = [
         isinstance(n, LazyArray) and not isinstance(n, Leaf) and n.cached is None for n in nodes
     ]
+    if lazy and _stays_lazy():
+        kept = [
+            _projected_lazy(n, p) if isinstance(g, BroadcastThunk) and p is not None else n
+            for n, g, p in zip(nodes, projected, projectors)
+        ]
+        if all(isinstance(k, LazyArray | _NDARRAY) for k in kept):
+            return [_lazy(k) for k in kept]
     if lazy:
         with replay.sanctioned(), replay.reading(replay.NESTED_RESULTS):
             values = materialize_many(nodes)
@@ -305,6 +317,40 @@ def _finish(grads: list, inputs: list, seeds: tuple = ()) -> list:
         else:
             out.append(_handed_out(unthunk(v), out, seeds))
     return out
+
+
+def _to_recording(out: Any) -> Any:
+    """``out``, the results of a transformation called inside a recorded plain function
+    (``Recorder.results_stay_lazy``): arrays among them (evaluated, not lazy) make the recording
+    unreplayable, since the function's NumPy code reads them eagerly and no kernel records
+    that (a ``jacobian`` inside a jitted step replayed its first call's values)."""
+    rec = replay.active()
+    if rec is not None and rec.results_stay_lazy():
+        if any(type(v) is _NDARRAY or isinstance(v, np.generic) for v in flatten(out)[0]):
+            rec.refuse(replay.NESTED_RESULTS)
+    return out
+
+
+def _projected_lazy(node: Any, project: ProjectTo) -> Any:
+    """A broadcast cotangent's node projected on its input, unevaluated: the node itself when it
+    has the input's shape and dtype (a 0-d array's or a scalar's sum, kept 0-d), else the
+    projection on an array input; None otherwise (evaluated then)."""
+    if project.kind not in ("array", "pyscalar", "npscalar"):
+        return None
+    if isinstance(node, LazyArray) and node.shape == project.shape and node.dtype == project.dtype:
+        return node
+    return project(node) if project.kind == "array" else None
+
+
+def _stays_lazy() -> bool:
+    rec = replay.active()
+    return rec is not None and rec.results_stay_lazy()
+
+
+def _lazy(v: Any) -> Any:
+    """A result handed to a recorded function unevaluated (``Recorder.results_stay_lazy``): an
+    array as a lazy leaf too, so that the function's NumPy code on it is lazy and recorded."""
+    return lazy_asarray(v) if type(v) is _NDARRAY else v
 
 
 def _arrays_in_place(grads: list, inputs: list, seeds: tuple) -> list | None:
@@ -396,8 +442,16 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     >>> f_vjp(np.ones(2))
     (array([1., 1.]),)
     """
-    with conversions.tracing():
-        return _vjp(fun, primals, has_aux, evaluate=True, snapshot=True)
+    with replay.api_call(), conversions.tracing():
+        res = _vjp(fun, primals, has_aux, evaluate=True, snapshot=True)
+        _to_recording(res[0] if not has_aux else (res[0], res[2]))
+    pull = res[1]
+
+    def vjp_fn(ct: Any) -> tuple:
+        with replay.api_call():
+            return _to_recording(pull(ct))
+
+    return (res[0], vjp_fn, *res[2:])
 
 
 def _vjp(
@@ -547,7 +601,7 @@ def _value_and_grad(
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         with replay.api_call(), conversions.tracing():
-            return _call(args, kwargs)
+            return _to_recording(_call(args, kwargs))
 
     checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> argnums normalised
 
@@ -657,8 +711,8 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        with conversions.tracing():
-            return _call(args, kwargs)
+        with replay.api_call(), conversions.tracing():
+            return _to_recording(_call(args, kwargs))
 
     checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> argnums normalised
 
@@ -670,7 +724,8 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
         for n in nums:
             _check_differentiable(args[n], f"argument {n} of elementwise_grad")
         partial_fun = _with_args(fun, args, kwargs, nums)
-        out, f_vjp = vjp(partial_fun, *(args[n] for n in nums))
+        primals = tuple(args[n] for n in nums)
+        out, f_vjp = _vjp(partial_fun, primals, False, evaluate=True, snapshot=True)[:2]
         if _kind(out) not in ("f", "i", "u", "b"):
             # (a complex output's imaginary part, a string: their gradient came back as zeros)
             raise TypeError(
@@ -682,6 +737,7 @@ def elementwise_grad(fun: Callable, argnums: int | Sequence[int] = 0) -> Callabl
         grads = f_vjp(ones)
         return grads[0] if _is_int(argnums) else grads
 
+    wrapped.__fusegrad_api__ = True  # type: ignore[attr-defined]
     return wrapped
 
 
@@ -718,8 +774,8 @@ def jacobian(
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        with conversions.tracing():
-            return _call(args, kwargs)
+        with replay.api_call(), conversions.tracing():
+            return _to_recording(_call(args, kwargs))
 
     checked: dict[int, tuple[int, ...]] = {}  # number of arguments -> argnums normalised
 
@@ -732,7 +788,7 @@ def jacobian(
             _check_differentiable(args[n], f"argument {n} of {name}", holomorphic)
 
         partial_fun = _with_args(fun, args, kwargs, nums)
-        pulled = vjp(partial_fun, *(args[n] for n in nums), has_aux=has_aux)
+        pulled = _vjp(partial_fun, tuple(args[n] for n in nums), has_aux, True, snapshot=True)
         out, f_vjp = pulled[0], pulled[1]
         out_leaves, rebuild_out = flatten(out)
         if not out_leaves or not all(
@@ -764,6 +820,7 @@ def jacobian(
         ]
         return (rebuild_out(per_output), pulled[2]) if has_aux else rebuild_out(per_output)
 
+    wrapped.__fusegrad_api__ = True  # type: ignore[attr-defined]
     return wrapped
 
 
@@ -872,6 +929,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             _real_inputs_for_hessian(args, (int(argnums),))
             return square(*args, **kwargs)
 
+        matrix.__fusegrad_api__ = True  # type: ignore[attr-defined]
         return matrix
     nums = tuple(argnums)
     gradient = grad(fun, nums)
@@ -885,6 +943,7 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             for i in range(len(nums))
         )
 
+    blocks.__fusegrad_api__ = True  # type: ignore[attr-defined]
     return blocks
 
 

@@ -655,6 +655,19 @@ class Recorder:
         with _open_lock:
             _open[0] -= 1
 
+    def results_stay_lazy(self) -> bool:
+        """Whether the transformation running now is the outermost one inside a recorded plain
+        function (``jit(step)`` with ``step`` calling ``grad``): its results are then handed to
+        the function unevaluated, so that what it computes from them (an update ``w - lr * g``)
+        stays lazy and recorded; evaluated, they would be arrays its NumPy code reads eagerly,
+        which no kernel records."""
+        return not self.top_is_api and self.api_depth == 1
+
+    def refuse(self, reason: str) -> None:
+        """The recorded call cannot be replayed, for ``reason`` (the first reason is kept)."""
+        if self.escape is None:
+            self.escape = reason
+
     def may_sanction(self) -> bool:
         """Only the outermost transformation (or ``jit`` itself, with no transformation in
         between) produces results: a nested ``grad``'s arrays would feed eager code."""
