@@ -1384,3 +1384,58 @@ def test_a_transformation_inside_a_jitted_function_is_replayed_right_or_not_at_a
         warnings.simplefilter("ignore")  # (jvp's runs uncompiled, and says so)
         for k in range(replay.HOT_REPLAYS + 4):
             np.testing.assert_allclose(jstep(w + 0.1 * k), step(w + 0.1 * k), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["jacobian", "hessian", "elementwise_grad", "vjp pullback"])
+def test_a_transformation_inside_a_jitted_function_reads_its_closure_at_each_call(name):
+    # vjp's snapshot of the arrays fun closes over (its copies) became constants of the
+    # recording: after X *= 1.1 between calls, the jitted step replayed X's first contents
+    rng = np.random.default_rng(5)
+    X, C, y = rng.normal(size=(6, 3)), rng.normal(size=3), rng.normal(size=6)
+    step = {
+        "jacobian": lambda w: fg.jacobian(lambda u: X @ u)(w),
+        "hessian": lambda w: fg.hessian(lambda u: np.sum(u * C * u))(w),
+        "elementwise_grad": lambda w: fg.elementwise_grad(lambda u: C * u)(w),
+        "vjp pullback": lambda w: fg.vjp(lambda u: X @ u, w)[1](y)[0],
+    }[name]
+    jstep = fg.jit(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(replay.HOT_REPLAYS + 3):
+            w = np.arange(3) * 0.1 + 0.05 * k
+            np.testing.assert_allclose(jstep(w), step(w), rtol=1e-12)
+            X *= 1.1
+            C += 0.5
+            y -= 0.1
+
+
+def test_a_jitted_function_writing_into_an_array_runs_as_numpy_code():
+    # lazy values are immutable: g[0] = 0 raised TypeError inside a jitted step, and w -= g on
+    # an argument rebound w in the recording (the caller's array never changed, silently)
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(20, 4))
+
+    def loss(w):
+        return np.sum(np.tanh(X @ w) ** 2)
+
+    def masked(w):
+        g = fg.grad(loss)(w)
+        g[0] = 0.0
+        return w - 0.1 * g
+
+    def in_place(w):
+        w -= 0.1 * fg.grad(loss)(w)
+
+    w = rng.normal(size=4)
+    with pytest.warns(UserWarning, match="writes into an array in place"):
+        got = fg.jit(masked)(w)
+    np.testing.assert_allclose(got, masked(w), rtol=1e-13)
+    a, b = w.copy(), w.copy()
+    jit_in_place = fg.jit(in_place)
+    with pytest.warns(UserWarning, match="in-place sub"):
+        jit_in_place(a)
+    for _ in range(3):
+        jit_in_place(a)  # (uncompiled from the first call on, as NumPy code)
+    for _ in range(4):
+        in_place(b)
+    np.testing.assert_allclose(a, b, rtol=1e-13)

@@ -465,6 +465,10 @@ def _vjp(
     # lazy/dask_leaves.py.
     if not _plain(primals) and dask_leaves.present(primals, flatten):
         return dask_leaves.vjp(_vjp, flatten, fun, primals, has_aux, evaluate, snapshot)
+    if snapshot and replay.active() is not None:
+        # a recording reads the arrays fun closes over at each replay (a copy would be a
+        # constant: a step's jacobian of X @ u replayed X's first contents after X *= 1.1)
+        snapshot = False
     with interning_scope():
         return _traced_vjp(fun, primals, has_aux, evaluate, snapshot)
 

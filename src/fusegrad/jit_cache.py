@@ -72,6 +72,7 @@ from .ad.core import _max_level
 from .ad.pytree import structure
 from .lazy import LazyArray, engines, materialize, materialize_many, replay, small
 from .lazy.nodes import leaf
+from .lazy.protocols import LazyWriteError
 from .rules.indexing import is_basic_index
 from .rules.registry import LAZY_CASES, RECORDABLE_CASES, rrule
 from .tangents import AbstractZero, ZeroTangent, unthunk
@@ -601,9 +602,21 @@ def _record(
         traced[i] = replay.number(v, rec, k, None if poison is None else type(v)(poison))
     args, kwargs = rebuild_args(traced)
     watch = replay.watching_c_reads(rec) if numbers else contextlib.nullcontext()
-    with rec, small.fusing():
-        with watch:
+    try:
+        with rec, small.fusing(), watch:
             result = fun(*args, **kwargs)
+    except LazyWriteError as e:
+        # NumPy code writing into an array (x[i] = v, w -= g on an argument): what it does is
+        # NumPy's, run as it is, every call
+        entry.reason = f"the function writes into an array in place ({e})"
+        warnings.warn(
+            f"fusegrad.jit: {getattr(fun, '__name__', 'the function')} will run uncompiled for "
+            f"this signature: {entry.reason}",
+            stacklevel=4,
+        )
+        plain_args, plain_kwargs = rebuild_args(list(leaves))
+        return fun(*plain_args, **plain_kwargs)
+    with rec, small.fusing():
         out_leaves, rebuild_out, _ = structure(result)
         with replay.sanctioned(always=True):  # jit's own evaluation of the results
             values = materialize_many(out_leaves)

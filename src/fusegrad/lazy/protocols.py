@@ -63,8 +63,14 @@ def _foreign(values: Any) -> bool:
     )
 
 
+class LazyWriteError(TypeError):
+    """A write into a lazy value (``x[i] = v``, ``x.fill(0)``, ``out=x``, ``x -= v`` on an
+    argument of a function ``jit`` records): lazy values are immutable. ``jit`` runs a function
+    that writes into one uncompiled, as the NumPy code it is."""
+
+
 def _immutable(what: str, fix: str) -> TypeError:
-    return TypeError(
+    return LazyWriteError(
         f"lazy values are immutable: {what} would write into one (fusegrad may share it with "
         f"other expressions, or it may be a view of an array you passed in). {fix}"
     )
@@ -585,6 +591,25 @@ def _install() -> None:
         setattr(cls, name, lambda self, *a, _n=name, **k: getattr(materialize(self), _n)(*a, **k))
     cls.__iter__ = lambda self: (self[i] for i in range(len(self)))
     cls.__setitem__ = _no_setitem
+    for name in (*ARITHMETIC.split(), "pow"):
+        setattr(cls, f"__i{name}__", _in_place_operator(getattr(cls, f"__{name}__"), name))
+
+
+def _in_place_operator(binary: Callable, name: str) -> Callable:
+    """``x op= y``: a new value bound to ``x`` (lazy values are immutable), except on an
+    argument of a function ``jit`` records, which NumPy would change in place for the caller to
+    see (``w -= lr * g`` in a training step): that raises ``LazyWriteError``."""
+
+    def method(self: LazyArray, other: Any) -> Any:
+        rec = replay.active()
+        if rec is not None and rec.is_input(self):
+            raise LazyWriteError(
+                f"an in-place {name} (x {name}= ...) would change the function's argument x, "
+                "which jit's recording cannot do; return the new value instead (x = x - ...)"
+            )
+        return binary(self, other)
+
+    return method
 
 
 # ndarray methods that write into the array, and what to write instead (lazy and traced arrays)
@@ -603,7 +628,7 @@ def in_place_method(name: str, why: str) -> Callable:
     raises, saying ``why`` it cannot and what to write instead."""
 
     def method(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise TypeError(
+        raise LazyWriteError(
             f"x.{name}() changes x in place, {why}: write {IN_PLACE_METHODS[name]} instead"
         )
 
@@ -634,7 +659,7 @@ def _view(self: LazyArray, *args: Any, **kwargs: Any) -> Any:
 
 
 def _no_setitem(self: LazyArray, index: Any, value: Any) -> None:
-    raise TypeError(
+    raise LazyWriteError(
         "lazy arrays are immutable: build a new value instead of assigning into one "
         "(np.where(mask, new, x) for masked updates), or materialise it first with np.asarray"
     )

@@ -663,6 +663,10 @@ class Recorder:
         which no kernel records."""
         return not self.top_is_api and self.api_depth == 1
 
+    def is_input(self, node: Any) -> bool:
+        """Whether ``node`` is the lazy leaf of one of the recorded call's array arguments."""
+        return id(node) in self.originals
+
     def refuse(self, reason: str) -> None:
         """The recorded call cannot be replayed, for ``reason`` (the first reason is kept)."""
         if self.escape is None:
