@@ -1339,12 +1339,15 @@ def test_a_training_step_calling_grad_inside_jit_replays():
     assert isinstance(p["w"], np.ndarray) and isinstance(w, np.ndarray)
 
 
-def test_a_step_reading_its_gradient_in_python_is_not_replayed():
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(20, 3))
+def _tanh_loss(seed: int, n: int) -> tuple:
+    """A generator and ``w -> sum(tanh(X @ w) ** 2)`` for a random 20×n ``X``."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(20, n))
+    return rng, lambda w: np.sum(np.tanh(X @ w) ** 2)
 
-    def loss(w):
-        return np.sum(np.tanh(X @ w) ** 2)
+
+def test_a_step_reading_its_gradient_in_python_is_not_replayed():
+    rng, loss = _tanh_loss(1, 3)
 
     def step(w):
         g = fg.grad(loss)(w)
@@ -1412,11 +1415,7 @@ def test_a_transformation_inside_a_jitted_function_reads_its_closure_at_each_cal
 def test_a_jitted_function_writing_into_an_array_runs_as_numpy_code():
     # lazy values are immutable: g[0] = 0 raised TypeError inside a jitted step, and w -= g on
     # an argument rebound w in the recording (the caller's array never changed, silently)
-    rng = np.random.default_rng(2)
-    X = rng.normal(size=(20, 4))
-
-    def loss(w):
-        return np.sum(np.tanh(X @ w) ** 2)
+    rng, loss = _tanh_loss(2, 4)
 
     def masked(w):
         g = fg.grad(loss)(w)
