@@ -230,7 +230,7 @@ def _unbox_output(
     if type(out) is Tracer and out._trace is trace and replay.active() is None:
         value = out.value  # the common case: the traced output itself
         if evaluate and isinstance(value, LazyArray):
-            with replay.sanctioned(), replay.reading(replay.NESTED_RESULTS):
+            with replay.sanctioned():
                 value = materialize_many([value])[0]
         return value, [(out, value)]
     leaves, rebuild = flatten(out)
@@ -324,10 +324,10 @@ def _to_recording(out: Any) -> Any:
     (``Recorder.results_stay_lazy``): arrays among them (evaluated, not lazy) make the recording
     unreplayable, since the function's NumPy code reads them eagerly and no kernel records
     that (a ``jacobian`` inside a jitted step replayed its first call's values)."""
-    rec = replay.active()
-    if rec is not None and rec.results_stay_lazy():
-        if any(type(v) is _NDARRAY or isinstance(v, np.generic) for v in flatten(out)[0]):
-            rec.refuse(replay.NESTED_RESULTS)
+    if _stays_lazy() and any(
+        type(v) is _NDARRAY or isinstance(v, np.generic) for v in flatten(out)[0]
+    ):
+        replay.active().refuse(replay.NESTED_RESULTS)  # type: ignore[union-attr]
     return out
 
 

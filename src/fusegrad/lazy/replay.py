@@ -105,9 +105,10 @@ def api_call() -> contextlib.AbstractContextManager:
 # the jitted function (arrays the function's own NumPy code then reads eagerly, which no kernel
 # records), the ``reading`` of their evaluation
 NESTED_RESULTS = (
-    "the results of a fusegrad transformation (grad, value_and_grad, jvp, hvp...) called inside "
-    "the jitted function: jit replays a transformation only as the function it compiles; jit "
-    "the transformation itself, fg.jit(fg.grad(loss)), and apply its results outside"
+    "the results of a fusegrad transformation called inside the jitted function were evaluated "
+    "there (those of jvp and hvp, a gradient for a Python number, a result that is an input "
+    "unchanged), and the function's NumPy code reads them as arrays, which no kernel records; "
+    "return them from the jitted function instead, or jit the transformation itself"
 )
 
 

@@ -1155,8 +1155,9 @@ def replayer(kernel):
     >>> replayer(k)((np.arange(3.0),), (2.0,))
     [array([6.])]
     """
-    if _split.split(kernel) is not None:
-        return _split_replayer(kernel)
+    short = _split.split(kernel)
+    if short is not None:
+        return _split_replayer(kernel, short)
     e = _entry(kernel)
     dom = kernel.domain
     if e.plan.mirrored or kernel.size == 0:
@@ -1297,11 +1298,9 @@ def replayer(kernel):
     return run_serial
 
 
-def _split_replayer(kernel):
-    """``replayer`` of a kernel ``numba_split`` splits: the split kernel's, its inputs the
-    slices of each call's and its outputs assembled."""
-    first = _split.split(kernel)
-    assert first is not None
+def _split_replayer(kernel, first):
+    """``replayer`` of a kernel ``numba_split`` splits (``first``: its split): the split
+    kernel's, its inputs the slices of each call's and its outputs assembled."""
     inner = replayer(first.kernel)
     if inner is None:
         return None
